@@ -1,0 +1,223 @@
+//! Transactions: the `nft -f` text that moves the kernel from one ruleset to another.
+//!
+//! Every transaction is applied atomically by the kernel: all of it or none of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use ferry_model::{IpFamily, ServiceName};
+
+use super::model::{Chain, Element, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+
+/// Ferry's table name (in the `ip` and `ip6` families).
+pub const TABLE: &str = "ferry";
+
+/// One atomic nft transaction, as `nft -f` input.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Transaction {
+    /// The script.
+    pub text: String,
+    /// Chains whose rules it rewrites (for logs, metrics and tests).
+    pub chains_written: usize,
+    /// Elements it adds or deletes.
+    pub elements_changed: usize,
+}
+
+fn family(f: IpFamily) -> &'static str {
+    match f {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    }
+}
+
+struct Writer {
+    prefix: String,
+    tx: Transaction,
+}
+
+impl Writer {
+    fn new(f: IpFamily) -> Self {
+        Self { prefix: format!("{} {TABLE}", family(f)), tx: Transaction::default() }
+    }
+
+    fn line(&mut self, verb: &str, what: &str, rest: &str) {
+        let _ = writeln!(self.tx.text, "{verb} {what} {} {rest}", self.prefix);
+    }
+
+    fn set_def(&mut self, s: &SetDef) {
+        let kind = if s.value.is_some() { "map" } else { "set" };
+        let value = s.value.map(|v| format!(" : {v}")).unwrap_or_default();
+        let flags = if s.interval { " flags interval;" } else { "" };
+        self.line(
+            "add",
+            kind,
+            &format!("{} {{ type {}{value};{flags} comment \"{}\"; }}", s.name, s.key, s.comment),
+        );
+    }
+
+    fn rules(&mut self, chain: &Chain) {
+        self.tx.chains_written += 1;
+        for rule in &chain.rules {
+            self.line("add", "rule", &format!("{} {rule}", chain.name));
+        }
+    }
+
+    fn elements(&mut self, verb: &str, set: &str, els: &[&Element], with_value: bool) {
+        if els.is_empty() {
+            return;
+        }
+        self.tx.elements_changed += els.len();
+        let items: Vec<String> = els
+            .iter()
+            .map(|e| match (&e.value, with_value) {
+                (Some(v), true) => format!("{} : {v}", e.key),
+                _ => e.key.clone(),
+            })
+            .collect();
+        self.line(verb, "element", &format!("{set} {{ {} }}", items.join(", ")));
+    }
+}
+
+impl Transaction {
+    /// A full sync: declares every object, empties every chain, set and map Ferry owns, loads
+    /// the whole ruleset and deletes `stale_chains`. With `recreate`, the table is deleted and
+    /// created anew first (used at start-up, when what the kernel holds is unknown); established
+    /// connections are unaffected because their NAT bindings live in conntrack.
+    pub fn full(desired: &Ruleset, stale_chains: &[String], recreate: bool) -> Transaction {
+        let mut w = Writer::new(desired.family);
+        let table = format!("add table {} {{ comment \"rules for Ferry\"; }}\n", w.prefix);
+        w.tx.text.push_str(&table);
+        if recreate {
+            let _ = writeln!(w.tx.text, "delete table {}", w.prefix);
+            w.tx.text.push_str(&table);
+        }
+        for b in &desired.base_chains {
+            let spec = format!(
+                "{} {{ type {} hook {} priority {}; policy accept; }}",
+                b.chain.name, b.kind, b.hook, b.priority
+            );
+            w.line("add", "chain", &spec);
+        }
+        let regular: Vec<&Chain> = desired
+            .chains
+            .iter()
+            .chain(desired.services.values().flat_map(|s| s.chains.iter()))
+            .collect();
+        for c in &regular {
+            w.line("add", "chain", &c.name);
+        }
+        for s in &desired.sets {
+            w.set_def(s);
+        }
+        if !recreate {
+            let all = desired.base_chains.iter().map(|b| &b.chain).chain(regular.iter().copied());
+            for c in all {
+                w.line("flush", "chain", &c.name);
+            }
+            for s in &desired.sets {
+                let kind = if s.value.is_some() { "map" } else { "set" };
+                w.line("flush", kind, s.name);
+            }
+            for name in stale_chains {
+                w.line("flush", "chain", name);
+            }
+        }
+        for c in desired.base_chains.iter().map(|b| &b.chain).chain(regular.iter().copied()) {
+            w.rules(c);
+        }
+        for (set, els) in desired.all_elements() {
+            w.elements("add", set, &els, true);
+        }
+        if !recreate {
+            for name in stale_chains {
+                w.line("delete", "chain", name);
+            }
+        }
+        w.tx
+    }
+
+    /// An incremental sync from `installed` (what the kernel holds) after replacing the given
+    /// services' rules (`None`: the service is gone). Touches only those services' chains and
+    /// elements, and shared elements whose last contributor came or went.
+    pub fn delta(
+        installed: &Ruleset,
+        changes: &BTreeMap<ServiceName, Option<ServiceRules>>,
+    ) -> Transaction {
+        let mut w = Writer::new(installed.family);
+        let empty = ServiceRules::default();
+        let mut old_chains: BTreeMap<&str, &Chain> = BTreeMap::new();
+        let mut new_chains: BTreeMap<&str, &Chain> = BTreeMap::new();
+        let mut old_els: BTreeSet<&Element> = BTreeSet::new();
+        let mut new_els: BTreeSet<&Element> = BTreeSet::new();
+        let mut shared_delta: BTreeMap<(&'static str, &str), (isize, &Element)> = BTreeMap::new();
+        for (name, new) in changes {
+            let old = installed.services.get(name).unwrap_or(&empty);
+            let new = new.as_ref().unwrap_or(&empty);
+            old_chains.extend(old.chains.iter().map(|c| (c.name.as_str(), c)));
+            new_chains.extend(new.chains.iter().map(|c| (c.name.as_str(), c)));
+            for (els, sign) in [(&old.elements, -1), (&new.elements, 1)] {
+                for e in els {
+                    if SHARED_SETS.contains(&e.set) {
+                        shared_delta.entry((e.set, e.key.as_str())).or_insert((0, e)).0 += sign;
+                    } else if sign < 0 {
+                        old_els.insert(e);
+                    } else {
+                        new_els.insert(e);
+                    }
+                }
+            }
+        }
+        let added: Vec<&Chain> =
+            new_chains.values().filter(|c| !old_chains.contains_key(c.name.as_str())).copied().collect();
+        let changed: Vec<&Chain> = new_chains
+            .values()
+            .filter(|c| old_chains.get(c.name.as_str()).is_some_and(|o| o.rules != c.rules))
+            .copied()
+            .collect();
+        let removed: Vec<&str> =
+            old_chains.keys().filter(|n| !new_chains.contains_key(*n)).copied().collect();
+
+        for c in &added {
+            w.line("add", "chain", &c.name);
+        }
+        for name in changed.iter().map(|c| c.name.as_str()).chain(removed.iter().copied()) {
+            w.line("flush", "chain", name);
+        }
+        for c in added.iter().chain(&changed) {
+            w.rules(c);
+        }
+        // Element changes: a key whose value changed is deleted and added again.
+        let mut delete: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
+        let mut add: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
+        for e in old_els.difference(&new_els) {
+            delete.entry(e.set).or_default().push(e);
+        }
+        for e in new_els.difference(&old_els) {
+            add.entry(e.set).or_default().push(e);
+        }
+        for ((set, key), (delta, e)) in &shared_delta {
+            let before = installed.shared_count(set, key) as isize;
+            let after = before + delta;
+            if before > 0 && after <= 0 {
+                delete.entry(set).or_default().push(e);
+            } else if before <= 0 && after > 0 {
+                add.entry(set).or_default().push(e);
+            }
+        }
+        for (set, els) in &delete {
+            w.elements("delete", set, els, false);
+        }
+        for (set, els) in &add {
+            w.elements("add", set, els, true);
+        }
+        for name in &removed {
+            w.line("delete", "chain", name);
+        }
+        w.tx
+    }
+
+    /// True when the transaction does nothing.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}

@@ -1,0 +1,75 @@
+//! The ruleset as one `table { … }` block, in the layout `nft list table` prints.
+//!
+//! This is what `ferry rules` prints and what golden files hold: readable, loadable with
+//! `nft -f`, checkable with `nft -c -f`.
+
+use std::fmt::{self, Write as _};
+
+use super::model::{Chain, Ruleset};
+use super::script::TABLE;
+use ferry_model::IpFamily;
+
+fn chain_block(out: &mut String, c: &Chain, header: Option<String>) {
+    let _ = writeln!(out, "\tchain {} {{", c.name);
+    if let Some(h) = header {
+        let _ = writeln!(out, "\t\t{h}");
+    }
+    for r in &c.rules {
+        let _ = writeln!(out, "\t\t{r}");
+    }
+    out.push_str("\t}\n");
+}
+
+impl fmt::Display for Ruleset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let family = match self.family {
+            IpFamily::V4 => "ip",
+            IpFamily::V6 => "ip6",
+        };
+        let mut out = String::new();
+        let _ = writeln!(out, "table {family} {TABLE} {{");
+        out.push_str("\tcomment \"rules for Ferry\"\n");
+        let elements = self.all_elements();
+        for s in &self.sets {
+            let kind = if s.value.is_some() { "map" } else { "set" };
+            let value = s.value.map(|v| format!(" : {v}")).unwrap_or_default();
+            let _ = writeln!(out, "\t{kind} {} {{", s.name);
+            let _ = writeln!(out, "\t\ttype {}{value}", s.key);
+            if s.interval {
+                out.push_str("\t\tflags interval\n");
+            }
+            let _ = writeln!(out, "\t\tcomment \"{}\"", s.comment);
+            if let Some(els) = elements.get(s.name) {
+                out.push_str("\t\telements = {");
+                for (i, e) in els.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { ",\n\t\t\t     " };
+                    match &e.value {
+                        Some(v) => {
+                            let _ = write!(out, "{sep}{} : {v}", e.key);
+                        }
+                        None => {
+                            let _ = write!(out, "{sep}{}", e.key);
+                        }
+                    }
+                }
+                out.push_str(" }\n");
+            }
+            out.push_str("\t}\n");
+        }
+        for b in &self.base_chains {
+            let header =
+                format!("type {} hook {} priority {}; policy accept;", b.kind, b.hook, b.priority);
+            chain_block(&mut out, &b.chain, Some(header));
+        }
+        for c in &self.chains {
+            chain_block(&mut out, c, None);
+        }
+        for s in self.services.values() {
+            for c in &s.chains {
+                chain_block(&mut out, c, None);
+            }
+        }
+        out.push_str("}\n");
+        f.write_str(&out)
+    }
+}

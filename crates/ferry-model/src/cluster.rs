@@ -1,0 +1,218 @@
+//! `ClusterState`: every Service, EndpointSlice and Node the sources have delivered.
+//!
+//! Owned and updated by a single task (the sync loop), in event order; everyone else gets
+//! snapshots (node views, rulesets), never a reference into it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::{EndpointSlice, Node, ObjectRef, Service, ServiceName};
+
+/// A validated object, as sources deliver it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// A Service.
+    Service(Service),
+    /// An EndpointSlice (also what a legacy `v1 Endpoints` is converted to).
+    EndpointSlice(EndpointSlice),
+    /// A Node.
+    Node(Node),
+}
+
+impl Object {
+    /// The key under which the state stores this object.
+    pub fn key(&self) -> ObjectKey {
+        match self {
+            Object::Service(s) => ObjectKey::Service(s.name.clone()),
+            Object::EndpointSlice(s) => {
+                ObjectKey::EndpointSlice { namespace: s.namespace.clone(), name: s.name.clone() }
+            }
+            Object::Node(n) => ObjectKey::Node(n.name.clone()),
+        }
+    }
+}
+
+/// Identity of a stored object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectKey {
+    /// A Service.
+    Service(ServiceName),
+    /// An EndpointSlice.
+    EndpointSlice {
+        /// `metadata.namespace`.
+        namespace: String,
+        /// `metadata.name`.
+        name: String,
+    },
+    /// A Node.
+    Node(String),
+}
+
+impl ObjectKey {
+    /// `Kind namespace/name`, for messages.
+    pub fn object_ref(&self) -> ObjectRef {
+        match self {
+            ObjectKey::Service(s) => ObjectRef::new("Service", &s.namespace, &s.name),
+            ObjectKey::EndpointSlice { namespace, name } => {
+                ObjectRef::new("EndpointSlice", namespace, name)
+            }
+            ObjectKey::Node(n) => ObjectRef::new("Node", "", n),
+        }
+    }
+}
+
+/// What one change touched: the Services whose rules may differ, or a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Touched {
+    /// Services whose Service object or slices changed.
+    pub services: BTreeSet<ServiceName>,
+    /// Nodes that changed (a change to this node's own object affects every service).
+    pub nodes: BTreeSet<String>,
+}
+
+impl Touched {
+    /// True when nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty() && self.nodes.is_empty()
+    }
+
+    /// Adds another change.
+    pub fn merge(&mut self, other: Touched) {
+        self.services.extend(other.services);
+        self.nodes.extend(other.nodes);
+    }
+}
+
+/// The cluster as the sources last described it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterState {
+    services: BTreeMap<ServiceName, Service>,
+    slices: BTreeMap<(String, String), EndpointSlice>,
+    slices_by_service: BTreeMap<ServiceName, BTreeSet<(String, String)>>,
+    nodes: BTreeMap<String, Node>,
+}
+
+impl ClusterState {
+    /// An empty state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores (adds or replaces) an object; returns what changed. Storing an object equal to the
+    /// stored one changes nothing.
+    pub fn apply(&mut self, object: Object) -> Touched {
+        let mut touched = Touched::default();
+        match object {
+            Object::Service(svc) => {
+                if self.services.get(&svc.name) != Some(&svc) {
+                    touched.services.insert(svc.name.clone());
+                    self.services.insert(svc.name.clone(), svc);
+                }
+            }
+            Object::EndpointSlice(slice) => {
+                let key = (slice.namespace.clone(), slice.name.clone());
+                if self.slices.get(&key) == Some(&slice) {
+                    return touched;
+                }
+                if let Some(old) = self.slices.remove(&key) {
+                    self.unindex(&old.service, &key);
+                    touched.services.insert(old.service);
+                }
+                touched.services.insert(slice.service.clone());
+                self.slices_by_service.entry(slice.service.clone()).or_default().insert(key.clone());
+                self.slices.insert(key, slice);
+            }
+            Object::Node(node) => {
+                if self.nodes.get(&node.name) != Some(&node) {
+                    touched.nodes.insert(node.name.clone());
+                    self.nodes.insert(node.name.clone(), node);
+                }
+            }
+        }
+        touched
+    }
+
+    /// Removes an object; returns what changed (nothing if it was absent).
+    pub fn delete(&mut self, key: &ObjectKey) -> Touched {
+        let mut touched = Touched::default();
+        match key {
+            ObjectKey::Service(name) => {
+                if self.services.remove(name).is_some() {
+                    touched.services.insert(name.clone());
+                }
+            }
+            ObjectKey::EndpointSlice { namespace, name } => {
+                let key = (namespace.clone(), name.clone());
+                if let Some(old) = self.slices.remove(&key) {
+                    self.unindex(&old.service, &key);
+                    touched.services.insert(old.service);
+                }
+            }
+            ObjectKey::Node(name) => {
+                if self.nodes.remove(name).is_some() {
+                    touched.nodes.insert(name.clone());
+                }
+            }
+        }
+        touched
+    }
+
+    fn unindex(&mut self, service: &ServiceName, key: &(String, String)) {
+        if let Some(set) = self.slices_by_service.get_mut(service) {
+            set.remove(key);
+            if set.is_empty() {
+                self.slices_by_service.remove(service);
+            }
+        }
+    }
+
+    /// Every stored key, sorted (used to compute deletions when a source resyncs).
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        let services = self.services.keys().cloned().map(ObjectKey::Service);
+        let slices = self
+            .slices
+            .keys()
+            .map(|(namespace, name)| ObjectKey::EndpointSlice {
+                namespace: namespace.clone(),
+                name: name.clone(),
+            });
+        let nodes = self.nodes.keys().cloned().map(ObjectKey::Node);
+        services.chain(slices).chain(nodes).collect()
+    }
+
+    /// All Services, sorted by name.
+    pub fn services(&self) -> impl Iterator<Item = &Service> {
+        self.services.values()
+    }
+
+    /// One Service.
+    pub fn service(&self, name: &ServiceName) -> Option<&Service> {
+        self.services.get(name)
+    }
+
+    /// The slices of one Service, sorted by slice name.
+    pub fn slices_of<'a>(&'a self, name: &ServiceName) -> impl Iterator<Item = &'a EndpointSlice> {
+        self.slices_by_service
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(move |key| self.slices.get(key))
+    }
+
+    /// All slices.
+    pub fn slices(&self) -> impl Iterator<Item = &EndpointSlice> {
+        self.slices.values()
+    }
+
+    /// One Node.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// All Nodes.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,69 @@
+//! EndpointSlices: where a Service's traffic may go.
+
+use std::net::IpAddr;
+
+use crate::{IpFamily, Protocol, ServiceName};
+
+/// `endpoints[].conditions`, with Kubernetes' defaulting already applied
+/// as upstream kube-proxy reads them: `ready` unset → true, `serving` unset → true,
+/// `terminating` unset → false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EndpointConditions {
+    /// Ready to receive new traffic (readiness probe passing, not terminating).
+    pub ready: bool,
+    /// Serving, regardless of terminating state.
+    pub serving: bool,
+    /// Being deleted.
+    pub terminating: bool,
+}
+
+impl Default for EndpointConditions {
+    fn default() -> Self {
+        Self { ready: true, serving: true, terminating: false }
+    }
+}
+
+/// One `endpoints[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Endpoint {
+    /// `addresses[0]`; upstream kube-proxy uses only the first address.
+    pub address: IpAddr,
+    /// `conditions`.
+    pub conditions: EndpointConditions,
+    /// `nodeName`: the node the endpoint runs on.
+    pub node_name: Option<String>,
+    /// `zone`.
+    pub zone: Option<String>,
+    /// `hints.forZones[].name`, when hints are set.
+    pub zone_hints: Option<Vec<String>>,
+}
+
+/// One `ports[]` entry of a slice.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EndpointPort {
+    /// `name`, matching the Service port's name (empty when unnamed).
+    pub name: String,
+    /// `port`: the port on the endpoint (the resolved targetPort).
+    pub port: u16,
+    /// `protocol`.
+    pub protocol: Protocol,
+}
+
+/// A `discovery.k8s.io/v1` EndpointSlice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSlice {
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// The owning Service (label `kubernetes.io/service-name`).
+    pub service: ServiceName,
+    /// `addressType`.
+    pub family: IpFamily,
+    /// `ports`.
+    pub ports: Vec<EndpointPort>,
+    /// `endpoints`.
+    pub endpoints: Vec<Endpoint>,
+    /// Annotation `endpoints.kubernetes.io/last-change-trigger-time` (RFC 3339), if any.
+    pub trigger_time: Option<String>,
+}

@@ -1,0 +1,92 @@
+//! Builders for test objects, so tests state only what matters to them.
+//!
+//! Addresses follow the seed cluster (docs: ../shared/seeds/004): nodes 10.1.1.0/24, pods
+//! 192.168.0.0/16, services 10.96.0.0/16.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use crate::{
+    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, Node, NodeAddress,
+    NodeAddressType, Protocol, Service, ServiceName, ServicePort, ServiceType, SessionAffinity,
+    TrafficPolicy,
+};
+
+/// Parses an IP literal; panics on a typo in a test.
+pub fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap_or_else(|e| panic!("bad test IP {s:?}: {e}"))
+}
+
+/// A ClusterIP service `ns/name` with one TCP port `http` `port`.
+pub fn mk_service(ns: &str, name: &str, cluster_ip: &str, port: u16) -> Service {
+    Service {
+        name: ServiceName::new(ns, name),
+        service_type: ServiceType::ClusterIp,
+        cluster_ips: vec![ip(cluster_ip)],
+        ports: vec![ServicePort {
+            name: "http".into(),
+            protocol: Protocol::Tcp,
+            port,
+            node_port: None,
+        }],
+        external_ips: Vec::new(),
+        load_balancer_ips: Vec::new(),
+        load_balancer_source_ranges: Vec::new(),
+        external_traffic_policy: TrafficPolicy::Cluster,
+        internal_traffic_policy: TrafficPolicy::Cluster,
+        session_affinity: SessionAffinity::None,
+        health_check_node_port: None,
+    }
+}
+
+/// Makes `svc` a NodePort service on `node_port` with the given external policy.
+pub fn with_node_port(mut svc: Service, node_port: u16, policy: TrafficPolicy) -> Service {
+    svc.service_type = ServiceType::NodePort;
+    svc.external_traffic_policy = policy;
+    for p in &mut svc.ports {
+        p.node_port = Some(node_port);
+    }
+    svc
+}
+
+/// A ready endpoint on `node`.
+pub fn mk_endpoint(addr: &str, node: &str) -> Endpoint {
+    Endpoint {
+        address: ip(addr),
+        conditions: EndpointConditions::default(),
+        node_name: Some(node.into()),
+        zone: None,
+        zone_hints: None,
+    }
+}
+
+/// An endpoint with explicit conditions.
+pub fn mk_endpoint_with(addr: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> Endpoint {
+    Endpoint {
+        conditions: EndpointConditions { ready, serving, terminating },
+        ..mk_endpoint(addr, node)
+    }
+}
+
+/// A slice `<svc>-abc` for service `ns/svc`, port `http`/TCP `port`, with `endpoints`.
+pub fn mk_slice(ns: &str, svc: &str, port: u16, endpoints: Vec<Endpoint>) -> EndpointSlice {
+    EndpointSlice {
+        namespace: ns.into(),
+        name: format!("{svc}-abc"),
+        service: ServiceName::new(ns, svc),
+        family: IpFamily::V4,
+        ports: vec![EndpointPort { name: "http".into(), port, protocol: Protocol::Tcp }],
+        endpoints,
+        trigger_time: None,
+    }
+}
+
+/// A node with one InternalIP and one pod CIDR.
+pub fn mk_node(name: &str, internal_ip: &str, pod_cidr: &str) -> Node {
+    Node {
+        name: name.into(),
+        labels: BTreeMap::new(),
+        addresses: vec![NodeAddress { kind: NodeAddressType::InternalIp, address: ip(internal_ip) }],
+        pod_cidrs: vec![pod_cidr.parse().unwrap_or_else(|e| panic!("bad CIDR {pod_cidr}: {e}"))],
+    }
+}

@@ -1,0 +1,29 @@
+//! Ferry's vocabulary and state.
+//!
+//! Place in the data flow (source → **cluster state → node view** → compiler → applier): this crate
+//! holds the Kubernetes objects Ferry cares about, already validated and converted to typed values
+//! ([`Service`], [`EndpointSlice`], [`Node`]), the single-owner [`ClusterState`] that sources feed,
+//! and [`NodeView`], the pure per-node answer to "which endpoints may this node send this service's
+//! traffic to?".
+//!
+//! It must never do I/O: no files, no sockets, no clocks, no processes. Everything here is a pure
+//! function of its inputs, so the compiler's output is deterministic and testable.
+
+mod cluster;
+mod endpoint;
+mod name;
+mod node;
+mod service;
+mod view;
+
+pub use cluster::{ClusterState, Object, ObjectKey, Touched};
+pub use endpoint::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+pub use name::{ObjectRef, ServiceName, ServicePortName};
+pub use node::{Node, NodeAddress, NodeAddressType};
+pub use service::{
+    IpFamily, Protocol, Service, ServicePort, ServiceType, SessionAffinity, TrafficPolicy,
+};
+pub use view::{EndpointView, Exclusion, NodeContext, NodeView, ServicePortView};
+
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
