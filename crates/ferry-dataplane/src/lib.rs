@@ -1,0 +1,12 @@
+//! The dataplane: the only part of Ferry that touches the kernel.
+//!
+//! Place in the data flow (source → cluster state → node view → compiler → **applier**): it
+//! takes the compiler's rulesets and transactions and makes the kernel hold them, one atomic
+//! transaction per sync. On failure nothing changes in the kernel (the last good rules stay) and
+//! the next sync is a full one.
+//!
+//! It owns only Ferry's table (`ip ferry`, `ip6 ferry`) and never touches anything else.
+
+mod nft;
+
+pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};

@@ -1,0 +1,224 @@
+//! The nftables applier.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferry_compile::nft::{Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_model::{IpFamily, ServiceName};
+
+/// Why a transaction was not applied. The kernel holds what it held before.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// `nft` could not be started.
+    #[error("could not run {program}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An incremental sync was asked for before any full sync succeeded.
+    #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
+    NoBaseline,
+    /// `nft` rejected the transaction.
+    #[error("{program} -f - failed ({status}): {stderr}")]
+    Rejected {
+        /// The program.
+        program: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed.
+        stderr: String,
+    },
+}
+
+/// Runs nft scripts. The real one is [`NftCli`]; tests substitute a recorder.
+pub trait NftRunner: Send {
+    /// Applies one script atomically.
+    fn run(&mut self, script: &str) -> Result<(), ApplyError>;
+}
+
+/// Runs `nft -f -` (atomic per invocation).
+#[derive(Debug, Clone)]
+pub struct NftCli {
+    program: String,
+}
+
+impl Default for NftCli {
+    fn default() -> Self {
+        Self { program: "nft".to_owned() }
+    }
+}
+
+impl NftRunner for NftCli {
+    fn run(&mut self, script: &str) -> Result<(), ApplyError> {
+        let spawn_err = |source| ApplyError::Spawn { program: self.program.clone(), source };
+        let mut child = Command::new(&self.program)
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_err)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(script.as_bytes()).map_err(spawn_err)?;
+        }
+        let out = child.wait_with_output().map_err(spawn_err)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(ApplyError::Rejected {
+                program: self.program.clone(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
+}
+
+/// Full or incremental.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncKind {
+    /// Everything rewritten.
+    Full,
+    /// Only changed services.
+    Partial,
+}
+
+/// What one applied sync did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Full or partial.
+    pub kind: SyncKind,
+    /// Chains whose rules were written.
+    pub chains_written: usize,
+    /// Set and map elements added or deleted.
+    pub elements_changed: usize,
+    /// Bytes of nft script.
+    pub script_bytes: usize,
+    /// Time spent in the kernel transaction (including the nft tool).
+    pub apply_time: Duration,
+}
+
+/// Keeps Ferry's table of one family in the kernel equal to the desired ruleset.
+pub struct NftDataplane<R: NftRunner = NftCli> {
+    runner: R,
+    /// What the kernel holds, when known (after a successful sync by this process).
+    installed: Option<Ruleset>,
+}
+
+impl NftDataplane<NftCli> {
+    /// An applier using the `nft` tool in the current network namespace.
+    pub fn new() -> Self {
+        Self::with_runner(NftCli::default())
+    }
+}
+
+impl Default for NftDataplane<NftCli> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R: NftRunner> NftDataplane<R> {
+    /// An applier with a given runner.
+    pub fn with_runner(runner: R) -> Self {
+        Self { runner, installed: None }
+    }
+
+    /// The runner (tests read what was sent).
+    pub fn runner(&self) -> &R {
+        &self.runner
+    }
+
+    /// What the kernel holds, if known.
+    pub fn installed(&self) -> Option<&Ruleset> {
+        self.installed.as_ref()
+    }
+
+    /// True when the next sync must be full (start-up, or after a failure).
+    pub fn needs_full(&self) -> bool {
+        self.installed.is_none()
+    }
+
+    /// Makes the table equal to `desired`. The first sync of a process recreates the table in
+    /// the same transaction (what an earlier run left is unknown); later ones flush and reload
+    /// Ferry's objects and delete chains that are no longer wanted.
+    pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
+        let tx = match &self.installed {
+            None => Transaction::full(&desired, &[], true),
+            Some(old) => {
+                let keep: std::collections::BTreeSet<&str> = desired.chain_names().collect();
+                let stale: Vec<String> =
+                    old.chain_names().filter(|n| !keep.contains(n)).map(str::to_owned).collect();
+                Transaction::full(&desired, &stale, false)
+            }
+        };
+        let report = self.run(SyncKind::Full, &tx)?;
+        self.installed = Some(desired);
+        Ok(report)
+    }
+
+    /// Replaces the given services' rules, touching nothing else. Requires a previous
+    /// successful sync (see [`needs_full`](Self::needs_full)).
+    pub fn apply_changes(
+        &mut self,
+        changes: BTreeMap<ServiceName, Option<ServiceRules>>,
+    ) -> Result<SyncReport, ApplyError> {
+        let Some(installed) = self.installed.as_ref() else {
+            return Err(ApplyError::NoBaseline);
+        };
+        let tx = Transaction::delta(installed, &changes);
+        if tx.is_empty() {
+            return Ok(SyncReport {
+                kind: SyncKind::Partial,
+                chains_written: 0,
+                elements_changed: 0,
+                script_bytes: 0,
+                apply_time: Duration::ZERO,
+            });
+        }
+        let report = self.run(SyncKind::Partial, &tx)?;
+        if let Some(installed) = self.installed.as_mut() {
+            for (name, rules) in changes {
+                installed.set_service(name, rules);
+            }
+        }
+        Ok(report)
+    }
+
+    fn run(&mut self, kind: SyncKind, tx: &Transaction) -> Result<SyncReport, ApplyError> {
+        let start = Instant::now();
+        let result = self.runner.run(&tx.text);
+        if result.is_err() {
+            // The kernel kept its old state, but ours may be out of date: resync fully.
+            self.installed = None;
+        }
+        result?;
+        Ok(SyncReport {
+            kind,
+            chains_written: tx.chains_written,
+            elements_changed: tx.elements_changed,
+            script_bytes: tx.text.len(),
+            apply_time: start.elapsed(),
+        })
+    }
+}
+
+/// Removes Ferry's tables (both families) from the current network namespace. Absent tables
+/// are not an error.
+pub fn cleanup() -> Result<(), ApplyError> {
+    let mut cli = NftCli::default();
+    for family in [IpFamily::V4, IpFamily::V6] {
+        let name = match family {
+            IpFamily::V4 => "ip",
+            IpFamily::V6 => "ip6",
+        };
+        // "add" first makes "delete" succeed whether or not the table exists.
+        cli.run(&format!("add table {name} {TABLE}\ndelete table {name} {TABLE}\n"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+use std::time::Duration;
+
+use super::file::UNKNOWN_FIELD;
+use super::*;
+
+fn parse(text: &str) -> Result<FileConfig, ConfigError> {
+    FileConfig::parse("kube-proxy.yaml", text)
+}
+
+const HEAD: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n";
+
+#[test]
+fn reads_the_supported_fields() {
+    let f = parse(&format!(
+        "{HEAD}hostnameOverride: k8s-node1\nmode: nftables\nclusterCIDR: 192.168.0.0/16\n\
+         detectLocalMode: NodeCIDR\nnodePortAddresses: [10.1.1.0/24]\nmasqueradeAll: true\n\
+         nftables:\n  masqueradeBit: 13\n  syncPeriod: 1m\n  minSyncPeriod: 500ms\n"
+    ))
+    .expect("valid");
+    assert_eq!(f.hostname_override.as_deref(), Some("k8s-node1"));
+    assert_eq!(f.mode, Some(ProxyMode::Nftables));
+    assert_eq!(f.cluster_cidrs, Some(vec!["192.168.0.0/16".parse().expect("net")]));
+    assert_eq!(f.detect_local_mode, Some(DetectLocalMode::NodeCidr));
+    assert_eq!(f.node_port_addresses.map(|n| n.cidrs.len()), Some(1));
+    assert_eq!(f.masquerade_all, Some(true));
+    assert_eq!(f.masquerade_bit, Some(13));
+    assert_eq!(f.sync_period, Some(Duration::from_secs(60)));
+    assert_eq!(f.min_sync_period, Some(Duration::from_millis(500)));
+    assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+}
+
+#[test]
+fn unknown_fields_are_reported_not_dropped() {
+    let f = parse(&format!("{HEAD}clusterCidr: 10.0.0.0/8\nbindAddress: 0.0.0.0\n")).expect("valid");
+    assert!(f.warnings.iter().any(|w| w.contains("clusterCidr") && w.contains(UNKNOWN_FIELD)), "{:?}", f.warnings);
+    assert!(f.warnings.iter().any(|w| w.contains("bindAddress") && w.contains("not used")), "{:?}", f.warnings);
+}
+
+#[test]
+fn each_bad_value_names_its_field() {
+    let cases = [
+        ("mode: ipvs-turbo\n", "mode"),
+        ("clusterCIDR: 192.168.0.0/33\n", "clusterCIDR"),
+        ("detectLocalMode: Nope\n", "detectLocalMode"),
+        ("nodePortAddresses: [primary, nonsense]\n", "nodePortAddresses[1]"),
+        ("nodePortAddresses: [127.0.0.0/8]\n", "nodePortAddresses[0]"),
+        ("masqueradeAll: maybe\n", "masqueradeAll"),
+        ("nftables:\n  masqueradeBit: 32\n", "nftables.masqueradeBit"),
+        ("iptables:\n  masqueradeBit: -1\n", "iptables.masqueradeBit"),
+        ("nftables:\n  syncPeriod: soon\n", "nftables.syncPeriod"),
+        ("minSyncPeriod: 5\n", "minSyncPeriod"),
+    ];
+    for (body, field) in cases {
+        let err = parse(&format!("{HEAD}{body}")).expect_err(body);
+        assert!(err.to_string().contains(field), "{body:?}: {err}");
+        assert!(err.to_string().starts_with("kube-proxy.yaml"), "{err}");
+    }
+}
+
+#[test]
+fn the_wrong_kind_is_rejected() {
+    let err = parse("apiVersion: v1\nkind: ConfigMap\n").expect_err("not a KubeProxyConfiguration");
+    assert!(err.to_string().contains("kind"), "{err}");
+}
+
+#[test]
+fn node_port_addresses_accept_primary_but_not_mixed_with_cidrs() {
+    assert!(parse_node_port_addresses("--nodeport-addresses", ["primary"]).expect("ok").primary);
+    let err = parse_node_port_addresses("--nodeport-addresses", ["primary", "10.0.0.0/8"]).expect_err("mixed");
+    assert!(err.to_string().starts_with("--nodeport-addresses"), "{err}");
+}
+
+#[test]
+fn cluster_cidr_flag_takes_a_comma_separated_list() {
+    let nets = parse_cidrs("--cluster-cidr", "10.0.0.0/8, fd00::/48").expect("ok");
+    assert_eq!(nets.len(), 2);
+    let err = parse_cidrs("--cluster-cidr", "10.0.0.1").expect_err("bare IP");
+    assert!(err.to_string().contains("--cluster-cidr"), "{err}");
+}

@@ -1,0 +1,106 @@
+//! The `ferry` binary: parse flags, set up logging, exit 64 on bad configuration, run.
+//!
+//! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (state + compile +
+//! apply, one sync at a time), [`run`] (the agent: sources, the bounded-frequency loop,
+//! signals).
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod cli;
+mod config;
+mod run;
+mod sync;
+
+use cli::{Cli, Command, LogFormat, RunArgs};
+
+/// EX_USAGE: bad flags or configuration.
+const EXIT_USAGE: u8 = 64;
+
+fn init_logging(args: &RunArgs) {
+    let level = match args.verbosity {
+        0..=3 => "info",
+        4 | 5 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    match cli.command {
+        Command::Run(args) | Command::Rules(args) if args.manifests.is_none() => {
+            eprintln!("ferry: --manifests: required (the Kubernetes API source is not built yet)");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Command::Run(args) => {
+            init_logging(&args);
+            let (config, warnings) = match args.resolve() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("ferry: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            for w in &warnings {
+                tracing::warn!("{w}");
+            }
+            let manifests = args.manifests.clone().unwrap_or_default();
+            match run::run(config, manifests) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Rules(args) => {
+            let (config, warnings) = match args.resolve() {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("ferry: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            let manifests = args.manifests.clone().unwrap_or_default();
+            print!("{}", run::rules(&config, &manifests));
+            ExitCode::SUCCESS
+        }
+        Command::Cleanup => match ferry_dataplane::cleanup() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferry cleanup: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::LabPod { name, listen } => match ferry_lab::serve_echo(&name, listen) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferry lab-pod: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

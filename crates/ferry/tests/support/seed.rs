@@ -1,0 +1,238 @@
+//! The seed cluster (../shared/seeds/004) in network namespaces, with one `ferry run` per node.
+//!
+//! Shared by the lab tests of every proxy mode: the same cases, parameterised by [`Mode`].
+
+#![allow(dead_code)]
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ferry_lab::spec::{MASTER, NODE1, NODE2};
+use ferry_lab::{CurlResult, Host, Lab, LabProcess, PodProgram};
+
+pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+pub const CLUSTER_IP: &str = "10.96.198.86";
+pub const EMPTY_CLUSTER_IP: &str = "10.96.0.50";
+pub const NODE_PORT: u16 = 32223;
+pub const POD_A: (&str, &str) = ("url-analysis-deployment-547845566c-4rt9d", "192.168.169.166");
+pub const POD_B: (&str, &str) = ("url-analysis-deployment-547845566c-64gq4", "192.168.169.168");
+pub const MASTER_POD: (&str, &str) = ("client-7d9f8c6b5-x2x4q", "192.168.235.200");
+pub const NODES: [(&str, &str); 3] =
+    [(MASTER, "10.1.1.12"), (NODE1, "10.1.1.17"), (NODE2, "10.1.1.9")];
+
+/// The proxy mode under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Nftables,
+}
+
+impl Mode {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Mode::Nftables => "nftables",
+        }
+    }
+}
+
+/// Returns None (and says why) when the lab cannot run here.
+pub fn lab_or_skip() -> Option<Lab> {
+    if !ferry_lab::running_as_root() {
+        eprintln!("skipping: the lab needs root (CI runs as root)");
+        return None;
+    }
+    Some(Lab::seed004().expect("build the seed lab"))
+}
+
+/// The manifests every node reads.
+pub struct Manifests {
+    pub dir: tempfile::TempDir,
+    pub policy: &'static str,
+    /// (ip, ready) of the url-analysis endpoints, all on k8s-node2.
+    pub endpoints: Vec<(&'static str, bool)>,
+    pub with_slice: bool,
+}
+
+impl Manifests {
+    pub fn new(policy: &'static str) -> Self {
+        let m = Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+            policy,
+            endpoints: vec![(POD_A.1, true), (POD_B.1, true)],
+            with_slice: true,
+        };
+        m.write_static();
+        m.write();
+        m
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    fn write_static(&self) {
+        let mut nodes = String::new();
+        for ((name, ip), cidr) in NODES.iter().zip(["192.168.235.192/26", "192.168.36.64/26", "192.168.169.128/26"]) {
+            nodes.push_str(&format!(
+                "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\nspec:\n  podCIDR: {cidr}\n  podCIDRs: [{cidr}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n  - type: Hostname\n    address: {name}\n"
+            ));
+        }
+        std::fs::write(self.dir.path().join("nodes.yaml"), nodes).expect("write nodes");
+        let empty = format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: no-endpoints\n  namespace: dev\nspec:\n  clusterIP: {EMPTY_CLUSTER_IP}\n  ports:\n  - name: http\n    port: 80\n    targetPort: 8080\n"
+        );
+        std::fs::write(self.dir.path().join("empty-service.yaml"), empty).expect("write service");
+    }
+
+    /// Rewrites the Service and the EndpointSlice (atomically: write then rename).
+    pub fn write(&self) {
+        let svc = format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: url-analysis\n  namespace: dev\nspec:\n  type: NodePort\n  clusterIP: {CLUSTER_IP}\n  externalTrafficPolicy: {}\n  selector:\n    app: url-analysis\n  ports:\n  - name: http\n    protocol: TCP\n    port: 8080\n    targetPort: 56010\n    nodePort: {NODE_PORT}\n",
+            self.policy
+        );
+        self.put("service.yaml", &svc);
+        if self.with_slice {
+            let mut eps = String::new();
+            for (ip, ready) in &self.endpoints {
+                eps.push_str(&format!(
+                    "- addresses: [\"{ip}\"]\n  conditions:\n    ready: {ready}\n  nodeName: k8s-node2\n"
+                ));
+            }
+            let slice = format!(
+                "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: url-analysis-7x2kq\n  namespace: dev\n  labels:\n    kubernetes.io/service-name: url-analysis\naddressType: IPv4\nports:\n- name: http\n  port: 56010\n  protocol: TCP\nendpoints:\n{eps}"
+            );
+            self.put("endpointslice.yaml", &slice);
+        } else {
+            let _ = std::fs::remove_file(self.dir.path().join("endpointslice.yaml"));
+        }
+    }
+
+    fn put(&self, name: &str, text: &str) {
+        let tmp = self.dir.path().join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).expect("write manifest");
+        std::fs::rename(&tmp, self.dir.path().join(name)).expect("rename manifest");
+    }
+}
+
+/// The lab with pods and one Ferry per node.
+pub struct SeedLab {
+    pub lab: Lab,
+    pub manifests: Manifests,
+    pub mode: Mode,
+    pub ferries: Vec<(&'static str, LabProcess)>,
+}
+
+impl SeedLab {
+    pub fn start(mode: Mode, policy: &'static str) -> Option<SeedLab> {
+        let mut lab = lab_or_skip()?;
+        let program = PodProgram::ferry(FERRY);
+        for (name, ip) in [POD_A, POD_B] {
+            lab.add_echo_pod(NODE2, name, ip.parse::<Ipv4Addr>().expect("ip"), 56010, &program)
+                .expect("pod on node2");
+        }
+        lab.add_echo_pod(MASTER, MASTER_POD.0, MASTER_POD.1.parse().expect("ip"), 56010, &program)
+            .expect("pod on master");
+        let manifests = Manifests::new(policy);
+        let mut seed = SeedLab { lab, manifests, mode, ferries: Vec::new() };
+        for (node, _) in NODES {
+            let p = seed.spawn_ferry(node);
+            seed.ferries.push((node, p));
+        }
+        for (node, _) in NODES {
+            seed.wait_synced(node, 1);
+        }
+        Some(seed)
+    }
+
+    fn spawn_ferry(&self, node: &'static str) -> LabProcess {
+        let dir = self.manifests.path();
+        let args: Vec<String> = vec![
+            "run".into(),
+            "--manifests".into(),
+            dir.display().to_string(),
+            "--hostname-override".into(),
+            node.into(),
+            "--proxy-mode".into(),
+            self.mode.flag().into(),
+            "--cluster-cidr".into(),
+            "192.168.0.0/16".into(),
+            "--min-sync-period".into(),
+            "100ms".into(),
+        ];
+        self.lab.spawn_on_node(node, FERRY, &args).expect("spawn ferry")
+    }
+
+    pub fn ferry(&mut self, node: &str) -> &mut LabProcess {
+        &mut self.ferries.iter_mut().find(|(n, _)| *n == node).expect("ferry on node").1
+    }
+
+    /// Number of successful syncs a node's Ferry has logged.
+    pub fn syncs(&mut self, node: &str) -> usize {
+        self.ferry(node).log().matches("synced rules").count()
+    }
+
+    /// Waits until a node's Ferry has logged at least `n` syncs.
+    pub fn wait_synced(&mut self, node: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.syncs(node) < n {
+            if Instant::now() > deadline {
+                panic!("{node}: no sync #{n} within 20 s; log:\n{}", self.ferry(node).log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Rewrites the manifests and waits until every node has synced the change.
+    pub fn change(&mut self, edit: impl FnOnce(&mut Manifests)) {
+        let before: Vec<usize> = NODES.iter().map(|(n, _)| self.syncs(n)).collect();
+        edit(&mut self.manifests);
+        self.manifests.write();
+        for ((node, _), n) in NODES.iter().zip(before) {
+            self.wait_synced(node, n + 1);
+        }
+    }
+
+    pub fn curl(&self, from: &Host, url: &str) -> CurlResult {
+        self.lab.curl(from, url).expect("run curl")
+    }
+
+    /// A successful answer's fields (ClientIp, ServerName, ServerIp), or a panic with context.
+    pub fn hello(&self, from: &Host, url: &str) -> Hello {
+        match self.curl(from, url) {
+            CurlResult::Ok(body) => Hello::parse(&body),
+            other => panic!("{from:?} → {url}: {other:?}\n{}", self.logs()),
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        self.ferries.iter().map(|(n, p)| format!("--- ferry on {n}:\n{}", p.log())).collect()
+    }
+}
+
+/// The url-analysis app's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub client_ip: String,
+    pub server_name: String,
+    pub server_ip: String,
+}
+
+impl Hello {
+    pub fn parse(body: &str) -> Hello {
+        let field = |name: &str| {
+            body.split(',')
+                .find_map(|part| part.trim().strip_prefix(name))
+                .map(|v| v.trim_start_matches(" : ").trim().to_owned())
+                .unwrap_or_else(|| panic!("no {name} in {body:?}"))
+        };
+        Hello { client_ip: field("ClientIp"), server_name: field("ServerName"), server_ip: field("ServerIp") }
+    }
+}
+
+pub fn cluster_url() -> String {
+    format!("http://{CLUSTER_IP}:8080/hello")
+}
+
+pub fn node_port_url(node_ip: &str) -> String {
+    format!("http://{node_ip}:{NODE_PORT}/hello")
+}
