@@ -177,12 +177,16 @@ fn plan_context(cfg: &CompileConfig, pod_cidrs: &[IpNet]) -> PlanContext {
     } else {
         ClusterIpMasquerade::Never
     };
-    PlanContext { cluster_ip_masquerade }
+    PlanContext {
+        cluster_ip_masquerade,
+    }
 }
 
 fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpNet> {
-    let mut v: Vec<IpNet> =
-        nets.into_iter().filter(|n| IpFamily::of(&n.addr()) == family).collect();
+    let mut v: Vec<IpNet> = nets
+        .into_iter()
+        .filter(|n| IpFamily::of(&n.addr()) == family)
+        .collect();
     v.sort();
     v.dedup();
     v

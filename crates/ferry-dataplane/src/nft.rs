@@ -49,13 +49,18 @@ pub struct NftCli {
 
 impl Default for NftCli {
     fn default() -> Self {
-        Self { program: "nft".to_owned() }
+        Self {
+            program: "nft".to_owned(),
+        }
     }
 }
 
 impl NftRunner for NftCli {
     fn run(&mut self, script: &str) -> Result<(), ApplyError> {
-        let spawn_err = |source| ApplyError::Spawn { program: self.program.clone(), source };
+        let spawn_err = |source| ApplyError::Spawn {
+            program: self.program.clone(),
+            source,
+        };
         let mut child = Command::new(&self.program)
             .args(["-f", "-"])
             .stdin(Stdio::piped())
@@ -126,7 +131,10 @@ impl Default for NftDataplane<NftCli> {
 impl<R: NftRunner> NftDataplane<R> {
     /// An applier with a given runner.
     pub fn with_runner(runner: R) -> Self {
-        Self { runner, installed: None }
+        Self {
+            runner,
+            installed: None,
+        }
     }
 
     /// The runner (tests read what was sent).
@@ -152,8 +160,11 @@ impl<R: NftRunner> NftDataplane<R> {
             None => Transaction::full(&desired, &[], true),
             Some(old) => {
                 let keep: std::collections::BTreeSet<&str> = desired.chain_names().collect();
-                let stale: Vec<String> =
-                    old.chain_names().filter(|n| !keep.contains(n)).map(str::to_owned).collect();
+                let stale: Vec<String> = old
+                    .chain_names()
+                    .filter(|n| !keep.contains(n))
+                    .map(str::to_owned)
+                    .collect();
                 Transaction::full(&desired, &stale, false)
             }
         };
@@ -218,7 +229,9 @@ pub fn cleanup() -> Result<(), ApplyError> {
             IpFamily::V6 => "ip6",
         };
         // "add" first makes "delete" succeed whether or not the table exists.
-        cli.run(&format!("add table {name} {TABLE}\ndelete table {name} {TABLE}\n"))?;
+        cli.run(&format!(
+            "add table {name} {TABLE}\ndelete table {name} {TABLE}\n"
+        ))?;
     }
     Ok(())
 }

@@ -23,9 +23,10 @@ impl Object {
     pub fn key(&self) -> ObjectKey {
         match self {
             Object::Service(s) => ObjectKey::Service(s.name.clone()),
-            Object::EndpointSlice(s) => {
-                ObjectKey::EndpointSlice { namespace: s.namespace.clone(), name: s.name.clone() }
-            }
+            Object::EndpointSlice(s) => ObjectKey::EndpointSlice {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+            },
             Object::Node(n) => ObjectKey::Node(n.name.clone()),
         }
     }
@@ -118,7 +119,10 @@ impl ClusterState {
                     touched.services.insert(old.service);
                 }
                 touched.services.insert(slice.service.clone());
-                self.slices_by_service.entry(slice.service.clone()).or_default().insert(key.clone());
+                self.slices_by_service
+                    .entry(slice.service.clone())
+                    .or_default()
+                    .insert(key.clone());
                 self.slices.insert(key, slice);
             }
             Object::Node(node) => {

@@ -19,7 +19,11 @@ pub struct EndpointConditions {
 
 impl Default for EndpointConditions {
     fn default() -> Self {
-        Self { ready: true, serving: true, terminating: false }
+        Self {
+            ready: true,
+            serving: true,
+            terminating: false,
+        }
     }
 }
 

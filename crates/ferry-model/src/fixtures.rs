@@ -14,7 +14,8 @@ use crate::{
 
 /// Parses an IP literal; panics on a typo in a test.
 pub fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap_or_else(|e| panic!("bad test IP {s:?}: {e}"))
+    s.parse()
+        .unwrap_or_else(|e| panic!("bad test IP {s:?}: {e}"))
 }
 
 /// A ClusterIP service `ns/name` with one TCP port `http` `port`.
@@ -61,9 +62,19 @@ pub fn mk_endpoint(addr: &str, node: &str) -> Endpoint {
 }
 
 /// An endpoint with explicit conditions.
-pub fn mk_endpoint_with(addr: &str, node: &str, ready: bool, serving: bool, terminating: bool) -> Endpoint {
+pub fn mk_endpoint_with(
+    addr: &str,
+    node: &str,
+    ready: bool,
+    serving: bool,
+    terminating: bool,
+) -> Endpoint {
     Endpoint {
-        conditions: EndpointConditions { ready, serving, terminating },
+        conditions: EndpointConditions {
+            ready,
+            serving,
+            terminating,
+        },
         ..mk_endpoint(addr, node)
     }
 }
@@ -75,7 +86,11 @@ pub fn mk_slice(ns: &str, svc: &str, port: u16, endpoints: Vec<Endpoint>) -> End
         name: format!("{svc}-abc"),
         service: ServiceName::new(ns, svc),
         family: IpFamily::V4,
-        ports: vec![EndpointPort { name: "http".into(), port, protocol: Protocol::Tcp }],
+        ports: vec![EndpointPort {
+            name: "http".into(),
+            port,
+            protocol: Protocol::Tcp,
+        }],
         endpoints,
         trigger_time: None,
     }
@@ -86,7 +101,12 @@ pub fn mk_node(name: &str, internal_ip: &str, pod_cidr: &str) -> Node {
     Node {
         name: name.into(),
         labels: BTreeMap::new(),
-        addresses: vec![NodeAddress { kind: NodeAddressType::InternalIp, address: ip(internal_ip) }],
-        pod_cidrs: vec![pod_cidr.parse().unwrap_or_else(|e| panic!("bad CIDR {pod_cidr}: {e}"))],
+        addresses: vec![NodeAddress {
+            kind: NodeAddressType::InternalIp,
+            address: ip(internal_ip),
+        }],
+        pod_cidrs: vec![pod_cidr
+            .parse()
+            .unwrap_or_else(|e| panic!("bad CIDR {pod_cidr}: {e}"))],
     }
 }

@@ -16,7 +16,10 @@ pub struct ServiceName {
 impl ServiceName {
     /// Builds a service name.
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { namespace: namespace.into(), name: name.into() }
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -60,7 +63,11 @@ pub struct ObjectRef {
 impl ObjectRef {
     /// Builds a reference.
     pub fn new(kind: &str, namespace: &str, name: &str) -> Self {
-        Self { kind: kind.to_owned(), namespace: namespace.to_owned(), name: name.to_owned() }
+        Self {
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
     }
 }
 

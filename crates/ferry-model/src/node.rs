@@ -41,7 +41,11 @@ impl Node {
     /// This is what upstream's `nodePortAddresses: [primary]` means.
     pub fn primary_ips(&self) -> Vec<IpAddr> {
         let of = |kind| {
-            self.addresses.iter().filter(|a| a.kind == kind).map(|a| a.address).collect::<Vec<_>>()
+            self.addresses
+                .iter()
+                .filter(|a| a.kind == kind)
+                .map(|a| a.address)
+                .collect::<Vec<_>>()
         };
         let internal = of(NodeAddressType::InternalIp);
         if internal.is_empty() {
@@ -53,6 +57,8 @@ impl Node {
 
     /// `topology.kubernetes.io/zone`.
     pub fn zone(&self) -> Option<&str> {
-        self.labels.get("topology.kubernetes.io/zone").map(String::as_str)
+        self.labels
+            .get("topology.kubernetes.io/zone")
+            .map(String::as_str)
     }
 }

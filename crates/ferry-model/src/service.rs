@@ -44,7 +44,9 @@ impl FromStr for Protocol {
             "TCP" => Ok(Protocol::Tcp),
             "UDP" => Ok(Protocol::Udp),
             "SCTP" => Ok(Protocol::Sctp),
-            other => Err(format!("unsupported protocol {other:?} (want TCP, UDP or SCTP)")),
+            other => Err(format!(
+                "unsupported protocol {other:?} (want TCP, UDP or SCTP)"
+            )),
         }
     }
 }
@@ -146,7 +148,10 @@ pub struct Service {
 impl Service {
     /// The ClusterIP of one family, if the Service has one.
     pub fn cluster_ip(&self, family: IpFamily) -> Option<IpAddr> {
-        self.cluster_ips.iter().copied().find(|ip| IpFamily::of(ip) == family)
+        self.cluster_ips
+            .iter()
+            .copied()
+            .find(|ip| IpFamily::of(ip) == family)
     }
 
     /// True when traffic can reach it from outside the cluster (NodePort, external IP or

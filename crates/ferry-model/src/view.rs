@@ -95,10 +95,12 @@ impl ServicePortView {
             || !self.load_balancer_ips.is_empty()
     }
 
-    /// Upstream `UsesClusterEndpoints`: some traffic may go to any node's endpoints.
+    /// Upstream `UsesClusterEndpoints`: some traffic may go to any node's endpoints. That is
+    /// also the case for every externally accessible service, whatever its external policy,
+    /// because pod and node traffic to its external destinations is short-circuited to the
+    /// cluster-wide set.
     pub fn uses_cluster_endpoints(&self) -> bool {
-        self.internal_policy == TrafficPolicy::Cluster
-            || (self.externally_accessible() && self.external_policy == TrafficPolicy::Cluster)
+        self.internal_policy == TrafficPolicy::Cluster || self.externally_accessible()
     }
 
     /// Upstream `UsesLocalEndpoints`: some traffic may only go to this node's endpoints.
@@ -109,19 +111,29 @@ impl ServicePortView {
 
     /// The cluster-wide endpoint set, sorted.
     pub fn cluster_endpoints(&self) -> Vec<SocketAddr> {
-        self.endpoints.iter().filter(|e| e.cluster.is_ok()).map(|e| e.addr).collect()
+        self.endpoints
+            .iter()
+            .filter(|e| e.cluster.is_ok())
+            .map(|e| e.addr)
+            .collect()
     }
 
     /// The node-local endpoint set, sorted.
     pub fn local_endpoints(&self) -> Vec<SocketAddr> {
-        self.endpoints.iter().filter(|e| e.local.is_ok()).map(|e| e.addr).collect()
+        self.endpoints
+            .iter()
+            .filter(|e| e.local.is_ok())
+            .map(|e| e.addr)
+            .collect()
     }
 
     /// Upstream `hasAnyEndpoints`: a ready (or serving-and-terminating) endpoint exists
     /// anywhere in the cluster, whichever sets the policies use. When false, all traffic to the
     /// service is rejected; when true but a policy's set is empty, that traffic is dropped.
     pub fn has_endpoints(&self) -> bool {
-        self.endpoints.iter().any(|e| e.conditions.ready || serving_terminating(&e.conditions))
+        self.endpoints
+            .iter()
+            .any(|e| e.conditions.ready || serving_terminating(&e.conditions))
     }
 
     /// Endpoints for traffic to the ClusterIP, per `internalTrafficPolicy`.
@@ -160,7 +172,11 @@ impl NodeView {
             .flat_map(|svc| build_service(state, context, svc))
             .map(|view| (view.name.clone(), view))
             .collect();
-        Self { context: context.clone(), node: state.node(&context.node_name).cloned(), services }
+        Self {
+            context: context.clone(),
+            node: state.node(&context.node_name).cloned(),
+            services,
+        }
     }
 
     /// Builds the views of one service's ports (empty when the service is gone or has no
@@ -170,12 +186,18 @@ impl NodeView {
         context: &NodeContext,
         name: &ServiceName,
     ) -> Vec<ServicePortView> {
-        state.service(name).map(|svc| build_service(state, context, svc)).unwrap_or_default()
+        state
+            .service(name)
+            .map(|svc| build_service(state, context, svc))
+            .unwrap_or_default()
     }
 }
 
 fn of_family(ips: &[IpAddr], family: IpFamily) -> Vec<IpAddr> {
-    ips.iter().copied().filter(|ip| IpFamily::of(ip) == family).collect()
+    ips.iter()
+        .copied()
+        .filter(|ip| IpFamily::of(ip) == family)
+        .collect()
 }
 
 fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<ServicePortView> {
@@ -227,9 +249,14 @@ fn collect_endpoints(
     name: &ServicePortName,
 ) -> Vec<EndpointView> {
     let mut by_addr: BTreeMap<SocketAddr, EndpointView> = BTreeMap::new();
-    for slice in state.slices_of(&name.service).filter(|s| s.family == ctx.family) {
-        let Some(port) =
-            slice.ports.iter().find(|p| p.name == name.port && p.protocol == name.protocol)
+    for slice in state
+        .slices_of(&name.service)
+        .filter(|s| s.family == ctx.family)
+    {
+        let Some(port) = slice
+            .ports
+            .iter()
+            .find(|p| p.name == name.port && p.protocol == name.protocol)
         else {
             continue;
         };

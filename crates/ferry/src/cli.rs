@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
-    check_masquerade_bit, hostname, parse_cidrs, parse_duration, parse_node_port_addresses,
-    Config, ConfigError, DetectLocalMode, FileConfig, ProxyMode,
+    check_masquerade_bit, hostname, parse_cidrs, parse_duration, parse_node_port_addresses, Config,
+    ConfigError, DetectLocalMode, FileConfig, ProxyMode,
 };
 
 /// Ferry: a Kubernetes service proxy that can explain itself.
@@ -118,8 +118,8 @@ impl RunArgs {
             cfg.cluster_cidrs = parse_cidrs("--cluster-cidr", cidrs)?;
         }
         if let Some(mode) = &self.detect_local_mode {
-            cfg.detect_local_mode =
-                DetectLocalMode::parse(mode).map_err(|m| ConfigError::new("--detect-local-mode", m))?;
+            cfg.detect_local_mode = DetectLocalMode::parse(mode)
+                .map_err(|m| ConfigError::new("--detect-local-mode", m))?;
         }
         if self.masquerade_all {
             cfg.masquerade_all = true;
@@ -132,7 +132,8 @@ impl RunArgs {
             cfg.masquerade_bit = check_masquerade_bit("--masquerade-bit", bit)?;
         }
         if let Some(d) = &self.sync_period {
-            cfg.sync_period = parse_duration(d).map_err(|m| ConfigError::new("--sync-period", m))?;
+            cfg.sync_period =
+                parse_duration(d).map_err(|m| ConfigError::new("--sync-period", m))?;
         }
         if let Some(d) = &self.min_sync_period {
             cfg.min_sync_period =
@@ -142,7 +143,10 @@ impl RunArgs {
             cfg.node_name = hostname();
         }
         if cfg.node_name.is_empty() {
-            return Err(ConfigError::new("--hostname-override", "no node name: the hostname is empty"));
+            return Err(ConfigError::new(
+                "--hostname-override",
+                "no node name: the hostname is empty",
+            ));
         }
         if cfg.sync_period.is_zero() {
             return Err(ConfigError::new("syncPeriod", "must be greater than 0"));
@@ -150,7 +154,10 @@ impl RunArgs {
         if cfg.min_sync_period > cfg.sync_period {
             return Err(ConfigError::new(
                 "minSyncPeriod",
-                format!("{:?} is longer than syncPeriod {:?}", cfg.min_sync_period, cfg.sync_period),
+                format!(
+                    "{:?} is longer than syncPeriod {:?}",
+                    cfg.min_sync_period, cfg.sync_period
+                ),
             ));
         }
         if cfg.detect_local_mode == DetectLocalMode::ClusterCidr && cfg.cluster_cidrs.is_empty() {

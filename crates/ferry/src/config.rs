@@ -32,7 +32,10 @@ pub struct ConfigError {
 impl ConfigError {
     /// Builds an error.
     pub fn new(place: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { place: place.into(), message: message.into() }
+        Self {
+            place: place.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -48,9 +51,9 @@ impl ProxyMode {
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "" | "nftables" => Ok(ProxyMode::Nftables),
-            "iptables" | "ipvs" | "userspace" | "kernelspace" => {
-                Err(format!("proxy mode {s:?} is not implemented yet; use \"nftables\""))
-            }
+            "iptables" | "ipvs" | "userspace" | "kernelspace" => Err(format!(
+                "proxy mode {s:?} is not implemented yet; use \"nftables\""
+            )),
             other => Err(format!("unknown proxy mode {other:?} (want \"nftables\")")),
         }
     }
@@ -71,10 +74,12 @@ impl DetectLocalMode {
         match s {
             "" | "ClusterCIDR" => Ok(DetectLocalMode::ClusterCidr),
             "NodeCIDR" => Ok(DetectLocalMode::NodeCidr),
-            "BridgeInterface" | "InterfaceNamePrefix" => {
-                Err(format!("detectLocalMode {s:?} is not supported yet (want ClusterCIDR or NodeCIDR)"))
-            }
-            other => Err(format!("unknown detectLocalMode {other:?} (want ClusterCIDR or NodeCIDR)")),
+            "BridgeInterface" | "InterfaceNamePrefix" => Err(format!(
+                "detectLocalMode {s:?} is not supported yet (want ClusterCIDR or NodeCIDR)"
+            )),
+            other => Err(format!(
+                "unknown detectLocalMode {other:?} (want ClusterCIDR or NodeCIDR)"
+            )),
         }
     }
 }
@@ -162,7 +167,10 @@ pub fn parse_node_port_addresses<'a>(
             continue;
         }
         let net: IpNet = item.parse().map_err(|_| {
-            ConfigError::new(format!("{place}[{i}]"), format!("{item:?} is neither a CIDR nor \"primary\""))
+            ConfigError::new(
+                format!("{place}[{i}]"),
+                format!("{item:?} is neither a CIDR nor \"primary\""),
+            )
         })?;
         if is_loopback(&net.addr()) {
             return Err(ConfigError::new(
@@ -173,7 +181,10 @@ pub fn parse_node_port_addresses<'a>(
         out.cidrs.push(net);
     }
     if out.primary && !out.cidrs.is_empty() {
-        return Err(ConfigError::new(place, "\"primary\" cannot be combined with CIDRs"));
+        return Err(ConfigError::new(
+            place,
+            "\"primary\" cannot be combined with CIDRs",
+        ));
     }
     Ok(out)
 }

@@ -27,7 +27,9 @@ fn init_logging(args: &RunArgs) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     match args.log_format {
         LogFormat::Text => builder.init(),

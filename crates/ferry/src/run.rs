@@ -19,7 +19,10 @@ use crate::sync::Syncer;
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 fn context(config: &Config) -> NodeContext {
-    NodeContext { node_name: config.node_name.clone(), family: IpFamily::V4 }
+    NodeContext {
+        node_name: config.node_name.clone(),
+        family: IpFamily::V4,
+    }
 }
 
 /// `ferry rules`: load the manifests once and render this node's ruleset.
@@ -60,8 +63,11 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
     let source = ManifestSource::new(manifests);
     tokio::spawn(source.run(tx, |e| tracing::warn!("ignoring invalid object: {e}")));
 
-    let mut syncer =
-        Syncer::new(context(&config), config.compile_config(IpFamily::V4), NftDataplane::new());
+    let mut syncer = Syncer::new(
+        context(&config),
+        config.compile_config(IpFamily::V4),
+        NftDataplane::new(),
+    );
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
 

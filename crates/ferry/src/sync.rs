@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ferry_compile::nft::{render, render_base, render_service, RenderContext, Ruleset};
 use ferry_compile::{CompileConfig, Plan, ServicePlan};
-use ferry_dataplane::{ApplyError, NftDataplane, NftRunner, NftCli, SyncReport};
+use ferry_dataplane::{ApplyError, NftCli, NftDataplane, NftRunner, SyncReport};
 use ferry_model::{ClusterState, NodeContext, NodeView, Object, ServiceName, Touched};
 use ferry_source::SourceEvent;
 
@@ -87,7 +87,10 @@ impl<R: NftRunner> Syncer<R> {
 
     /// The full ruleset for the current state (what `ferry rules` prints).
     pub fn desired(&self) -> Ruleset {
-        render(&Plan::build(&NodeView::build(&self.state, &self.context), &self.config))
+        render(&Plan::build(
+            &NodeView::build(&self.state, &self.context),
+            &self.config,
+        ))
     }
 
     /// Syncs the kernel. `full` forces a full sync (the periodic resync).

@@ -21,4 +21,5 @@ cases!(seed::Mode::Nftables;
     service_without_endpoints_refuses_connections,
     readiness_changes_take_effect_without_restart,
     restarting_ferry_keeps_established_connections,
+    seed_curl_table,
 );

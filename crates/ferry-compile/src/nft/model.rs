@@ -117,7 +117,10 @@ impl Ruleset {
 
     /// How many services contribute a shared element.
     pub fn shared_count(&self, set: &'static str, key: &str) -> usize {
-        self.shared.get(&(set, key.to_owned())).copied().unwrap_or(0)
+        self.shared
+            .get(&(set, key.to_owned()))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Every chain name (base, fixed and per-service).
@@ -126,7 +129,11 @@ impl Ruleset {
             .iter()
             .map(|b| b.chain.name.as_str())
             .chain(self.chains.iter().map(|c| c.name.as_str()))
-            .chain(self.services.values().flat_map(|s| s.chains.iter().map(|c| c.name.as_str())))
+            .chain(
+                self.services
+                    .values()
+                    .flat_map(|s| s.chains.iter().map(|c| c.name.as_str())),
+            )
     }
 
     /// Every element, each shared element once, grouped by set in definition order.
@@ -136,6 +143,9 @@ impl Ruleset {
         for e in self.elements.iter().chain(service_elements) {
             by_set.entry(e.set).or_default().insert(e.key.as_str(), e);
         }
-        by_set.into_iter().map(|(set, els)| (set, els.into_values().collect())).collect()
+        by_set
+            .into_iter()
+            .map(|(set, els)| (set, els.into_values().collect()))
+            .collect()
     }
 }

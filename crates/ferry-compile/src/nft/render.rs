@@ -24,7 +24,10 @@ pub struct RenderContext {
 impl RenderContext {
     /// The context of a plan.
     pub fn of(plan: &Plan) -> Self {
-        Self { family: plan.family, pod_cidrs: plan.pod_cidrs.clone() }
+        Self {
+            family: plan.family,
+            pod_cidrs: plan.pod_cidrs.clone(),
+        }
     }
 
     fn ip(&self) -> &'static str {
@@ -50,11 +53,19 @@ pub fn render(plan: &Plan) -> Ruleset {
 }
 
 fn chain(name: &str, rules: &[&str]) -> Chain {
-    Chain { name: name.to_owned(), rules: rules.iter().map(|r| (*r).to_owned()).collect() }
+    Chain {
+        name: name.to_owned(),
+        rules: rules.iter().map(|r| (*r).to_owned()).collect(),
+    }
 }
 
 fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -> BaseChain {
-    BaseChain { kind, hook, priority, chain: chain(&format!("{kind}-{hook}"), rules) }
+    BaseChain {
+        kind,
+        hook,
+        priority,
+        chain: chain(&format!("{kind}-{hook}"), rules),
+    }
 }
 
 /// Renders everything that does not depend on individual services.
@@ -69,20 +80,38 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     // cluster-ips check on output runs after it (dstnat + 10), so that a locally generated
     // packet to a valid service port has already been translated.
     let base_chains = vec![
-        base("filter", "input", -110, &[
-            &format!("{ct_new} jump nodeport-endpoints-check"),
-            &format!("{ct_new} jump service-endpoints-check"),
-        ]),
-        base("filter", "forward", -110, &[
-            &format!("{ct_new} jump service-endpoints-check"),
-            &format!("{ct_new} jump cluster-ips-check"),
-        ]),
-        base("filter", "output", -110, &[&format!("{ct_new} jump service-endpoints-check")]),
+        base(
+            "filter",
+            "input",
+            -110,
+            &[
+                &format!("{ct_new} jump nodeport-endpoints-check"),
+                &format!("{ct_new} jump service-endpoints-check"),
+            ],
+        ),
+        base(
+            "filter",
+            "forward",
+            -110,
+            &[
+                &format!("{ct_new} jump service-endpoints-check"),
+                &format!("{ct_new} jump cluster-ips-check"),
+            ],
+        ),
+        base(
+            "filter",
+            "output",
+            -110,
+            &[&format!("{ct_new} jump service-endpoints-check")],
+        ),
         BaseChain {
             kind: "filter",
             hook: "output",
             priority: -90,
-            chain: chain("filter-output-post-dnat", &[&format!("{ct_new} jump cluster-ips-check")]),
+            chain: chain(
+                "filter-output-post-dnat",
+                &[&format!("{ct_new} jump cluster-ips-check")],
+            ),
         },
         base("nat", "prerouting", -100, &["jump services"]),
         base("nat", "output", -100, &["jump services"]),
@@ -93,25 +122,43 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
     };
     let chains = vec![
-        chain("cluster-ips-check", &[&format!("{ip} daddr @cluster-ips reject")]),
-        chain("mark-for-masquerade", &[&format!("meta mark set meta mark | {mark}")]),
-        chain("masquerading", &[
-            &format!("{ip} saddr . {ip} daddr @hairpin jump mark-for-masquerade"),
-            &format!("meta mark & {mark} == 0 return"),
-            &format!("meta mark set meta mark ^ {mark}"),
-            "masquerade fully-random",
-        ]),
-        chain("nodeport-endpoints-check", &[&format!(
-            "{node_port_match} meta l4proto . th dport vmap @no-endpoint-nodeports"
-        )]),
+        chain(
+            "cluster-ips-check",
+            &[&format!("{ip} daddr @cluster-ips reject")],
+        ),
+        chain(
+            "mark-for-masquerade",
+            &[&format!("meta mark set meta mark | {mark}")],
+        ),
+        chain(
+            "masquerading",
+            &[
+                &format!("{ip} saddr . {ip} daddr @hairpin jump mark-for-masquerade"),
+                &format!("meta mark & {mark} == 0 return"),
+                &format!("meta mark set meta mark ^ {mark}"),
+                "masquerade fully-random",
+            ],
+        ),
+        chain(
+            "nodeport-endpoints-check",
+            &[&format!(
+                "{node_port_match} meta l4proto . th dport vmap @no-endpoint-nodeports"
+            )],
+        ),
         chain("reject-chain", &["reject"]),
-        chain("service-endpoints-check", &[&format!(
-            "{ip} daddr . meta l4proto . th dport vmap @no-endpoint-services"
-        )]),
-        chain("services", &[
-            &format!("{ip} daddr . meta l4proto . th dport vmap @service-ips"),
-            &format!("{node_port_match} meta l4proto . th dport vmap @service-nodeports"),
-        ]),
+        chain(
+            "service-endpoints-check",
+            &[&format!(
+                "{ip} daddr . meta l4proto . th dport vmap @no-endpoint-services"
+            )],
+        ),
+        chain(
+            "services",
+            &[
+                &format!("{ip} daddr . meta l4proto . th dport vmap @service-ips"),
+                &format!("{node_port_match} meta l4proto . th dport vmap @service-nodeports"),
+            ],
+        ),
     ];
     let svc_key = format!("{addr} . inet_proto . inet_service");
     let np_key = "inet_proto . inet_service".to_owned();
@@ -124,22 +171,58 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     };
     let sets = vec![
         set("cluster-ips", addr, None, false, "Active ClusterIPs"),
-        set("hairpin", &format!("{addr} . {addr}"), None, false,
-            "endpoint . endpoint: a pod reaching itself through a service is masqueraded"),
-        set("nodeport-ips", addr, None, true, "addresses that accept NodePort traffic"),
-        set("no-endpoint-nodeports", &np_key, Some("verdict"), false,
-            "drop or reject NodePort traffic of services without usable endpoints"),
-        set("no-endpoint-services", &svc_key, Some("verdict"), false,
-            "drop or reject service IP traffic of services without usable endpoints"),
-        set("service-ips", &svc_key, Some("verdict"), false,
-            "ClusterIP and external IP traffic"),
-        set("service-nodeports", &np_key, Some("verdict"), false, "NodePort traffic"),
+        set(
+            "hairpin",
+            &format!("{addr} . {addr}"),
+            None,
+            false,
+            "endpoint . endpoint: a pod reaching itself through a service is masqueraded",
+        ),
+        set(
+            "nodeport-ips",
+            addr,
+            None,
+            true,
+            "addresses that accept NodePort traffic",
+        ),
+        set(
+            "no-endpoint-nodeports",
+            &np_key,
+            Some("verdict"),
+            false,
+            "drop or reject NodePort traffic of services without usable endpoints",
+        ),
+        set(
+            "no-endpoint-services",
+            &svc_key,
+            Some("verdict"),
+            false,
+            "drop or reject service IP traffic of services without usable endpoints",
+        ),
+        set(
+            "service-ips",
+            &svc_key,
+            Some("verdict"),
+            false,
+            "ClusterIP and external IP traffic",
+        ),
+        set(
+            "service-nodeports",
+            &np_key,
+            Some("verdict"),
+            false,
+            "NodePort traffic",
+        ),
     ];
     let elements = match &plan.node_ports {
         NodePortScope::AllLocal => Vec::new(),
         NodePortScope::LocalWithin(nets) => nets
             .iter()
-            .map(|n| Element { set: "nodeport-ips", key: n.to_string(), value: None })
+            .map(|n| Element {
+                set: "nodeport-ips",
+                key: n.to_string(),
+                value: None,
+            })
             .collect(),
     };
     Ruleset {
@@ -219,29 +302,50 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
         Dispatch::Forward(set) => names.set(set).to_owned(),
         _ => String::new(),
     };
-    el(map, vip_key(&sp.cluster_ip), Some(verdict_value(sp.internal, &internal_chain)));
+    el(
+        map,
+        vip_key(&sp.cluster_ip),
+        Some(verdict_value(sp.internal, &internal_chain)),
+    );
 
     // External traffic: node port and external IPs.
     if let Some(ext) = &sp.external {
         let reaches_chain = ext.dispatch != Dispatch::Reject;
         if let Some(np) = sp.node_port {
             if reaches_chain {
-                el("service-nodeports", format!("{proto} . {np}"), Some(format!("goto {}", names.external)));
+                el(
+                    "service-nodeports",
+                    format!("{proto} . {np}"),
+                    Some(format!("goto {}", names.external)),
+                );
             }
             if !matches!(ext.dispatch, Dispatch::Forward(_)) {
-                el("no-endpoint-nodeports", format!("{proto} . {np}"), Some(verdict_value(ext.dispatch, "")));
+                el(
+                    "no-endpoint-nodeports",
+                    format!("{proto} . {np}"),
+                    Some(verdict_value(ext.dispatch, "")),
+                );
             }
         }
         for addr in &sp.external_ips {
             if reaches_chain {
-                el("service-ips", vip_key(addr), Some(format!("goto {}", names.external)));
+                el(
+                    "service-ips",
+                    vip_key(addr),
+                    Some(format!("goto {}", names.external)),
+                );
             }
             if !matches!(ext.dispatch, Dispatch::Forward(_)) {
-                el("no-endpoint-services", vip_key(addr), Some(verdict_value(ext.dispatch, "")));
+                el(
+                    "no-endpoint-services",
+                    vip_key(addr),
+                    Some(verdict_value(ext.dispatch, "")),
+                );
             }
         }
         if reaches_chain {
-            out.chains.push(external_chain(ext.policy, ext.dispatch, &names, ctx));
+            out.chains
+                .push(external_chain(ext.policy, ext.dispatch, &names, ctx));
         }
     }
 
@@ -253,7 +357,10 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
             }
         }
         rules.extend(dnat_cascade(proto, sp.endpoints(set)));
-        out.chains.push(Chain { name: names.set(set).to_owned(), rules });
+        out.chains.push(Chain {
+            name: names.set(set).to_owned(),
+            rules,
+        });
     }
 }
 
@@ -313,7 +420,10 @@ fn external_chain(
             }
         }
     }
-    Chain { name: names.external.clone(), rules }
+    Chain {
+        name: names.external.clone(),
+        rules,
+    }
 }
 
 /// Random choice with equal probability: rule `i` of `n` matches with probability 1/(n−i) (a

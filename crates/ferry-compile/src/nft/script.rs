@@ -37,7 +37,10 @@ struct Writer {
 
 impl Writer {
     fn new(f: IpFamily) -> Self {
-        Self { prefix: format!("{} {TABLE}", family(f)), tx: Transaction::default() }
+        Self {
+            prefix: format!("{} {TABLE}", family(f)),
+            tx: Transaction::default(),
+        }
     }
 
     fn line(&mut self, verb: &str, what: &str, rest: &str) {
@@ -51,7 +54,10 @@ impl Writer {
         self.line(
             "add",
             kind,
-            &format!("{} {{ type {}{value};{flags} comment \"{}\"; }}", s.name, s.key, s.comment),
+            &format!(
+                "{} {{ type {}{value};{flags} comment \"{}\"; }}",
+                s.name, s.key, s.comment
+            ),
         );
     }
 
@@ -74,7 +80,11 @@ impl Writer {
                 _ => e.key.clone(),
             })
             .collect();
-        self.line(verb, "element", &format!("{set} {{ {} }}", items.join(", ")));
+        self.line(
+            verb,
+            "element",
+            &format!("{set} {{ {} }}", items.join(", ")),
+        );
     }
 }
 
@@ -85,7 +95,10 @@ impl Transaction {
     /// connections are unaffected because their NAT bindings live in conntrack.
     pub fn full(desired: &Ruleset, stale_chains: &[String], recreate: bool) -> Transaction {
         let mut w = Writer::new(desired.family);
-        let table = format!("add table {} {{ comment \"rules for Ferry\"; }}\n", w.prefix);
+        let table = format!(
+            "add table {} {{ comment \"rules for Ferry\"; }}\n",
+            w.prefix
+        );
         w.tx.text.push_str(&table);
         if recreate {
             let _ = writeln!(w.tx.text, "delete table {}", w.prefix);
@@ -110,7 +123,11 @@ impl Transaction {
             w.set_def(s);
         }
         if !recreate {
-            let all = desired.base_chains.iter().map(|b| &b.chain).chain(regular.iter().copied());
+            let all = desired
+                .base_chains
+                .iter()
+                .map(|b| &b.chain)
+                .chain(regular.iter().copied());
             for c in all {
                 w.line("flush", "chain", &c.name);
             }
@@ -122,7 +139,12 @@ impl Transaction {
                 w.line("flush", "chain", name);
             }
         }
-        for c in desired.base_chains.iter().map(|b| &b.chain).chain(regular.iter().copied()) {
+        for c in desired
+            .base_chains
+            .iter()
+            .map(|b| &b.chain)
+            .chain(regular.iter().copied())
+        {
             w.rules(c);
         }
         for (set, els) in desired.all_elements() {
@@ -158,7 +180,10 @@ impl Transaction {
             for (els, sign) in [(&old.elements, -1), (&new.elements, 1)] {
                 for e in els {
                     if SHARED_SETS.contains(&e.set) {
-                        shared_delta.entry((e.set, e.key.as_str())).or_insert((0, e)).0 += sign;
+                        shared_delta
+                            .entry((e.set, e.key.as_str()))
+                            .or_insert((0, e))
+                            .0 += sign;
                     } else if sign < 0 {
                         old_els.insert(e);
                     } else {
@@ -167,20 +192,34 @@ impl Transaction {
                 }
             }
         }
-        let added: Vec<&Chain> =
-            new_chains.values().filter(|c| !old_chains.contains_key(c.name.as_str())).copied().collect();
-        let changed: Vec<&Chain> = new_chains
+        let added: Vec<&Chain> = new_chains
             .values()
-            .filter(|c| old_chains.get(c.name.as_str()).is_some_and(|o| o.rules != c.rules))
+            .filter(|c| !old_chains.contains_key(c.name.as_str()))
             .copied()
             .collect();
-        let removed: Vec<&str> =
-            old_chains.keys().filter(|n| !new_chains.contains_key(*n)).copied().collect();
+        let changed: Vec<&Chain> = new_chains
+            .values()
+            .filter(|c| {
+                old_chains
+                    .get(c.name.as_str())
+                    .is_some_and(|o| o.rules != c.rules)
+            })
+            .copied()
+            .collect();
+        let removed: Vec<&str> = old_chains
+            .keys()
+            .filter(|n| !new_chains.contains_key(*n))
+            .copied()
+            .collect();
 
         for c in &added {
             w.line("add", "chain", &c.name);
         }
-        for name in changed.iter().map(|c| c.name.as_str()).chain(removed.iter().copied()) {
+        for name in changed
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(removed.iter().copied())
+        {
             w.line("flush", "chain", name);
         }
         for c in added.iter().chain(&changed) {

@@ -57,8 +57,10 @@ impl fmt::Display for Ruleset {
             out.push_str("\t}\n");
         }
         for b in &self.base_chains {
-            let header =
-                format!("type {} hook {} priority {}; policy accept;", b.kind, b.hook, b.priority);
+            let header = format!(
+                "type {} hook {} priority {}; policy accept;",
+                b.kind, b.hook, b.priority
+            );
             chain_block(&mut out, &b.chain, Some(header));
         }
         for c in &self.chains {

@@ -5,13 +5,20 @@ use super::*;
 use crate::config::{CompileConfig, LocalDetector, NodePortAddresses};
 
 fn plan_on(node: &str, state: &ClusterState, cfg: &CompileConfig) -> Plan {
-    let ctx = NodeContext { node_name: node.into(), family: IpFamily::V4 };
+    let ctx = NodeContext {
+        node_name: node.into(),
+        family: IpFamily::V4,
+    };
     Plan::build(&NodeView::build(state, &ctx), cfg)
 }
 
 fn seed(policy: TrafficPolicy, eps: &[(&str, &str)]) -> ClusterState {
     let mut state = ClusterState::new();
-    let svc = with_node_port(mk_service("dev", "web", "10.96.198.86", 8080), 32223, policy);
+    let svc = with_node_port(
+        mk_service("dev", "web", "10.96.198.86", 8080),
+        32223,
+        policy,
+    );
     state.apply(Object::Service(svc));
     let eps = eps.iter().map(|(a, n)| mk_endpoint(a, n)).collect();
     state.apply(Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)));
@@ -36,12 +43,18 @@ fn only(plan: &Plan) -> &ServicePlan {
     plan.services.values().next().expect("one service port")
 }
 
-const TWO_ON_NODE2: &[(&str, &str)] =
-    &[("192.168.169.166", "k8s-node2"), ("192.168.169.168", "k8s-node2")];
+const TWO_ON_NODE2: &[(&str, &str)] = &[
+    ("192.168.169.166", "k8s-node2"),
+    ("192.168.169.168", "k8s-node2"),
+];
 
 #[test]
 fn cluster_policy_forwards_everything_to_the_cluster_set() {
-    let plan = plan_on("k8s-node1", &seed(TrafficPolicy::Cluster, TWO_ON_NODE2), &cluster_cidr());
+    let plan = plan_on(
+        "k8s-node1",
+        &seed(TrafficPolicy::Cluster, TWO_ON_NODE2),
+        &cluster_cidr(),
+    );
     let sp = only(&plan);
     assert_eq!(sp.internal, Dispatch::Forward(EndpointSet::Cluster));
     let ext = sp.external.as_ref().expect("node port makes it external");
@@ -51,28 +64,60 @@ fn cluster_policy_forwards_everything_to_the_cluster_set() {
 
 #[test]
 fn local_policy_without_local_endpoints_drops_external_traffic() {
-    let plan = plan_on("k8s-node1", &seed(TrafficPolicy::Local, TWO_ON_NODE2), &cluster_cidr());
+    let plan = plan_on(
+        "k8s-node1",
+        &seed(TrafficPolicy::Local, TWO_ON_NODE2),
+        &cluster_cidr(),
+    );
     let sp = only(&plan);
-    assert_eq!(sp.external.as_ref().map(|e| e.dispatch), Some(Dispatch::Drop));
-    assert_eq!(sp.internal, Dispatch::Forward(EndpointSet::Cluster), "ClusterIP still works");
-    assert_eq!(sp.used_sets(), vec![EndpointSet::Cluster], "short-circuit uses the cluster set");
+    assert_eq!(
+        sp.external.as_ref().map(|e| e.dispatch),
+        Some(Dispatch::Drop)
+    );
+    assert_eq!(
+        sp.internal,
+        Dispatch::Forward(EndpointSet::Cluster),
+        "ClusterIP still works"
+    );
+    assert_eq!(
+        sp.used_sets(),
+        vec![EndpointSet::Cluster],
+        "short-circuit uses the cluster set"
+    );
 }
 
 #[test]
 fn local_policy_with_local_endpoints_forwards_to_the_local_set() {
-    let plan = plan_on("k8s-node2", &seed(TrafficPolicy::Local, TWO_ON_NODE2), &cluster_cidr());
+    let plan = plan_on(
+        "k8s-node2",
+        &seed(TrafficPolicy::Local, TWO_ON_NODE2),
+        &cluster_cidr(),
+    );
     let sp = only(&plan);
-    assert_eq!(sp.external.as_ref().map(|e| e.dispatch), Some(Dispatch::Forward(EndpointSet::Local)));
+    assert_eq!(
+        sp.external.as_ref().map(|e| e.dispatch),
+        Some(Dispatch::Forward(EndpointSet::Local))
+    );
     assert_eq!(sp.local_endpoints.len(), 2);
-    assert_eq!(sp.used_sets(), vec![EndpointSet::Cluster, EndpointSet::Local]);
+    assert_eq!(
+        sp.used_sets(),
+        vec![EndpointSet::Cluster, EndpointSet::Local]
+    );
 }
 
 #[test]
 fn no_endpoints_anywhere_rejects_all_traffic() {
-    let plan = plan_on("k8s-node2", &seed(TrafficPolicy::Local, &[]), &cluster_cidr());
+    let plan = plan_on(
+        "k8s-node2",
+        &seed(TrafficPolicy::Local, &[]),
+        &cluster_cidr(),
+    );
     let sp = only(&plan);
     assert_eq!(sp.internal, Dispatch::Reject);
-    assert_eq!(sp.external.as_ref().map(|e| e.dispatch), Some(Dispatch::Reject));
+    assert_eq!(
+        sp.external.as_ref().map(|e| e.dispatch),
+        Some(Dispatch::Reject)
+    );
     assert!(sp.used_sets().is_empty());
 }
 
@@ -92,28 +137,46 @@ fn internal_local_policy_without_local_endpoints_drops_cluster_ip_traffic() {
 fn cluster_ip_masquerade_follows_the_local_detector_and_masquerade_all() {
     let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
     let none = CompileConfig::default();
-    assert_eq!(only(&plan_on("k8s-master", &state, &none)).cluster_ip_masquerade, ClusterIpMasquerade::Never);
+    assert_eq!(
+        only(&plan_on("k8s-master", &state, &none)).cluster_ip_masquerade,
+        ClusterIpMasquerade::Never
+    );
     assert_eq!(
         only(&plan_on("k8s-master", &state, &cluster_cidr())).cluster_ip_masquerade,
         ClusterIpMasquerade::NotFromPods
     );
-    let all = CompileConfig { masquerade_all: true, ..cluster_cidr() };
-    assert_eq!(only(&plan_on("k8s-master", &state, &all)).cluster_ip_masquerade, ClusterIpMasquerade::Always);
+    let all = CompileConfig {
+        masquerade_all: true,
+        ..cluster_cidr()
+    };
+    assert_eq!(
+        only(&plan_on("k8s-master", &state, &all)).cluster_ip_masquerade,
+        ClusterIpMasquerade::Always
+    );
 }
 
 #[test]
 fn node_cidr_detector_uses_this_nodes_pod_cidr() {
     let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
-    let cfg = CompileConfig { local_detector: LocalDetector::NodeCidr, ..CompileConfig::default() };
+    let cfg = CompileConfig {
+        local_detector: LocalDetector::NodeCidr,
+        ..CompileConfig::default()
+    };
     let plan = plan_on("k8s-node1", &state, &cfg);
-    assert_eq!(plan.pod_cidrs, vec!["192.168.36.64/26".parse::<IpNet>().expect("cidr")]);
+    assert_eq!(
+        plan.pod_cidrs,
+        vec!["192.168.36.64/26".parse::<IpNet>().expect("cidr")]
+    );
 }
 
 #[test]
 fn node_ports_default_to_the_primary_ip_and_fall_back_to_all_local_addresses() {
     let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
     let plan = plan_on("k8s-node1", &state, &CompileConfig::default());
-    assert_eq!(plan.node_ports, NodePortScope::LocalWithin(vec!["10.1.1.17/32".parse().expect("net")]));
+    assert_eq!(
+        plan.node_ports,
+        NodePortScope::LocalWithin(vec!["10.1.1.17/32".parse().expect("net")])
+    );
     let unknown = plan_on("not-a-node", &state, &CompileConfig::default());
     assert_eq!(unknown.node_ports, NodePortScope::AllLocal);
 }
@@ -122,9 +185,15 @@ fn node_ports_default_to_the_primary_ip_and_fall_back_to_all_local_addresses() {
 fn node_port_cidrs_are_used_as_given() {
     let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
     let cfg = CompileConfig {
-        node_port_addresses: NodePortAddresses { cidrs: vec!["10.1.1.0/24".parse().expect("net")], primary: false },
+        node_port_addresses: NodePortAddresses {
+            cidrs: vec!["10.1.1.0/24".parse().expect("net")],
+            primary: false,
+        },
         ..CompileConfig::default()
     };
     let plan = plan_on("k8s-node1", &state, &cfg);
-    assert_eq!(plan.node_ports, NodePortScope::LocalWithin(vec!["10.1.1.0/24".parse().expect("net")]));
+    assert_eq!(
+        plan.node_ports,
+        NodePortScope::LocalWithin(vec!["10.1.1.0/24".parse().expect("net")])
+    );
 }

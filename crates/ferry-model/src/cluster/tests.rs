@@ -25,7 +25,10 @@ fn moving_a_slice_to_another_service_touches_both() {
 fn deleting_a_slice_touches_its_service_and_unindexes_it() {
     let mut state = ClusterState::new();
     state.apply(Object::EndpointSlice(mk_slice("dev", "a", 80, vec![])));
-    let key = ObjectKey::EndpointSlice { namespace: "dev".into(), name: "a-abc".into() };
+    let key = ObjectKey::EndpointSlice {
+        namespace: "dev".into(),
+        name: "a-abc".into(),
+    };
     let touched = state.delete(&key);
     assert!(touched.services.contains(&ServiceName::new("dev", "a")));
     assert!(state.delete(&key).is_empty());

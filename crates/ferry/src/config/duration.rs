@@ -15,13 +15,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(bad());
     }
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
         if num_len == 0 {
             return Err(bad());
         }
         let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,

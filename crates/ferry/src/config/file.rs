@@ -43,16 +43,38 @@ pub struct FileConfig {
 
 /// KubeProxyConfiguration fields Ferry reads.
 const USED: &[&str] = &[
-    "apiVersion", "kind", "hostnameOverride", "mode", "clusterCIDR", "detectLocalMode",
-    "detectLocal", "nodePortAddresses", "masqueradeAll", "nftables", "iptables", "syncPeriod",
+    "apiVersion",
+    "kind",
+    "hostnameOverride",
+    "mode",
+    "clusterCIDR",
+    "detectLocalMode",
+    "detectLocal",
+    "nodePortAddresses",
+    "masqueradeAll",
+    "nftables",
+    "iptables",
+    "syncPeriod",
     "minSyncPeriod",
 ];
 
 /// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
 const NOT_USED: &[&str] = &[
-    "bindAddress", "bindAddressHardFail", "clientConnection", "configSyncPeriod", "conntrack",
-    "enableProfiling", "featureGates", "healthzBindAddress", "ipvs", "logging",
-    "metricsBindAddress", "oomScoreAdj", "portRange", "showHiddenMetricsForVersion", "winkernel",
+    "bindAddress",
+    "bindAddressHardFail",
+    "clientConnection",
+    "configSyncPeriod",
+    "conntrack",
+    "enableProfiling",
+    "featureGates",
+    "healthzBindAddress",
+    "ipvs",
+    "logging",
+    "metricsBindAddress",
+    "oomScoreAdj",
+    "portRange",
+    "showHiddenMetricsForVersion",
+    "winkernel",
 ];
 
 struct Reader<'a> {
@@ -64,7 +86,12 @@ impl Reader<'_> {
         ConfigError::new(format!("{}: {field}", self.file), message)
     }
 
-    fn string<'v>(&self, obj: &'v Map<String, Value>, field: &str, path: &str) -> Result<Option<&'v str>, ConfigError> {
+    fn string<'v>(
+        &self,
+        obj: &'v Map<String, Value>,
+        field: &str,
+        path: &str,
+    ) -> Result<Option<&'v str>, ConfigError> {
         match obj.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
@@ -72,7 +99,12 @@ impl Reader<'_> {
         }
     }
 
-    fn duration(&self, obj: &Map<String, Value>, field: &str, path: &str) -> Result<Option<Duration>, ConfigError> {
+    fn duration(
+        &self,
+        obj: &Map<String, Value>,
+        field: &str,
+        path: &str,
+    ) -> Result<Option<Duration>, ConfigError> {
         self.string(obj, field, path)?
             .map(|s| parse_duration(s).map_err(|m| self.err(path, m)))
             .transpose()
@@ -82,7 +114,9 @@ impl Reader<'_> {
         match obj.get("masqueradeBit") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => {
-                let v = n.as_i64().ok_or_else(|| self.err(path, format!("must be an integer, got {n}")))?;
+                let v = n
+                    .as_i64()
+                    .ok_or_else(|| self.err(path, format!("must be an integer, got {n}")))?;
                 check_masquerade_bit(&format!("{}: {path}", self.file), v).map(Some)
             }
             Some(other) => Err(self.err(path, format!("must be an integer, got {other}"))),
@@ -97,16 +131,23 @@ impl FileConfig {
         let value: Value = serde_saphyr::from_str(text)
             .map_err(|e| ConfigError::new(file, format!("not valid YAML: {e}")))?;
         let Value::Object(obj) = value else {
-            return Err(ConfigError::new(file, "must be a KubeProxyConfiguration object"));
+            return Err(ConfigError::new(
+                file,
+                "must be a KubeProxyConfiguration object",
+            ));
         };
         match r.string(&obj, "kind", "kind")? {
             Some("KubeProxyConfiguration") => {}
             other => {
-                return Err(r.err("kind", format!("must be KubeProxyConfiguration, got {other:?}")))
+                return Err(r.err(
+                    "kind",
+                    format!("must be KubeProxyConfiguration, got {other:?}"),
+                ))
             }
         }
         match r.string(&obj, "apiVersion", "apiVersion")? {
-            Some("kubeproxy.config.k8s.io/v1alpha1") | Some("kubeproxy.config.k8s.io/v1alpha2") => {}
+            Some("kubeproxy.config.k8s.io/v1alpha1") | Some("kubeproxy.config.k8s.io/v1alpha2") => {
+            }
             other => {
                 return Err(r.err(
                     "apiVersion",
@@ -117,13 +158,18 @@ impl FileConfig {
         let mut out = FileConfig::default();
         for key in obj.keys() {
             if NOT_USED.contains(&key.as_str()) {
-                out.warnings.push(format!("{file}: {key}: accepted but not used by Ferry"));
+                out.warnings
+                    .push(format!("{file}: {key}: accepted but not used by Ferry"));
             } else if !USED.contains(&key.as_str()) {
-                out.warnings.push(format!("{file}: {key}: {UNKNOWN_FIELD} of KubeProxyConfiguration, ignored"));
+                out.warnings.push(format!(
+                    "{file}: {key}: {UNKNOWN_FIELD} of KubeProxyConfiguration, ignored"
+                ));
             }
         }
-        out.hostname_override =
-            r.string(&obj, "hostnameOverride", "hostnameOverride")?.filter(|s| !s.is_empty()).map(str::to_owned);
+        out.hostname_override = r
+            .string(&obj, "hostnameOverride", "hostnameOverride")?
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
         out.mode = r
             .string(&obj, "mode", "mode")?
             .map(|m| ProxyMode::parse(m).map_err(|e| r.err("mode", e)))
@@ -132,7 +178,10 @@ impl FileConfig {
             .string(&obj, "detectLocalMode", "detectLocalMode")?
             .map(|m| DetectLocalMode::parse(m).map_err(|e| r.err("detectLocalMode", e)))
             .transpose()?;
-        if let Some(cidrs) = r.string(&obj, "clusterCIDR", "clusterCIDR")?.filter(|s| !s.is_empty()) {
+        if let Some(cidrs) = r
+            .string(&obj, "clusterCIDR", "clusterCIDR")?
+            .filter(|s| !s.is_empty())
+        {
             out.cluster_cidrs = Some(parse_cidrs(&format!("{file}: clusterCIDR"), cidrs)?);
         }
         if let Some(Value::Object(dl)) = obj.get("detectLocal") {
@@ -140,7 +189,9 @@ impl FileConfig {
                 let mut nets = Vec::new();
                 for (i, item) in items.iter().enumerate() {
                     let place = format!("detectLocal.clusterCIDRs[{i}]");
-                    let s = item.as_str().ok_or_else(|| r.err(&place, "must be a string"))?;
+                    let s = item
+                        .as_str()
+                        .ok_or_else(|| r.err(&place, "must be a string"))?;
                     nets.extend(parse_cidrs(&format!("{file}: {place}"), s)?);
                 }
                 if !nets.is_empty() {
@@ -157,15 +208,24 @@ impl FileConfig {
                         r.err(&format!("nodePortAddresses[{i}]"), "must be a string")
                     })?);
                 }
-                out.node_port_addresses =
-                    Some(parse_node_port_addresses(&format!("{file}: nodePortAddresses"), strs)?);
+                out.node_port_addresses = Some(parse_node_port_addresses(
+                    &format!("{file}: nodePortAddresses"),
+                    strs,
+                )?);
             }
-            Some(other) => return Err(r.err("nodePortAddresses", format!("must be a list, got {other}"))),
+            Some(other) => {
+                return Err(r.err("nodePortAddresses", format!("must be a list, got {other}")))
+            }
         }
         out.masquerade_all = match obj.get("masqueradeAll") {
             None | Some(Value::Null) => None,
             Some(Value::Bool(b)) => Some(*b),
-            Some(other) => return Err(r.err("masqueradeAll", format!("must be true or false, got {other}"))),
+            Some(other) => {
+                return Err(r.err(
+                    "masqueradeAll",
+                    format!("must be true or false, got {other}"),
+                ))
+            }
         };
         out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
         out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
@@ -182,12 +242,16 @@ impl FileConfig {
                         if let Some(d) = r.duration(sec, "syncPeriod", "nftables.syncPeriod")? {
                             out.sync_period = Some(d);
                         }
-                        if let Some(d) = r.duration(sec, "minSyncPeriod", "nftables.minSyncPeriod")? {
+                        if let Some(d) =
+                            r.duration(sec, "minSyncPeriod", "nftables.minSyncPeriod")?
+                        {
                             out.min_sync_period = Some(d);
                         }
                     }
                 }
-                Some(other) => return Err(r.err(section, format!("must be an object, got {other}"))),
+                Some(other) => {
+                    return Err(r.err(section, format!("must be an object, got {other}")))
+                }
             }
         }
         Ok(out)

@@ -19,7 +19,10 @@ fn reads_the_supported_fields() {
     .expect("valid");
     assert_eq!(f.hostname_override.as_deref(), Some("k8s-node1"));
     assert_eq!(f.mode, Some(ProxyMode::Nftables));
-    assert_eq!(f.cluster_cidrs, Some(vec!["192.168.0.0/16".parse().expect("net")]));
+    assert_eq!(
+        f.cluster_cidrs,
+        Some(vec!["192.168.0.0/16".parse().expect("net")])
+    );
     assert_eq!(f.detect_local_mode, Some(DetectLocalMode::NodeCidr));
     assert_eq!(f.node_port_addresses.map(|n| n.cidrs.len()), Some(1));
     assert_eq!(f.masquerade_all, Some(true));
@@ -31,9 +34,24 @@ fn reads_the_supported_fields() {
 
 #[test]
 fn unknown_fields_are_reported_not_dropped() {
-    let f = parse(&format!("{HEAD}clusterCidr: 10.0.0.0/8\nbindAddress: 0.0.0.0\n")).expect("valid");
-    assert!(f.warnings.iter().any(|w| w.contains("clusterCidr") && w.contains(UNKNOWN_FIELD)), "{:?}", f.warnings);
-    assert!(f.warnings.iter().any(|w| w.contains("bindAddress") && w.contains("not used")), "{:?}", f.warnings);
+    let f = parse(&format!(
+        "{HEAD}clusterCidr: 10.0.0.0/8\nbindAddress: 0.0.0.0\n"
+    ))
+    .expect("valid");
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.contains("clusterCidr") && w.contains(UNKNOWN_FIELD)),
+        "{:?}",
+        f.warnings
+    );
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.contains("bindAddress") && w.contains("not used")),
+        "{:?}",
+        f.warnings
+    );
 }
 
 #[test]
@@ -42,7 +60,10 @@ fn each_bad_value_names_its_field() {
         ("mode: ipvs-turbo\n", "mode"),
         ("clusterCIDR: 192.168.0.0/33\n", "clusterCIDR"),
         ("detectLocalMode: Nope\n", "detectLocalMode"),
-        ("nodePortAddresses: [primary, nonsense]\n", "nodePortAddresses[1]"),
+        (
+            "nodePortAddresses: [primary, nonsense]\n",
+            "nodePortAddresses[1]",
+        ),
         ("nodePortAddresses: [127.0.0.0/8]\n", "nodePortAddresses[0]"),
         ("masqueradeAll: maybe\n", "masqueradeAll"),
         ("nftables:\n  masqueradeBit: 32\n", "nftables.masqueradeBit"),
@@ -65,8 +86,13 @@ fn the_wrong_kind_is_rejected() {
 
 #[test]
 fn node_port_addresses_accept_primary_but_not_mixed_with_cidrs() {
-    assert!(parse_node_port_addresses("--nodeport-addresses", ["primary"]).expect("ok").primary);
-    let err = parse_node_port_addresses("--nodeport-addresses", ["primary", "10.0.0.0/8"]).expect_err("mixed");
+    assert!(
+        parse_node_port_addresses("--nodeport-addresses", ["primary"])
+            .expect("ok")
+            .primary
+    );
+    let err = parse_node_port_addresses("--nodeport-addresses", ["primary", "10.0.0.0/8"])
+        .expect_err("mixed");
     assert!(err.to_string().starts_with("--nodeport-addresses"), "{err}");
 }
 

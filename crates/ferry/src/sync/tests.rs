@@ -30,14 +30,28 @@ impl NftRunner for Recorder {
 
 fn syncer() -> (Syncer<Recorder>, Recorder) {
     let rec = Recorder::default();
-    let ctx = NodeContext { node_name: "k8s-node2".into(), family: IpFamily::V4 };
-    let s = Syncer::new(ctx, Default::default(), NftDataplane::with_runner(rec.clone()));
+    let ctx = NodeContext {
+        node_name: "k8s-node2".into(),
+        family: IpFamily::V4,
+    };
+    let s = Syncer::new(
+        ctx,
+        Default::default(),
+        NftDataplane::with_runner(rec.clone()),
+    );
     (s, rec)
 }
 
 fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
-    let svc = with_node_port(mk_service("dev", "web", "10.96.198.86", 8080), 32223, TrafficPolicy::Cluster);
-    let eps = endpoints.iter().map(|a| mk_endpoint(a, "k8s-node2")).collect();
+    let svc = with_node_port(
+        mk_service("dev", "web", "10.96.198.86", 8080),
+        32223,
+        TrafficPolicy::Cluster,
+    );
+    let eps = endpoints
+        .iter()
+        .map(|a| mk_endpoint(a, "k8s-node2"))
+        .collect();
     vec![
         Object::Service(svc),
         Object::Service(mk_service("dev", "other", "10.96.0.20", 80)),
@@ -53,7 +67,11 @@ fn first_sync_is_full_and_recreates_the_table() {
     let report = s.sync(false).expect("sync");
     assert_eq!(report.kind, SyncKind::Full);
     let scripts = rec.scripts.lock().expect("lock");
-    assert!(scripts[0].contains("delete table ip ferry"), "{}", scripts[0]);
+    assert!(
+        scripts[0].contains("delete table ip ferry"),
+        "{}",
+        scripts[0]
+    );
 }
 
 #[test]
@@ -61,14 +79,20 @@ fn an_endpoint_change_is_an_incremental_sync_of_that_service_only() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
     s.sync(false).expect("first sync");
-    assert!(s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166", "192.168.169.168"]))));
+    assert!(s.handle(SourceEvent::Resync(seed_objects(&[
+        "192.168.169.166",
+        "192.168.169.168"
+    ]))));
     assert_eq!(s.pending_services(), 1);
     let report = s.sync(false).expect("second sync");
     assert_eq!(report.kind, SyncKind::Partial);
     let scripts = rec.scripts.lock().expect("lock");
     let delta = &scripts[1];
     assert!(delta.contains("dev/web/tcp/http"), "{delta}");
-    assert!(!delta.contains("dev/other"), "unchanged service untouched: {delta}");
+    assert!(
+        !delta.contains("dev/other"),
+        "unchanged service untouched: {delta}"
+    );
 }
 
 #[test]
@@ -89,9 +113,22 @@ fn a_failed_sync_keeps_the_changes_and_the_next_sync_is_full() {
     assert!(s.sync(false).is_err());
     *rec.fail.lock().expect("lock") = false;
     let report = s.sync(false).expect("retry");
-    assert_eq!(report.kind, SyncKind::Full, "state after a failure is unknown: full resync");
-    let last = rec.scripts.lock().expect("lock").last().cloned().unwrap_or_default();
-    assert!(last.contains("goto reject-chain"), "the retry carries the change: {last}");
+    assert_eq!(
+        report.kind,
+        SyncKind::Full,
+        "state after a failure is unknown: full resync"
+    );
+    let last = rec
+        .scripts
+        .lock()
+        .expect("lock")
+        .last()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        last.contains("goto reject-chain"),
+        "the retry carries the change: {last}"
+    );
 }
 
 #[test]
@@ -99,7 +136,11 @@ fn a_change_to_this_nodes_node_object_forces_a_full_sync() {
     let (mut s, _rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
     s.sync(false).expect("sync");
-    assert!(s.handle(SourceEvent::Apply(Object::Node(mk_node("k8s-node2", "10.1.1.99", "192.168.169.128/26")))));
+    assert!(s.handle(SourceEvent::Apply(Object::Node(mk_node(
+        "k8s-node2",
+        "10.1.1.99",
+        "192.168.169.128/26"
+    )))));
     assert_eq!(s.sync(false).expect("sync").kind, SyncKind::Full);
 }
 
@@ -112,6 +153,12 @@ fn deleting_a_service_removes_its_chains() {
     objs.remove(0);
     s.handle(SourceEvent::Resync(objs));
     s.sync(false).expect("sync");
-    let last = rec.scripts.lock().expect("lock").last().cloned().unwrap_or_default();
+    let last = rec
+        .scripts
+        .lock()
+        .expect("lock")
+        .last()
+        .cloned()
+        .unwrap_or_default();
     assert!(last.contains("delete chain ip ferry service-"), "{last}");
 }

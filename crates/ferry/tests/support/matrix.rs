@@ -14,33 +14,45 @@ fn master_pod() -> Host {
 
 /// 1. A pod on k8s-master → ClusterIP reaches both pods; ClientIp is the pod's own IP.
 pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     let mut servers = BTreeSet::new();
     for _ in 0..30 {
         let h = seed.hello(&master_pod(), &cluster_url());
         assert_eq!(h.client_ip, MASTER_POD.1, "pod traffic keeps its source");
         servers.insert(h.server_ip);
     }
-    assert_eq!(servers, BTreeSet::from([POD_A.1.to_owned(), POD_B.1.to_owned()]));
+    assert_eq!(
+        servers,
+        BTreeSet::from([POD_A.1.to_owned(), POD_B.1.to_owned()])
+    );
 }
 
 /// 2. The master host itself → ClusterIP works, masqueraded to a node address.
 pub fn node_to_cluster_ip_works_and_is_masqueraded(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     let h = seed.hello(&Host::node(MASTER), &cluster_url());
     assert_eq!(h.client_ip, "10.1.1.12");
 }
 
 /// 3. A pod reaching its own Service and landing on itself (hairpin) works, masqueraded.
 pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     let me = Host::pod(POD_A.0);
     let mut hit_self = 0;
     for _ in 0..30 {
         let h = seed.hello(&me, &cluster_url());
         if h.server_ip == POD_A.1 {
             hit_self += 1;
-            assert_eq!(h.client_ip, "10.1.1.9", "hairpin is masqueraded to the node");
+            assert_eq!(
+                h.client_ip, "10.1.1.9",
+                "hairpin is masqueraded to the node"
+            );
         } else {
             assert_eq!(h.client_ip, POD_A.1, "pod → other pod keeps its source");
         }
@@ -50,17 +62,24 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
 
 /// 4. Client → every node's NodePort with Cluster policy works; SNAT to the receiving node.
 pub fn cluster_policy_node_port_works_on_every_node_with_snat(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     for (node, ip) in NODES {
         let h = seed.hello(&Host::default_client(), &node_port_url(ip));
-        assert_eq!(h.client_ip, ip, "{node}: external traffic is masqueraded to the node");
+        assert_eq!(
+            h.client_ip, ip,
+            "{node}: external traffic is masqueraded to the node"
+        );
         assert!(h.server_ip == POD_A.1 || h.server_ip == POD_B.1);
     }
 }
 
 /// 5. Local policy: the node with pods keeps the client IP; a node without pods drops.
 pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Local") else { return };
+    let Some(seed) = SeedLab::start(mode, "Local") else {
+        return;
+    };
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     assert_eq!(h.client_ip, "10.1.1.100", "the real client IP");
     let r = seed.curl(&Host::default_client(), &node_port_url("10.1.1.17"));
@@ -69,7 +88,9 @@ pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(mode: Mode
 
 /// 6. A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
 pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Local") else { return };
+    let Some(seed) = SeedLab::start(mode, "Local") else {
+        return;
+    };
     let h = seed.hello(&master_pod(), &node_port_url("10.1.1.12"));
     assert_eq!(h.client_ip, MASTER_POD.1);
     let h = seed.hello(&Host::node(MASTER), &node_port_url("10.1.1.12"));
@@ -78,33 +99,46 @@ pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
 
 /// 7. A Service with no endpoints: connection refused at once.
 pub fn service_without_endpoints_refuses_connections(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     let url = format!("http://{EMPTY_CLUSTER_IP}:80/hello");
     assert_eq!(seed.curl(&master_pod(), &url), CurlResult::Refused);
     assert_eq!(seed.curl(&Host::node(NODE1), &url), CurlResult::Refused);
 }
 
-/// 8. Readiness: a not-ready endpoint gets no traffic; back to ready restores it; deleting the
-/// slice leaves no endpoints (refused).
+/// 8. Readiness: a not-ready endpoint gets no traffic; back to ready restores it; deleting
+/// the slice leaves no endpoints (refused).
 pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     seed.change(|m| m.endpoints[1].1 = false);
     for _ in 0..15 {
         assert_eq!(seed.hello(&master_pod(), &cluster_url()).server_ip, POD_A.1);
     }
     seed.change(|m| m.endpoints[1].1 = true);
-    let servers: BTreeSet<String> =
-        (0..30).map(|_| seed.hello(&master_pod(), &cluster_url()).server_ip).collect();
+    let servers: BTreeSet<String> = (0..30)
+        .map(|_| seed.hello(&master_pod(), &cluster_url()).server_ip)
+        .collect();
     assert_eq!(servers.len(), 2, "both endpoints serve again");
     seed.change(|m| m.with_slice = false);
-    assert_eq!(seed.curl(&master_pod(), &cluster_url()), CurlResult::Refused);
+    assert_eq!(
+        seed.curl(&master_pod(), &cluster_url()),
+        CurlResult::Refused
+    );
 }
 
 /// 9. Restarting Ferry on k8s-node2 keeps an established connection alive.
 pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else { return };
+    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
     let addr = format!("10.1.1.9:{NODE_PORT}").parse().expect("addr");
-    let mut conn = seed.lab.connect(&Host::default_client(), addr).expect("connect");
+    let mut conn = seed
+        .lab
+        .connect(&Host::default_client(), addr)
+        .expect("connect");
     let first = http::get(&mut conn, "/hello").expect("first request");
     assert_eq!(first.status, 200);
     let ferry = seed.ferry(NODE2);
@@ -113,6 +147,40 @@ pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
     seed.wait_synced(NODE2, 1);
     let second = http::get(&mut conn, "/hello").expect("same connection after restart");
     assert_eq!(second.status, 200);
-    assert_eq!(Hello::parse(&first.body).server_ip, Hello::parse(&second.body).server_ip);
+    assert_eq!(
+        Hello::parse(&first.body).server_ip,
+        Hello::parse(&second.body).server_ip
+    );
     let _ = conn.flush();
+}
+
+/// The seed's curl table (seed 004), printed for the README walkthrough
+/// (`cargo test -p ferry --test lab_nftables seed_curl_table -- --nocapture`).
+pub fn seed_curl_table(mode: Mode) {
+    for policy in ["Local", "Cluster"] {
+        let Some(seed) = SeedLab::start(mode, policy) else {
+            return;
+        };
+        println!(
+            "\nexternalTrafficPolicy: {policy} ({} mode), from the client 10.1.1.100:",
+            mode.flag()
+        );
+        for (node, ip) in NODES {
+            let url = node_port_url(ip);
+            let shown = match seed.curl(&Host::default_client(), &url) {
+                CurlResult::Ok(body) => body.trim().to_owned(),
+                CurlResult::TimedOut => {
+                    format!("curl: (28) Connection to {ip} port {NODE_PORT} timed out")
+                }
+                other => format!("{other:?}"),
+            };
+            println!("  [{node}] curl {ip}:{NODE_PORT}/hello\n    {shown}");
+            let local_without_pods = policy == "Local" && node != NODE2;
+            assert_eq!(
+                !local_without_pods,
+                shown.starts_with("ClientIp"),
+                "{node}: {shown}"
+            );
+        }
+    }
 }

@@ -15,11 +15,20 @@ pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 pub const CLUSTER_IP: &str = "10.96.198.86";
 pub const EMPTY_CLUSTER_IP: &str = "10.96.0.50";
 pub const NODE_PORT: u16 = 32223;
-pub const POD_A: (&str, &str) = ("url-analysis-deployment-547845566c-4rt9d", "192.168.169.166");
-pub const POD_B: (&str, &str) = ("url-analysis-deployment-547845566c-64gq4", "192.168.169.168");
+pub const POD_A: (&str, &str) = (
+    "url-analysis-deployment-547845566c-4rt9d",
+    "192.168.169.166",
+);
+pub const POD_B: (&str, &str) = (
+    "url-analysis-deployment-547845566c-64gq4",
+    "192.168.169.168",
+);
 pub const MASTER_POD: (&str, &str) = ("client-7d9f8c6b5-x2x4q", "192.168.235.200");
-pub const NODES: [(&str, &str); 3] =
-    [(MASTER, "10.1.1.12"), (NODE1, "10.1.1.17"), (NODE2, "10.1.1.9")];
+pub const NODES: [(&str, &str); 3] = [
+    (MASTER, "10.1.1.12"),
+    (NODE1, "10.1.1.17"),
+    (NODE2, "10.1.1.9"),
+];
 
 /// The proxy mode under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +81,11 @@ impl Manifests {
 
     fn write_static(&self) {
         let mut nodes = String::new();
-        for ((name, ip), cidr) in NODES.iter().zip(["192.168.235.192/26", "192.168.36.64/26", "192.168.169.128/26"]) {
+        for ((name, ip), cidr) in NODES.iter().zip([
+            "192.168.235.192/26",
+            "192.168.36.64/26",
+            "192.168.169.128/26",
+        ]) {
             nodes.push_str(&format!(
                 "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\nspec:\n  podCIDR: {cidr}\n  podCIDRs: [{cidr}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n  - type: Hostname\n    address: {name}\n"
             ));
@@ -127,13 +140,30 @@ impl SeedLab {
         let mut lab = lab_or_skip()?;
         let program = PodProgram::ferry(FERRY);
         for (name, ip) in [POD_A, POD_B] {
-            lab.add_echo_pod(NODE2, name, ip.parse::<Ipv4Addr>().expect("ip"), 56010, &program)
-                .expect("pod on node2");
+            lab.add_echo_pod(
+                NODE2,
+                name,
+                ip.parse::<Ipv4Addr>().expect("ip"),
+                56010,
+                &program,
+            )
+            .expect("pod on node2");
         }
-        lab.add_echo_pod(MASTER, MASTER_POD.0, MASTER_POD.1.parse().expect("ip"), 56010, &program)
-            .expect("pod on master");
+        lab.add_echo_pod(
+            MASTER,
+            MASTER_POD.0,
+            MASTER_POD.1.parse().expect("ip"),
+            56010,
+            &program,
+        )
+        .expect("pod on master");
         let manifests = Manifests::new(policy);
-        let mut seed = SeedLab { lab, manifests, mode, ferries: Vec::new() };
+        let mut seed = SeedLab {
+            lab,
+            manifests,
+            mode,
+            ferries: Vec::new(),
+        };
         for (node, _) in NODES {
             let p = seed.spawn_ferry(node);
             seed.ferries.push((node, p));
@@ -159,11 +189,18 @@ impl SeedLab {
             "--min-sync-period".into(),
             "100ms".into(),
         ];
-        self.lab.spawn_on_node(node, FERRY, &args).expect("spawn ferry")
+        self.lab
+            .spawn_on_node(node, FERRY, &args)
+            .expect("spawn ferry")
     }
 
     pub fn ferry(&mut self, node: &str) -> &mut LabProcess {
-        &mut self.ferries.iter_mut().find(|(n, _)| *n == node).expect("ferry on node").1
+        &mut self
+            .ferries
+            .iter_mut()
+            .find(|(n, _)| *n == node)
+            .expect("ferry on node")
+            .1
     }
 
     /// Number of successful syncs a node's Ferry has logged.
@@ -176,7 +213,10 @@ impl SeedLab {
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.syncs(node) < n {
             if Instant::now() > deadline {
-                panic!("{node}: no sync #{n} within 20 s; log:\n{}", self.ferry(node).log());
+                panic!(
+                    "{node}: no sync #{n} within 20 s; log:\n{}",
+                    self.ferry(node).log()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -205,7 +245,10 @@ impl SeedLab {
     }
 
     pub fn logs(&self) -> String {
-        self.ferries.iter().map(|(n, p)| format!("--- ferry on {n}:\n{}", p.log())).collect()
+        self.ferries
+            .iter()
+            .map(|(n, p)| format!("--- ferry on {n}:\n{}", p.log()))
+            .collect()
     }
 }
 
@@ -225,7 +268,11 @@ impl Hello {
                 .map(|v| v.trim_start_matches(" : ").trim().to_owned())
                 .unwrap_or_else(|| panic!("no {name} in {body:?}"))
         };
-        Hello { client_ip: field("ClientIp"), server_name: field("ServerName"), server_ip: field("ServerIp") }
+        Hello {
+            client_ip: field("ClientIp"),
+            server_name: field("ServerName"),
+            server_ip: field("ServerIp"),
+        }
     }
 }
 

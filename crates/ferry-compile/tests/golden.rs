@@ -1,0 +1,153 @@
+//! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
+//! `<case>/<node>.nft`, checked into git. `FERRY_BLESS=1 cargo test -p ferry-compile --test golden`
+//! rewrites them; review the diff. As root, each file is also checked with `nft -c -f` inside a
+//! throw-away network namespace.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ferry_compile::config::LocalDetector;
+use ferry_compile::nft::render;
+use ferry_compile::{CompileConfig, Plan};
+use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView};
+
+struct Case {
+    dir: &'static str,
+    node: &'static str,
+    config: CompileConfig,
+}
+
+fn cluster_cidr(cidr: &str) -> CompileConfig {
+    CompileConfig {
+        local_detector: LocalDetector::ClusterCidr(vec![cidr.parse().expect("cidr")]),
+        ..CompileConfig::default()
+    }
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            dir: "seed-cluster",
+            node: "k8s-node1",
+            config: cluster_cidr("192.168.0.0/16"),
+        },
+        Case {
+            dir: "seed-cluster",
+            node: "k8s-node2",
+            config: cluster_cidr("192.168.0.0/16"),
+        },
+        Case {
+            dir: "seed-local",
+            node: "k8s-node1",
+            config: cluster_cidr("192.168.0.0/16"),
+        },
+        Case {
+            dir: "seed-local",
+            node: "k8s-node2",
+            config: cluster_cidr("192.168.0.0/16"),
+        },
+        Case {
+            dir: "protocols-and-policies",
+            node: "node-a",
+            config: CompileConfig {
+                masquerade_all: true,
+                masquerade_bit: 13,
+                local_detector: LocalDetector::NodeCidr,
+                ..CompileConfig::default()
+            },
+        },
+    ]
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn compile(case: &Case) -> String {
+    let scan = ferry_source::manifest::load(&golden_dir().join(case.dir).join("input.yaml"));
+    assert!(scan.errors.is_empty(), "{}: {:?}", case.dir, scan.errors);
+    let mut state = ClusterState::new();
+    for obj in scan.objects {
+        state.apply(obj);
+    }
+    let ctx = NodeContext {
+        node_name: case.node.into(),
+        family: IpFamily::V4,
+    };
+    render(&Plan::build(&NodeView::build(&state, &ctx), &case.config)).to_string()
+}
+
+#[test]
+fn rulesets_match_the_golden_files() {
+    let bless = std::env::var_os("FERRY_BLESS").is_some();
+    let mut failures = Vec::new();
+    for case in cases() {
+        let got = compile(&case);
+        assert_eq!(
+            got,
+            compile(&case),
+            "{}: output must be deterministic",
+            case.dir
+        );
+        let path = golden_dir()
+            .join(case.dir)
+            .join(format!("{}.nft", case.node));
+        if bless {
+            std::fs::write(&path, &got).expect("write golden file");
+            continue;
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_default();
+        if got != want {
+            failures.push(format!(
+                "{} differs (FERRY_BLESS=1 to rewrite):\n{got}",
+                path.display()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A network namespace deleted on drop, even when the test panics.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+#[test]
+fn golden_files_are_valid_nftables() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root || Command::new("nft").arg("--version").output().is_err() {
+        eprintln!("skipping: needs root and nft");
+        return;
+    }
+    let ns = Netns(format!("ferry-golden-{}", std::process::id()));
+    let ok = Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .expect("ip netns add");
+    assert!(ok.success());
+    for case in cases() {
+        let path = golden_dir()
+            .join(case.dir)
+            .join(format!("{}.nft", case.node));
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.0, "nft", "-c", "-f"])
+            .arg(&path)
+            .output()
+            .expect("run nft -c");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

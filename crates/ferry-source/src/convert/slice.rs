@@ -1,0 +1,138 @@
+//! `discovery.k8s.io/v1 EndpointSlice` → [`ferry_model::EndpointSlice`].
+
+use ferry_model::{
+    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
+};
+use k8s_openapi::api::discovery::v1 as k8s;
+
+use super::{
+    ignored_by_labels, ip, namespaced_ref, non_empty, port, protocol, ANNOTATION_TRIGGER_TIME,
+    LABEL_SERVICE_NAME,
+};
+use crate::InvalidObject;
+
+/// Converts an EndpointSlice. `Ok(None)` for slices upstream kube-proxy ignores: those labelled
+/// `service.kubernetes.io/service-proxy-name` or `service.kubernetes.io/headless`, and
+/// `addressType: FQDN`.
+///
+/// Defaults follow kube-proxy: a port without `port` is skipped, `protocol` defaults to TCP and
+/// `name` to `""`; conditions default as [`EndpointConditions`] documents. Unlike kube-proxy,
+/// which skips them silently, an endpoint without addresses or with an address of the wrong
+/// family is an error (the API server would have rejected it).
+pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice>, InvalidObject> {
+    let object = namespaced_ref("EndpointSlice", &slice.metadata)?;
+    if ignored_by_labels(&slice.metadata) {
+        return Ok(None);
+    }
+    let family = match slice.address_type.as_str() {
+        "IPv4" => IpFamily::V4,
+        "IPv6" => IpFamily::V6,
+        "FQDN" => return Ok(None),
+        other => {
+            return Err(InvalidObject::new(
+                &object,
+                "addressType",
+                format!("unsupported value {other:?} (want IPv4, IPv6 or FQDN)"),
+            ))
+        }
+    };
+    let service = slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| non_empty(l.get(LABEL_SERVICE_NAME).map(String::as_str)))
+        .ok_or_else(|| {
+            InvalidObject::new(
+                &object,
+                format!("metadata.labels[{LABEL_SERVICE_NAME}]"),
+                "must be set to the name of the slice's Service",
+            )
+        })?;
+
+    let mut ports = Vec::new();
+    for (i, p) in slice.ports.iter().flatten().enumerate() {
+        // kube-proxy skips a port without a number (the API reserves it to mean "all ports").
+        let Some(number) = p.port else { continue };
+        ports.push(EndpointPort {
+            name: p.name.clone().unwrap_or_default(),
+            port: port(number, &object, &format!("ports[{i}].port"))?,
+            protocol: protocol(
+                p.protocol.as_deref(),
+                &object,
+                &format!("ports[{i}].protocol"),
+            )?,
+        });
+    }
+    let endpoints = slice
+        .endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, e)| endpoint(e, family, &object, i))
+        .collect::<Result<_, _>>()?;
+
+    Ok(Some(EndpointSlice {
+        namespace: object.namespace.clone(),
+        name: object.name.clone(),
+        service: ServiceName::new(&object.namespace, service),
+        family,
+        ports,
+        endpoints,
+        trigger_time: slice
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_TRIGGER_TIME))
+            .cloned(),
+    }))
+}
+
+/// One `endpoints[i]` entry.
+fn endpoint(
+    e: &k8s::Endpoint,
+    family: IpFamily,
+    object: &ObjectRef,
+    i: usize,
+) -> Result<Endpoint, InvalidObject> {
+    let mut addresses = Vec::with_capacity(e.addresses.len());
+    for (j, s) in e.addresses.iter().enumerate() {
+        let field = format!("endpoints[{i}].addresses[{j}]");
+        let addr = ip(s, object, &field)?;
+        if IpFamily::of(&addr) != family {
+            let want = match family {
+                IpFamily::V4 => "IPv4",
+                IpFamily::V6 => "IPv6",
+            };
+            return Err(InvalidObject::new(
+                object,
+                field,
+                format!("must be an {want} address (addressType is {want}), got {s:?}"),
+            ));
+        }
+        addresses.push(addr);
+    }
+    // Upstream kube-proxy uses only the first address of an endpoint.
+    let Some(&address) = addresses.first() else {
+        return Err(InvalidObject::new(
+            object,
+            format!("endpoints[{i}].addresses"),
+            "must have at least one address",
+        ));
+    };
+    let conditions = e.conditions.as_ref();
+    Ok(Endpoint {
+        address,
+        conditions: EndpointConditions {
+            ready: conditions.and_then(|c| c.ready).unwrap_or(true),
+            serving: conditions.and_then(|c| c.serving).unwrap_or(true),
+            terminating: conditions.and_then(|c| c.terminating).unwrap_or(false),
+        },
+        node_name: non_empty(e.node_name.as_deref()).map(str::to_owned),
+        zone: non_empty(e.zone.as_deref()).map(str::to_owned),
+        zone_hints: e
+            .hints
+            .as_ref()
+            .and_then(|h| h.for_zones.as_ref())
+            .filter(|zones| !zones.is_empty())
+            .map(|zones| zones.iter().map(|z| z.name.clone()).collect()),
+    })
+}

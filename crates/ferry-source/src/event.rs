@@ -1,0 +1,18 @@
+//! `SourceEvent`: what every source (manifests now, the Kubernetes API later) emits.
+
+use ferry_model::{Object, ObjectKey};
+
+/// One change reported by a source, applied in order by the cluster-state owner.
+///
+/// The kube watcher's `Init`/`InitApply`/`InitDone` map onto [`SourceEvent::Resync`], and so does
+/// a rescan of the manifest directory, so both sources look the same to the rest of Ferry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceEvent {
+    /// One object added or changed.
+    Apply(Object),
+    /// One object removed.
+    Delete(ObjectKey),
+    /// The complete current set of this source's objects: the consumer applies each and deletes
+    /// every stored key that is not in the set. Manifest rescans emit this.
+    Resync(Vec<Object>),
+}

@@ -1,0 +1,36 @@
+//! Ferry's sources: where the cluster's Services, EndpointSlices and Nodes come from.
+//!
+//! Place in the data flow (**source** → cluster state → node view → compiler → applier): a source
+//! turns Kubernetes objects into validated [`ferry_model`] objects and reports them as a stream
+//! of [`SourceEvent`]s. Today there is one source, [`manifest`]: Kubernetes-format YAML/JSON
+//! manifests on disk (the folder you would `kubectl apply`), rescanned when the files change. A
+//! Kubernetes API source will join it, sharing [`convert`] and [`SourceEvent`].
+//!
+//! What this crate must never do:
+//! - stop on bad input: a bad object becomes an [`InvalidObject`] naming the file, the object and
+//!   the field; it is reported, its last good version is kept, and every other object goes on;
+//! - touch the cluster state, the kernel, or anything but the files it was pointed at: it only
+//!   reads, and only emits events;
+//! - make up what an API server would allocate (ClusterIPs, node ports): a manifest that lacks
+//!   them is rejected, with the field named.
+//!
+//! # Layout
+//! - [`event`]: [`SourceEvent`], the one event type of every source.
+//! - [`convert`]: k8s-openapi objects → model objects, with field-precise [`InvalidObject`]s.
+//! - [`manifest`]: [`manifest::load`] reads a file or directory once;
+//!   [`manifest::ManifestSource`] remembers the last good objects across scans and watches the
+//!   files ([`manifest::ManifestSource::run`]).
+
+#![allow(
+    clippy::result_large_err,
+    reason = "InvalidObject (file, object, field, reason) is returned once per bad object, never \
+              on a hot path; boxing it would only make the converters' signatures noisier"
+)]
+
+pub mod convert;
+mod error;
+pub mod event;
+pub mod manifest;
+
+pub use error::InvalidObject;
+pub use event::SourceEvent;

@@ -1,0 +1,94 @@
+//! Manifests on disk → model objects: load once ([`load`]), or keep watching
+//! ([`ManifestSource`]).
+//!
+//! This is the standalone mode: point Ferry at the folder you would `kubectl apply`. PATH is a
+//! file or a directory read recursively. What is read:
+//! - files ending in `.yaml`, `.yml` or `.json` (a file named as PATH itself is read whatever its
+//!   name), in sorted path order, so every scan is deterministic;
+//! - entries whose name starts with `.` are skipped: editors' swap files, `.git`, and the
+//!   `..data`/`..<timestamp>` folders of a mounted ConfigMap (whose visible files are symlinks
+//!   into them, so reading both would duplicate every object);
+//! - YAML files may hold many documents (`---`); JSON files hold one. A document of
+//!   `kind: List` (or `ServiceList`, `NodeList`, … as `kubectl get -o yaml` writes them) stands
+//!   for its `items`;
+//! - `v1 Service`, `discovery.k8s.io/v1 EndpointSlice`, `v1 Endpoints` (mirrored into slices)
+//!   and `v1 Node` are converted with [`crate::convert`]; every other kind (Deployment,
+//!   ConfigMap, …) is ignored, with a debug log.
+//!
+//! Checks across objects, after each file's objects are converted:
+//! - the same kind, namespace and name twice: the first (in path, then document order) wins and
+//!   the second is reported;
+//! - an EndpointSlice (or Endpoints) whose Service is not among the manifests is reported and
+//!   skipped (a Service written there counts even if it is invalid or ignored, e.g. headless).
+//!
+//! A file that cannot be read or parsed contributes no objects and one error naming the file
+//! (with line and column). [`ManifestSource`] keeps the last good version of the objects it held.
+
+use std::path::{Path, PathBuf};
+
+use ferry_model::Object;
+
+use crate::InvalidObject;
+
+mod load;
+mod resolve;
+mod watch;
+
+pub use watch::WatchError;
+
+/// The outcome of reading manifests once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    /// Every valid object, sorted by [`ferry_model::ObjectKey`].
+    pub objects: Vec<Object>,
+    /// Every problem found, in path order (file errors, then object errors, as they occur).
+    pub errors: Vec<InvalidObject>,
+}
+
+/// Reads PATH (a file, or a directory read recursively) once. Nothing is remembered: an invalid
+/// object is simply absent from [`Scan::objects`].
+pub fn load(path: &Path) -> Scan {
+    resolve::resolve(load::read(path), &mut resolve::Memory::default())
+}
+
+/// A manifest source: scans PATH, remembering the last good version of every object.
+///
+/// - When an object becomes invalid, or its file becomes unreadable or unparseable, its last good
+///   version stays in the result (so the proxy keeps programming it) and the error is reported
+///   on every scan until it is fixed.
+/// - When an object is deleted from disk (its file removed, or its document removed from a file
+///   that still parses) it disappears.
+/// - A newly added invalid object is simply absent.
+/// - If PATH itself is missing or unreadable, that is reported and everything is kept: a
+///   vanished mount is far more likely than the wish to remove every Service at once.
+#[derive(Debug)]
+pub struct ManifestSource {
+    path: PathBuf,
+    memory: resolve::Memory,
+}
+
+impl ManifestSource {
+    /// A source reading PATH; nothing is read until [`ManifestSource::scan`] or
+    /// [`ManifestSource::run`].
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            memory: resolve::Memory::default(),
+        }
+    }
+
+    /// The file or directory this source reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads PATH now: the current object set (last good versions included, sorted by key) and
+    /// every problem found in this scan.
+    pub fn scan(&mut self) -> (Vec<Object>, Vec<InvalidObject>) {
+        let scan = resolve::resolve(load::read(&self.path), &mut self.memory);
+        (scan.objects, scan.errors)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,322 @@
+//! Reading files and documents: PATH → one [`Doc`] per Kubernetes object written there.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use ferry_model::{Object, ObjectRef};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{convert, InvalidObject};
+
+/// Extensions of the files read from a directory.
+const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
+
+/// One object as written in a file, converted.
+#[derive(Debug)]
+pub(super) struct Doc {
+    /// The file it is in.
+    pub file: PathBuf,
+    /// `Kind namespace/name` as written; `None` when it has no name (or no kind), so it cannot
+    /// be matched with an earlier version of itself.
+    pub id: Option<ObjectRef>,
+    /// The model objects (none when the proxy ignores it, several for a mirrored Endpoints), or
+    /// why it is invalid. `file` is filled in later.
+    pub outcome: Result<Vec<Object>, InvalidObject>,
+}
+
+/// Everything read from PATH, before checks across objects.
+#[derive(Debug, Default)]
+pub(super) struct RawScan {
+    /// Objects of the kinds Ferry reads, in path then document order.
+    pub docs: Vec<Doc>,
+    /// Files and directories that could not be read or parsed (so their objects' last good
+    /// versions are kept).
+    pub broken: Vec<PathBuf>,
+    /// Why each of `broken` could not be read.
+    pub errors: Vec<InvalidObject>,
+}
+
+impl RawScan {
+    fn broken(&mut self, path: &Path, reason: String) {
+        self.broken.push(path.to_path_buf());
+        self.errors.push(InvalidObject::file(path, reason));
+    }
+}
+
+/// Reads PATH: a file, or a directory read recursively.
+pub(super) fn read(path: &Path) -> RawScan {
+    let mut scan = RawScan::default();
+    let mut files = Vec::new();
+    match fs::metadata(path) {
+        Err(e) => scan.broken(path, format!("cannot read: {e}")),
+        Ok(meta) if meta.is_dir() => walk(path, &mut files, &mut BTreeSet::new(), &mut scan),
+        Ok(_) => files.push(path.to_path_buf()),
+    }
+    files.sort();
+    for file in files {
+        read_file(&file, &mut scan);
+    }
+    scan
+}
+
+/// Collects the manifest files under `dir`, following symlinks (each directory once).
+fn walk(dir: &Path, files: &mut Vec<PathBuf>, visited: &mut BTreeSet<PathBuf>, scan: &mut RawScan) {
+    if let Ok(real) = fs::canonicalize(dir) {
+        if !visited.insert(real) {
+            return;
+        }
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return scan.broken(dir, format!("cannot read directory: {e}")),
+    };
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => paths.push(entry.path()),
+            Err(e) => return scan.broken(dir, format!("cannot read directory: {e}")),
+        }
+    }
+    paths.sort();
+    for path in paths {
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'));
+        if hidden {
+            continue;
+        }
+        match fs::metadata(&path) {
+            // A dangling symlink, or a file removed while we read: nothing to read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => scan.broken(&path, format!("cannot read: {e}")),
+            Ok(meta) if meta.is_dir() => walk(&path, files, visited, scan),
+            Ok(_) if is_manifest(&path) => files.push(path),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// True for the file names read from a directory.
+pub(super) fn is_manifest(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
+}
+
+/// Reads one file's documents into `scan`.
+fn read_file(file: &Path, scan: &mut RawScan) {
+    let text = match fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => return scan.broken(file, format!("cannot read: {e}")),
+    };
+    let is_json = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    let documents = if is_json {
+        parse_json(&text)
+    } else {
+        parse_yaml(&text)
+    };
+    match documents {
+        Ok(documents) => {
+            for (index, value) in documents.into_iter().enumerate() {
+                document(file, index, value, None, &mut scan.docs);
+            }
+        }
+        Err(reason) => scan.broken(file, reason),
+    }
+}
+
+fn parse_json(text: &str) -> Result<Vec<Value>, String> {
+    serde_json::from_str(text)
+        .map(|v| vec![v])
+        .map_err(|e| format!("not valid JSON: {e}"))
+}
+
+/// Every non-empty document of a YAML stream. serde-saphyr's default budget allows 1024
+/// documents per stream; a generated manifest of a large cluster has far more.
+fn parse_yaml(text: &str) -> Result<Vec<Value>, String> {
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 1_000_000,
+            max_nodes: 50_000_000,
+            max_events: 100_000_000,
+        },
+    };
+    serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
+        let message = e.without_snippet().to_string();
+        let message = message.lines().next().unwrap_or_default().to_owned();
+        match e.location() {
+            Some(at) => {
+                let (line, column) = (at.line(), at.column());
+                // The message may end with the location again; say it once, up front.
+                let suffix = format!(" at line {line}, column {column}");
+                let message = message.strip_suffix(&suffix).unwrap_or(&message);
+                format!("not valid YAML: line {line}, column {column}: {message}")
+            }
+            None => format!("not valid YAML: {message}"),
+        }
+    })
+}
+
+/// The kinds Ferry reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Service,
+    EndpointSlice,
+    Endpoints,
+    Node,
+}
+
+impl Kind {
+    fn of(api_version: &str, kind: &str) -> Option<Kind> {
+        match (api_version, kind) {
+            ("v1", "Service") => Some(Kind::Service),
+            ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
+            ("v1", "Endpoints") => Some(Kind::Endpoints),
+            ("v1", "Node") => Some(Kind::Node),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
+            Kind::Endpoints => "Endpoints",
+            Kind::Node => "Node",
+        }
+    }
+}
+
+/// One document (or list item): dispatches on `apiVersion` and `kind`. `list` is the
+/// `(apiVersion, kind)` of the enclosing typed list, which its items may leave out.
+fn document(
+    file: &Path,
+    index: usize,
+    mut value: Value,
+    list: Option<(&str, &str)>,
+    docs: &mut Vec<Doc>,
+) {
+    let place = match list {
+        None => format!("document {}", index + 1),
+        Some((_, kind)) => format!("{kind} item {index}"),
+    };
+    let Some(map) = value.as_object_mut() else {
+        return docs.push(Doc {
+            file: file.to_path_buf(),
+            id: None,
+            outcome: Err(InvalidObject::file(
+                file,
+                format!(
+                    "{place}: not a Kubernetes object (want a mapping with apiVersion and kind)"
+                ),
+            )),
+        });
+    };
+    if let Some((api_version, kind)) = list {
+        map.entry("apiVersion")
+            .or_insert_with(|| api_version.into());
+        map.entry("kind").or_insert_with(|| kind.into());
+    }
+    let text = |key: &str| {
+        map.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    if api_version.is_empty() || kind.is_empty() {
+        let missing = if api_version.is_empty() {
+            "apiVersion"
+        } else {
+            "kind"
+        };
+        return docs.push(Doc {
+            file: file.to_path_buf(),
+            id: None,
+            outcome: Err(InvalidObject::file(
+                file,
+                format!("{place}: {missing} must be set"),
+            )),
+        });
+    }
+    if kind.ends_with("List") && map.get("items").is_some_and(Value::is_array) {
+        let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        let items = match map.remove("items") {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            let typed_list = (!item_kind.is_empty()).then_some((api_version.as_str(), item_kind));
+            document(file, i, item, typed_list, docs);
+        }
+        return;
+    }
+    let Some(kind) = Kind::of(&api_version, &kind) else {
+        tracing::debug!(file = %file.display(), %api_version, %kind, "ignoring {place}: not a kind Ferry reads");
+        return;
+    };
+    let object = object_ref(kind, &value);
+    let id = Some(object.clone()).filter(|o| o.name != convert::UNNAMED);
+    docs.push(Doc {
+        file: file.to_path_buf(),
+        id,
+        outcome: convert_value(kind, value, &object),
+    });
+}
+
+/// `Kind namespace/name` as written (namespace defaulted like the converters do; the name is
+/// [`convert::UNNAMED`] when missing).
+fn object_ref(kind: Kind, value: &Value) -> ObjectRef {
+    let meta = value.get("metadata");
+    let field = |key: &str| {
+        meta.and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let namespace = match kind {
+        Kind::Node => "",
+        _ => field("namespace").unwrap_or(convert::DEFAULT_NAMESPACE),
+    };
+    ObjectRef::new(
+        kind.name(),
+        namespace,
+        field("name").unwrap_or(convert::UNNAMED),
+    )
+}
+
+/// Deserializes the typed object and converts it.
+fn convert_value(
+    kind: Kind,
+    value: Value,
+    object: &ObjectRef,
+) -> Result<Vec<Object>, InvalidObject> {
+    Ok(match kind {
+        Kind::Service => convert::service(&typed(value, object)?)?
+            .map(Object::Service)
+            .into_iter()
+            .collect(),
+        Kind::EndpointSlice => convert::endpoint_slice(&typed(value, object)?)?
+            .map(Object::EndpointSlice)
+            .into_iter()
+            .collect(),
+        Kind::Endpoints => convert::endpoints(&typed(value, object)?)?
+            .into_iter()
+            .map(Object::EndpointSlice)
+            .collect(),
+        Kind::Node => vec![Object::Node(convert::node(&typed(value, object)?)?)],
+    })
+}
+
+/// `value` as a k8s-openapi type; a wrong type names its field path.
+fn typed<T: DeserializeOwned>(value: Value, object: &ObjectRef) -> Result<T, InvalidObject> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        InvalidObject::new(object, field, e.into_inner().to_string())
+    })
+}
