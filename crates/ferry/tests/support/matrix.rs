@@ -12,7 +12,7 @@ fn master_pod() -> Host {
     Host::pod(MASTER_POD.0)
 }
 
-/// 1. A pod on k8s-master → ClusterIP reaches both pods; ClientIp is the pod's own IP.
+/// Case 1: A pod on k8s-master → ClusterIP reaches both pods; ClientIp is the pod's own IP.
 pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Cluster") else {
         return;
@@ -29,7 +29,7 @@ pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
     );
 }
 
-/// 2. The master host itself → ClusterIP works, masqueraded to a node address.
+/// Case 2: The master host itself → ClusterIP works, masqueraded to a node address.
 pub fn node_to_cluster_ip_works_and_is_masqueraded(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Cluster") else {
         return;
@@ -38,7 +38,7 @@ pub fn node_to_cluster_ip_works_and_is_masqueraded(mode: Mode) {
     assert_eq!(h.client_ip, "10.1.1.12");
 }
 
-/// 3. A pod reaching its own Service and landing on itself (hairpin) works, masqueraded.
+/// Case 3: A pod reaching its own Service and landing on itself (hairpin) works, masqueraded.
 pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Cluster") else {
         return;
@@ -60,7 +60,7 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
     assert!(hit_self > 0, "30 tries never landed on itself (p = 1e-9)");
 }
 
-/// 4. Client → every node's NodePort with Cluster policy works; SNAT to the receiving node.
+/// Case 4: Client → every node's NodePort with Cluster policy works; SNAT to the receiving node.
 pub fn cluster_policy_node_port_works_on_every_node_with_snat(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Cluster") else {
         return;
@@ -75,7 +75,7 @@ pub fn cluster_policy_node_port_works_on_every_node_with_snat(mode: Mode) {
     }
 }
 
-/// 5. Local policy: the node with pods keeps the client IP; a node without pods drops.
+/// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops.
 pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Local") else {
         return;
@@ -86,7 +86,7 @@ pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(mode: Mode
     assert_eq!(r, CurlResult::TimedOut, "dropped, as in seed 004");
 }
 
-/// 6. A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
+/// Case 6: A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
 pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Local") else {
         return;
@@ -97,7 +97,7 @@ pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
     assert_eq!(h.client_ip, "10.1.1.12", "node traffic is masqueraded");
 }
 
-/// 7. A Service with no endpoints: connection refused at once.
+/// Case 7: A Service with no endpoints: connection refused at once.
 pub fn service_without_endpoints_refuses_connections(mode: Mode) {
     let Some(seed) = SeedLab::start(mode, "Cluster") else {
         return;
@@ -107,7 +107,7 @@ pub fn service_without_endpoints_refuses_connections(mode: Mode) {
     assert_eq!(seed.curl(&Host::node(NODE1), &url), CurlResult::Refused);
 }
 
-/// 8. Readiness: a not-ready endpoint gets no traffic; back to ready restores it; deleting
+/// Case 8: Readiness: a not-ready endpoint gets no traffic; back to ready restores it; deleting
 /// the slice leaves no endpoints (refused).
 pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
     let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
@@ -129,7 +129,7 @@ pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
     );
 }
 
-/// 9. Restarting Ferry on k8s-node2 keeps an established connection alive.
+/// Case 9: Restarting Ferry on k8s-node2 keeps an established connection alive.
 pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
     let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
         return;
