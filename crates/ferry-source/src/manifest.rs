@@ -61,6 +61,22 @@ pub fn load(path: &Path) -> Scan {
 /// - A newly added invalid object is simply absent.
 /// - If PATH itself is missing or unreadable, that is reported and everything is kept: a
 ///   vanished mount is far more likely than the wish to remove every Service at once.
+///
+/// ```no_run
+/// use ferry_source::manifest::ManifestSource;
+/// use ferry_source::SourceEvent;
+///
+/// # async fn example() {
+/// let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+/// let source = ManifestSource::new("examples/seed");
+/// tokio::spawn(source.run(tx, |error| tracing::debug!(%error, "counted")));
+/// while let Some(event) = rx.recv().await {
+///     if let SourceEvent::Resync(objects) = event {
+///         println!("{} objects", objects.len());
+///     }
+/// }
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct ManifestSource {
     path: PathBuf,

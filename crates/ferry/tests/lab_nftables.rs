@@ -22,4 +22,5 @@ cases!(seed::Mode::Nftables;
     readiness_changes_take_effect_without_restart,
     restarting_ferry_keeps_established_connections,
     seed_curl_table,
+    an_invalid_edit_keeps_the_last_good_rules,
 );

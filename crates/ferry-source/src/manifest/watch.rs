@@ -13,7 +13,7 @@ use tokio::time::{timeout, Instant};
 use super::ManifestSource;
 use crate::{InvalidObject, SourceEvent};
 
-/// Quiet time that ends a burst of file events (an editor's save, a `kubectl`-style rewrite).
+/// Quiet time that ends a burst of file events (an editor's save, a generator rewriting files).
 const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Longest a rescan waits for a burst to end, so a file written continuously is still read.
 const MAX_DELAY: Duration = Duration::from_secs(2);
@@ -51,7 +51,7 @@ impl ManifestSource {
     /// (100 ms of quiet, at most 2 s), then PATH is rescanned and a `Resync` is sent only when
     /// the object set changed. Writers that truncate and rewrite a file in place may still be
     /// caught half-way if they pause longer than the debounce; writing a temporary file and
-    /// renaming it into place (as editors and `kubectl`-style tools do) never is.
+    /// renaming it into place, as most editors do, never is.
     ///
     /// Every error of every scan is logged with `tracing::warn!` and passed to `errors` (for
     /// metrics): scans happen only at start and when files change, so an unfixed error repeats

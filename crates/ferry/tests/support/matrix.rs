@@ -184,3 +184,25 @@ pub fn seed_curl_table(mode: Mode) {
         }
     }
 }
+
+/// Bad input: an invalid edit of the Service is reported (file, object, field) and the last good
+/// rules stay in the kernel; fixing it is picked up again.
+pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
+    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
+    let broken = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: url-analysis\n  namespace: dev\nspec:\n  type: NodePort\n  clusterIP: {CLUSTER_IP}\n  ports:\n  - name: http\n    port: 8080\n    nodePort: 99999\n"
+    );
+    seed.manifests.put("service.yaml", &broken);
+    seed.wait_logged("Service dev/url-analysis: spec.ports[0].nodePort");
+    for (_, ip) in NODES {
+        seed.hello(&Host::default_client(), &node_port_url(ip));
+    }
+    seed.hello(&master_pod(), &cluster_url());
+    seed.change(|m| m.policy = "Local");
+    assert_eq!(
+        seed.curl(&Host::default_client(), &node_port_url("10.1.1.17")),
+        CurlResult::TimedOut
+    );
+}

@@ -120,7 +120,8 @@ impl Manifests {
         }
     }
 
-    fn put(&self, name: &str, text: &str) {
+    /// Replaces one manifest file with arbitrary text (e.g. an invalid edit).
+    pub fn put(&self, name: &str, text: &str) {
         let tmp = self.dir.path().join(format!(".{name}.tmp"));
         std::fs::write(&tmp, text).expect("write manifest");
         std::fs::rename(&tmp, self.dir.path().join(name)).expect("rename manifest");
@@ -229,6 +230,21 @@ impl SeedLab {
         self.manifests.write();
         for ((node, _), n) in NODES.iter().zip(before) {
             self.wait_synced(node, n + 1);
+        }
+    }
+
+    /// Waits until every node's Ferry has logged `needle` (e.g. a rejected field).
+    pub fn wait_logged(&mut self, needle: &str) {
+        for (node, _) in NODES {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !self.ferry(node).log().contains(needle) {
+                assert!(
+                    Instant::now() < deadline,
+                    "{node} never logged {needle:?}:\n{}",
+                    self.ferry(node).log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 

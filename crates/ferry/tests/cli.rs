@@ -1,0 +1,137 @@
+//! The command line: exit codes, messages, `ferry rules` without root.
+
+use std::path::Path;
+use std::process::Command;
+
+const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+
+fn seed() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/seed")
+        .display()
+        .to_string()
+}
+
+fn ferry(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(FERRY).args(args).output().expect("run ferry");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_flags_exit_64_with_one_message_naming_the_flag() {
+    let seed = seed();
+    for (args, flag) in [
+        (
+            vec!["run", "--manifests", &seed, "--cluster-cidr", "10.0.0.1"],
+            "--cluster-cidr",
+        ),
+        (
+            vec!["run", "--manifests", &seed, "--proxy-mode", "warp"],
+            "--proxy-mode",
+        ),
+        (
+            vec![
+                "run",
+                "--manifests",
+                &seed,
+                "--nodeport-addresses",
+                "127.0.0.0/8",
+            ],
+            "--nodeport-addresses",
+        ),
+        (
+            vec!["run", "--manifests", &seed, "--masquerade-bit", "40"],
+            "--masquerade-bit",
+        ),
+        (
+            vec!["run", "--manifests", &seed, "--sync-period", "often"],
+            "--sync-period",
+        ),
+        (
+            vec![
+                "rules",
+                "--manifests",
+                &seed,
+                "--config",
+                "/nonexistent.yaml",
+            ],
+            "--config",
+        ),
+        (vec!["run", "--no-such-flag"], "--no-such-flag"),
+        (vec!["run"], "--manifests"),
+    ] {
+        let (code, _, stderr) = ferry(&args);
+        assert_eq!(code, 64, "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_bad_config_file_value_exits_64_naming_file_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("kube-proxy.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclusterCIDR: banana\n",
+    )
+    .expect("write config");
+    let cfg = cfg.display().to_string();
+    let (code, _, stderr) = ferry(&["rules", "--manifests", &seed(), "--config", &cfg]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("kube-proxy.yaml: clusterCIDR"), "{stderr}");
+}
+
+#[test]
+fn rules_prints_the_ruleset_for_a_node_without_root() {
+    let (code, stdout, stderr) = ferry(&[
+        "rules",
+        "--manifests",
+        &seed(),
+        "--hostname-override",
+        "k8s-node1",
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("table ip ferry {"), "{stdout}");
+    assert!(stdout.contains("tcp . 32223 : goto external-"), "{stdout}");
+    assert!(stdout.contains("dnat to 192.168.169.166:56010"), "{stdout}");
+    let (_, again, _) = ferry(&[
+        "rules",
+        "--manifests",
+        &seed(),
+        "--hostname-override",
+        "k8s-node1",
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ]);
+    assert_eq!(stdout, again, "deterministic");
+}
+
+#[test]
+fn rules_reports_bad_objects_and_renders_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: broken, namespace: dev}\nspec:\n  clusterIP: 10.96.0.99\n  ports: [{port: 70000}]\n---\n\
+apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  clusterIP: 10.96.0.98\n  ports: [{port: 80}]\n",
+    )
+    .expect("write");
+    let path = dir.path().display().to_string();
+    let (code, stdout, stderr) =
+        ferry(&["rules", "--manifests", &path, "--hostname-override", "n1"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("Service dev/broken") && stderr.contains("spec.ports[0].port"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("10.96.0.98 . tcp . 80 : goto reject-chain"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("10.96.0.99"), "{stdout}");
+}
