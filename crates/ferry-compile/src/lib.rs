@@ -11,7 +11,9 @@
 
 pub mod config;
 pub mod nft;
+mod node;
 pub mod plan;
 
 pub use config::{CompileConfig, NodePortAddresses};
+pub use node::NodeCompiler;
 pub use plan::{ClusterIpMasquerade, Dispatch, EndpointSet, External, Plan, ServicePlan};

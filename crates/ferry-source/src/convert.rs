@@ -28,9 +28,9 @@ mod node;
 mod service;
 mod slice;
 
-pub use endpoints::{endpoints, MAX_ENDPOINTS_PER_SUBSET};
+pub use endpoints::{endpoints, LABEL_SKIP_MIRROR, MAX_ENDPOINTS_PER_SUBSET};
 pub use node::node;
-pub use service::service;
+pub use service::{service, DEFAULT_AFFINITY_TIMEOUT_SECONDS, MAX_AFFINITY_TIMEOUT_SECONDS};
 pub use slice::endpoint_slice;
 
 /// Namespace of objects whose `metadata.namespace` is unset.

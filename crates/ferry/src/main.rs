@@ -37,6 +37,21 @@ fn init_logging(args: &RunArgs) {
     }
 }
 
+/// The effective configuration and manifest path; `None` after printing the one message about
+/// a bad flag or value (the caller exits 64).
+fn resolve(args: &RunArgs, warn: impl Fn(&str)) -> Option<(config::Config, std::path::PathBuf)> {
+    match args.resolve() {
+        Ok((config, warnings)) => {
+            warnings.iter().for_each(|w| warn(w));
+            Some((config, args.manifests.clone().unwrap_or_default()))
+        }
+        Err(e) => {
+            eprintln!("ferry: {e}");
+            None
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -56,17 +71,9 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => {
             init_logging(&args);
-            let (config, warnings) = match args.resolve() {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("ferry: {e}");
-                    return ExitCode::from(EXIT_USAGE);
-                }
+            let Some((config, manifests)) = resolve(&args, |w| tracing::warn!("{w}")) else {
+                return ExitCode::from(EXIT_USAGE);
             };
-            for w in &warnings {
-                tracing::warn!("{w}");
-            }
-            let manifests = args.manifests.clone().unwrap_or_default();
             match run::run(config, manifests) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -76,17 +83,9 @@ fn main() -> ExitCode {
             }
         }
         Command::Rules(args) => {
-            let (config, warnings) = match args.resolve() {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("ferry: {e}");
-                    return ExitCode::from(EXIT_USAGE);
-                }
+            let Some((config, manifests)) = resolve(&args, |w| eprintln!("warning: {w}")) else {
+                return ExitCode::from(EXIT_USAGE);
             };
-            for w in &warnings {
-                eprintln!("warning: {w}");
-            }
-            let manifests = args.manifests.clone().unwrap_or_default();
             print!("{}", run::rules(&config, &manifests));
             ExitCode::SUCCESS
         }

@@ -5,12 +5,12 @@
 //! periodic resync, this node's Node changed, after a failure) and an incremental one that
 //! recompiles and rewrites only the changed services.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use ferry_compile::nft::{render, render_base, render_service, RenderContext, Ruleset};
-use ferry_compile::{CompileConfig, Plan, ServicePlan};
+use ferry_compile::nft::Ruleset;
+use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_dataplane::{ApplyError, NftCli, NftDataplane, NftRunner, SyncReport};
-use ferry_model::{ClusterState, NodeContext, NodeView, Object, ServiceName, Touched};
+use ferry_model::{ClusterState, NodeContext, Object, ServiceName, Touched};
 use ferry_source::SourceEvent;
 
 /// The sync engine for one IP family.
@@ -76,48 +76,29 @@ impl<R: NftRunner> Syncer<R> {
         self.dirty.len()
     }
 
-    fn base_plan(&self) -> Plan {
-        let view = NodeView {
-            context: self.context.clone(),
-            node: self.state.node(&self.context.node_name).cloned(),
-            services: BTreeMap::new(),
-        };
-        Plan::build(&view, &self.config)
+    fn compiler(&self) -> NodeCompiler {
+        NodeCompiler::new(&self.state, &self.context, &self.config)
     }
 
     /// The full ruleset for the current state (what `ferry rules` prints).
     pub fn desired(&self) -> Ruleset {
-        render(&Plan::build(
-            &NodeView::build(&self.state, &self.context),
-            &self.config,
-        ))
+        self.compiler().full(&self.state)
     }
 
     /// Syncs the kernel. `full` forces a full sync (the periodic resync).
     pub fn sync(&mut self, full: bool) -> Result<SyncReport, ApplyError> {
-        let base_plan = self.base_plan();
+        let compiler = self.compiler();
         let base_changed = match self.dataplane.installed() {
-            Some(installed) => !installed.same_base(&render_base(&base_plan)),
+            Some(installed) => !installed.same_base(&compiler.base_ruleset()),
             None => true,
         };
         let report = if full || self.full_pending || base_changed {
-            self.dataplane.apply_full(self.desired())?
+            self.dataplane.apply_full(compiler.full(&self.state))?
         } else {
-            let rctx = RenderContext::of(&base_plan);
-            let pctx = base_plan.context(&self.config);
             let changes = self
                 .dirty
                 .iter()
-                .map(|name| {
-                    let plans: Vec<ServicePlan> =
-                        NodeView::build_service_ports(&self.state, &self.context, name)
-                            .iter()
-                            .map(|v| ServicePlan::build(v, &pctx))
-                            .collect();
-                    let refs: Vec<&ServicePlan> = plans.iter().collect();
-                    let rules = (!refs.is_empty()).then(|| render_service(&refs, &rctx));
-                    (name.clone(), rules)
-                })
+                .map(|name| (name.clone(), compiler.service(&self.state, name)))
                 .collect();
             self.dataplane.apply_changes(changes)?
         };

@@ -1,0 +1,63 @@
+//! `NodeCompiler`: compiles a whole node, or one service on its own (incremental syncs).
+
+use std::collections::BTreeMap;
+
+use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName};
+
+use crate::config::CompileConfig;
+use crate::nft::{render, render_base, render_service, RenderContext, Ruleset, ServiceRules};
+use crate::plan::{Plan, PlanContext, ServicePlan};
+
+/// The node-level part of the plan (this node's Node object and the configuration), ready to
+/// compile services against.
+#[derive(Debug, Clone)]
+pub struct NodeCompiler {
+    context: NodeContext,
+    config: CompileConfig,
+    base: Plan,
+    plan_ctx: PlanContext,
+    render_ctx: RenderContext,
+}
+
+impl NodeCompiler {
+    /// Prepares compilation for `context`'s node from the current state.
+    pub fn new(state: &ClusterState, context: &NodeContext, config: &CompileConfig) -> Self {
+        let view = NodeView {
+            context: context.clone(),
+            node: state.node(&context.node_name).cloned(),
+            services: BTreeMap::new(),
+        };
+        let base = Plan::build(&view, config);
+        Self {
+            context: context.clone(),
+            config: config.clone(),
+            plan_ctx: base.context(config),
+            render_ctx: RenderContext::of(&base),
+            base,
+        }
+    }
+
+    /// The ruleset without any service: what an incremental sync requires to be unchanged.
+    pub fn base_ruleset(&self) -> Ruleset {
+        render_base(&self.base)
+    }
+
+    /// The whole node's ruleset.
+    pub fn full(&self, state: &ClusterState) -> Ruleset {
+        render(&Plan::build(
+            &NodeView::build(state, &self.context),
+            &self.config,
+        ))
+    }
+
+    /// One service's rules, or `None` when it has nothing to program on this node (deleted,
+    /// or no ClusterIP of this family).
+    pub fn service(&self, state: &ClusterState, name: &ServiceName) -> Option<ServiceRules> {
+        let plans: Vec<ServicePlan> = NodeView::build_service_ports(state, &self.context, name)
+            .iter()
+            .map(|view| ServicePlan::build(view, &self.plan_ctx))
+            .collect();
+        let refs: Vec<&ServicePlan> = plans.iter().collect();
+        (!refs.is_empty()).then(|| render_service(&refs, &self.render_ctx))
+    }
+}
