@@ -61,7 +61,13 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
     );
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(64);
     let source = ManifestSource::new(manifests);
-    tokio::spawn(source.run(tx, |e| tracing::warn!("ignoring invalid object: {e}")));
+    // The source logs each invalid object itself (file, object, field); nothing to add here
+    // until the metrics server counts them.
+    tokio::spawn(async move {
+        if let Err(e) = source.run(tx, |_| {}).await {
+            tracing::error!("manifest source stopped: {e}");
+        }
+    });
 
     let mut syncer = Syncer::new(
         context(&config),
