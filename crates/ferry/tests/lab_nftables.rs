@@ -23,4 +23,5 @@ cases!(seed::Mode::Nftables;
     restarting_ferry_keeps_established_connections,
     seed_curl_table,
     an_invalid_edit_keeps_the_last_good_rules,
+    cleanup_removes_only_ferrys_table,
 );

@@ -206,3 +206,41 @@ pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
         CurlResult::TimedOut
     );
 }
+
+/// Ferry owns only its table: another table survives its syncs, and `ferry cleanup` removes
+/// Ferry's table and nothing else.
+pub fn cleanup_removes_only_ferrys_table(mode: Mode) {
+    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
+    seed.lab
+        .exec(NODE1, ["nft", "add table ip other; add chain ip other keep { type filter hook input priority 0; }"])
+        .expect("add a foreign table");
+    seed.change(|m| m.endpoints[1].1 = false);
+    let tables = seed
+        .lab
+        .exec(NODE1, ["nft", "list", "tables"])
+        .expect("list tables");
+    assert!(
+        tables.contains("table ip other") && tables.contains("table ip ferry"),
+        "{tables}"
+    );
+    seed.ferry(NODE1).stop().expect("stop ferry");
+    let tables = seed
+        .lab
+        .exec(NODE1, ["nft", "list", "tables"])
+        .expect("list tables");
+    assert!(
+        tables.contains("table ip ferry"),
+        "stopping leaves the rules in place: {tables}"
+    );
+    seed.lab
+        .exec(NODE1, [FERRY, "cleanup"])
+        .expect("ferry cleanup");
+    let tables = seed
+        .lab
+        .exec(NODE1, ["nft", "list", "tables"])
+        .expect("list tables");
+    assert!(!tables.contains("table ip ferry"), "{tables}");
+    assert!(tables.contains("table ip other"), "{tables}");
+}
