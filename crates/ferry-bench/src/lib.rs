@@ -1,0 +1,16 @@
+//! Ferry's scale benchmark.
+//!
+//! Generates clusters of N services × M endpoints ([`cluster`]), compiles them for one node
+//! ([`compile`]) and, inside a throw-away network namespace ([`netns`]), measures the full sync,
+//! incremental syncs after one endpoint changes, the periodic resync and the memory used
+//! ([`measure`]). The `ferry-bench` binary runs each N in its own process and prints the
+//! figures ([`report`]).
+//!
+//! Nothing here asserts on timings: the figures are printed, with the targets for reference.
+
+pub mod cluster;
+pub mod compile;
+pub mod measure;
+pub mod netns;
+pub mod report;
+pub mod stats;

@@ -1,0 +1,301 @@
+//! Figures travel from the measuring child to the parent as `RESULT key=value …` lines; the
+//! parent prints them as tables, one `BENCH …` line per N, and the targets.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::measure::Figure;
+
+/// Prefix of the lines a measuring child prints on stdout.
+pub const RESULT_PREFIX: &str = "RESULT ";
+
+/// Figures of one N, by key.
+pub type Figures = BTreeMap<String, String>;
+
+/// A `RESULT` line.
+pub fn result_line(figures: &[Figure]) -> String {
+    let mut line = RESULT_PREFIX.trim_end().to_owned();
+    for (k, v) in figures {
+        let _ = write!(line, " {k}={v}");
+    }
+    line
+}
+
+/// Parses a `RESULT` line into `figures`; other lines are ignored (returns false).
+pub fn parse_result_line(line: &str, figures: &mut Figures) -> bool {
+    let Some(rest) = line.strip_prefix(RESULT_PREFIX) else {
+        return false;
+    };
+    for pair in rest.split_whitespace() {
+        if let Some((k, v)) = pair.split_once('=') {
+            figures.insert(k.to_owned(), v.to_owned());
+        }
+    }
+    true
+}
+
+/// How one N went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Services.
+    pub n: usize,
+    /// Endpoints per service.
+    pub m: usize,
+    /// What was measured (possibly partial).
+    pub figures: Figures,
+    /// `None` when the run completed and was verified; otherwise what went wrong.
+    pub failure: Option<String>,
+    /// What the verification of the namespaces found.
+    pub verification: Option<String>,
+}
+
+impl Outcome {
+    fn get(&self, key: &str) -> &str {
+        self.figures.get(key).map_or("-", String::as_str)
+    }
+
+    fn num(&self, key: &str) -> Option<f64> {
+        self.figures.get(key).and_then(|v| v.parse().ok())
+    }
+
+    /// The machine-readable line.
+    pub fn bench_line(&self) -> String {
+        let mut line = format!("BENCH n={} m={}", self.n, self.m);
+        for key in [
+            "compile_ms",
+            "full_sync_ms",
+            "incr_p50_ms",
+            "incr_p90_ms",
+            "resync_ms",
+            "rss_mib",
+            "rules",
+            "elements",
+            "chains",
+            "script_bytes",
+            "nft_rss_mib",
+        ] {
+            let _ = write!(line, " {key}={}", self.get(key));
+        }
+        let status = if self.failure.is_some() {
+            "failed"
+        } else {
+            "ok"
+        };
+        let _ = write!(line, " status={status}");
+        line
+    }
+}
+
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |out: &mut String, cells: &[&str]| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        let _ = writeln!(out, "  {}", parts.join("  "));
+    };
+    line(out, header);
+    for r in rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        line(out, &cells);
+    }
+}
+
+fn kib(bytes: Option<f64>) -> String {
+    bytes.map_or_else(|| "-".to_owned(), |b| format!("{:.0}", b / 1024.0))
+}
+
+/// Renders everything: tables, `BENCH` lines, targets.
+pub fn render(outcomes: &[Outcome], header: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{header}\n");
+    let main: Vec<Vec<String>> = outcomes
+        .iter()
+        .map(|o| {
+            let mut row = vec![o.n.to_string(), o.m.to_string()];
+            row.extend(["compile_ms", "chains", "rules", "elements"].map(|k| o.get(k).to_owned()));
+            row.push(kib(o.num("script_bytes")));
+            row.extend(
+                [
+                    "full_sync_ms",
+                    "incr_p50_ms",
+                    "incr_p90_ms",
+                    "resync_ms",
+                    "rss_mib",
+                ]
+                .map(|k| o.get(k).to_owned()),
+            );
+            row
+        })
+        .collect();
+    table(
+        &mut out,
+        &[
+            "N",
+            "M",
+            "compile ms",
+            "chains",
+            "rules",
+            "elements",
+            "script KiB",
+            "full sync ms",
+            "incr p50 ms",
+            "incr p90 ms",
+            "resync ms",
+            "peak RSS MiB",
+        ],
+        &main,
+    );
+    let _ = writeln!(out, "\n  Breakdown (ms unless noted):");
+    let detail: Vec<Vec<String>> = outcomes
+        .iter()
+        .map(|o| {
+            let mut row = vec![o.n.to_string()];
+            row.extend(
+                [
+                    "view_ms",
+                    "plan_ms",
+                    "render_ms",
+                    "full_nft_ms",
+                    "incr_compile_p50_ms",
+                    "incr_delta_p50_ms",
+                    "incr_nft_p50_ms",
+                    "incr_bytes_p50",
+                    "incr_max_ms",
+                    "resync_compile_ms",
+                    "resync_nft_ms",
+                    "nft_rss_mib",
+                    "rss_loaded_mib",
+                    "hwm_compile_mib",
+                    "hwm_full_mib",
+                    "hwm_incr_mib",
+                ]
+                .map(|k| o.get(k).to_owned()),
+            );
+            row
+        })
+        .collect();
+    table(
+        &mut out,
+        &[
+            "N",
+            "view",
+            "plan",
+            "render",
+            "full: nft",
+            "incr: compile",
+            "incr: delta",
+            "incr: nft",
+            "incr bytes",
+            "incr max",
+            "resync: compile",
+            "resync: nft",
+            "nft peak RSS MiB",
+            "RSS loaded",
+            "HWM compiled",
+            "HWM full",
+            "HWM incr",
+        ],
+        &detail,
+    );
+    let _ = writeln!(
+        out,
+        "\n  compile = NodeView::build + Plan::build + nft::render (median). full sync / resync = \
+         NftDataplane::apply_full\n  (transaction text + `nft -f`); resync ms also includes the \
+         full recompile, as the agent's periodic resync does.\n  incr = state.apply(slice) + \
+         base check + recompile of the one service + Transaction::delta + `nft -f` (agent path);\n  \
+         'nft' columns = time inside the nft tool and kernel; 'delta' = the rest of \
+         apply_changes.\n  peak RSS = VmHWM of the measuring process (one process per N), at the \
+         end; nft peak RSS = largest nft child;\n  RSS loaded = VmRSS with the state \
+         loaded; HWM compiled/full/incr = VmHWM after compiling, the full sync, the \
+         incremental syncs (MiB)."
+    );
+    for o in outcomes {
+        if let Some(v) = &o.verification {
+            let _ = writeln!(out, "  N={}: {v}", o.n);
+        }
+        if let Some(f) = &o.failure {
+            let _ = writeln!(out, "  N={}: FAILED: {f}", o.n);
+        }
+    }
+    out.push('\n');
+    for o in outcomes {
+        let _ = writeln!(out, "{}", o.bench_line());
+    }
+    out.push('\n');
+    out.push_str(&targets(outcomes));
+    out
+}
+
+fn verdict(value: Option<f64>, limit: f64) -> &'static str {
+    match value {
+        Some(v) if v <= limit => "met",
+        Some(_) => "NOT MET",
+        None => "not measured",
+    }
+}
+
+fn show(value: Option<f64>, unit: &str) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2} {unit}"))
+}
+
+/// The reference targets, judged on the N = 10 000 run.
+pub fn targets(outcomes: &[Outcome]) -> String {
+    let mut out = String::from("Targets (reference, judged at N=10000):\n");
+    let Some(o) = outcomes.iter().find(|o| o.n == 10_000) else {
+        for t in [
+            "full sync of 10000 x 10 <= 1 s",
+            "one-endpoint change at 10000 services <= 5 ms",
+            "RSS <= 64 MiB",
+        ] {
+            let _ = writeln!(
+                out,
+                "  {t}: not evaluated (N=10000 was not part of this run)"
+            );
+        }
+        return out;
+    };
+    let note = if o.m == 10 {
+        String::new()
+    } else {
+        format!(" (measured with M={})", o.m)
+    };
+    let full = o.num("full_sync_ms");
+    let e2e = full.zip(o.num("compile_ms")).map(|(a, b)| a + b);
+    let _ = writeln!(
+        out,
+        "  full sync of 10000 x 10 <= 1 s{note}: apply_full {} -> {}; with compile {} -> {}",
+        show(full, "ms"),
+        verdict(full, 1000.0),
+        show(e2e, "ms"),
+        verdict(e2e, 1000.0)
+    );
+    let p50 = o.num("incr_p50_ms");
+    let p90 = o.num("incr_p90_ms");
+    let _ = writeln!(
+        out,
+        "  one-endpoint change at 10000 services <= 5 ms{note}: p50 {} -> {}; p90 {} -> {}",
+        show(p50, "ms"),
+        verdict(p50, 5.0),
+        show(p90, "ms"),
+        verdict(p90, 5.0)
+    );
+    let rss = o.num("rss_mib");
+    let _ = writeln!(
+        out,
+        "  RSS <= 64 MiB{note}: peak {} -> {}",
+        show(rss, "MiB"),
+        verdict(rss, 64.0)
+    );
+    out
+}

@@ -1,0 +1,232 @@
+//! The generator and the compile step on small clusters (no root, no kernel).
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
+
+use ipnet::Ipv4Net;
+
+use ferry_bench::cluster::{ClusterSpec, ServiceKind};
+use ferry_bench::compile::{
+    build_state, compile, compile_config, incremental_changes, node_context, Incremental,
+    RulesetSize,
+};
+use ferry_compile::nft::Transaction;
+use ferry_model::{Object, TrafficPolicy};
+
+fn spec(n: usize, m: usize) -> ClusterSpec {
+    ClusterSpec::new(n, m).expect("valid spec")
+}
+
+fn net(s: &str) -> Ipv4Net {
+    s.parse().expect("cidr")
+}
+
+#[test]
+fn the_generator_uses_realistic_unique_addresses() {
+    let spec = spec(300, 4);
+    let objects = spec.objects();
+    let services: Vec<_> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::Service(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(services.len(), 300);
+    let names: BTreeSet<_> = services.iter().map(|s| s.name.clone()).collect();
+    assert_eq!(names.len(), 300, "service names are unique");
+    let ips: BTreeSet<_> = services.iter().map(|s| s.cluster_ips[0]).collect();
+    assert_eq!(ips.len(), 300, "ClusterIPs are unique");
+    let range = net("10.96.0.0/12");
+    assert!(ips
+        .iter()
+        .all(|ip| matches!(ip, IpAddr::V4(v4) if range.contains(v4))));
+
+    let mut pods = BTreeSet::new();
+    for o in &objects {
+        if let Object::EndpointSlice(slice) = o {
+            assert_eq!(slice.endpoints.len(), 4);
+            for ep in &slice.endpoints {
+                let IpAddr::V4(ip) = ep.address else {
+                    panic!("IPv4 only")
+                };
+                let node = ep.node_name.as_deref().expect("endpoints have a node");
+                let idx: usize = node.trim_start_matches("node-").parse().expect("node-N");
+                let cidr = net(&format!("10.{}.0.0/14", 64 + 4 * idx));
+                assert!(cidr.contains(&ip), "{ip} on {node} is outside {cidr}");
+                assert!(net("10.0.0.0/8").contains(&ip));
+                assert!(!range.contains(&ip), "pods stay out of the service range");
+                pods.insert(ip);
+            }
+        }
+    }
+    assert_eq!(pods.len(), 300 * 4, "pod IPs are unique");
+    let fresh: Ipv4Addr = match spec.changed_slice(0).1.endpoints[0].address {
+        IpAddr::V4(ip) => ip,
+        IpAddr::V6(_) => panic!("IPv4 only"),
+    };
+    assert!(
+        !pods.contains(&fresh),
+        "a change moves an endpoint to a new pod"
+    );
+}
+
+#[test]
+fn services_mix_cluster_ip_and_node_port_kinds() {
+    let spec = spec(10, 3);
+    let kinds: Vec<_> = (0..10).map(|i| spec.kind(i)).collect();
+    assert_eq!(
+        kinds[0],
+        ServiceKind::NodePort {
+            node_port: 30000,
+            policy: TrafficPolicy::Cluster
+        }
+    );
+    assert_eq!(
+        kinds[5],
+        ServiceKind::NodePort {
+            node_port: 30001,
+            policy: TrafficPolicy::Local
+        }
+    );
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == ServiceKind::ClusterIp)
+            .count(),
+        8
+    );
+    // The default NodePort range holds 2768 ports: beyond that, services stay ClusterIP.
+    let big = ClusterSpec::new(20_000, 1).expect("valid spec");
+    assert_eq!(big.kind(5 * 2768), ServiceKind::ClusterIp);
+    assert!(matches!(
+        big.kind(5 * 2767),
+        ServiceKind::NodePort {
+            node_port: 32767,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_tiny_cluster_compiles_to_the_expected_counts() {
+    // 10 services × 3 endpoints, compiled for node-1:
+    // - services 0 (NodePort, Cluster policy) and 5 (NodePort, Local policy), 8 ClusterIP;
+    // - chains: 7 base + 7 fixed + 10 service chains + 2 external chains + 1 local chain
+    //   (service 5 has one endpoint on node-1: pod 16);
+    // - elements: 10 cluster-ips + 30 hairpin + 10 service-ips + 2 service-nodeports
+    //   + 1 nodeport-ips (node-1's InternalIP);
+    // - rules: 20 base/fixed + 10 × (1 masquerade + 3 DNAT) + 2 (external, Cluster)
+    //   + 4 (external, Local) + 1 (local chain).
+    let state = build_state(spec(10, 3).objects());
+    let (rs, _) = compile(&state, &node_context(), &compile_config().expect("config"));
+    let size = RulesetSize::of(&rs);
+    assert_eq!(size.chains, 27);
+    assert_eq!(size.service_chains, 13);
+    assert_eq!(size.sets, 7);
+    assert_eq!(size.elements, 53);
+    assert_eq!(size.rules, 67);
+    assert!(size.script_bytes > 0);
+    let els = rs.all_elements();
+    let count = |set: &str| els.get(set).map_or(0, Vec::len);
+    assert_eq!(count("cluster-ips"), 10);
+    assert_eq!(count("hairpin"), 30);
+    assert_eq!(count("service-ips"), 10);
+    assert_eq!(count("service-nodeports"), 2);
+    assert_eq!(count("nodeport-ips"), 1);
+    assert_eq!(count("no-endpoint-services"), 0);
+}
+
+#[test]
+fn counts_scale_as_the_formula_says() {
+    // chains = 14 + N + NodePort + NodePort-with-Local-policy (each has local endpoints here),
+    // elements = 2N (cluster-ips, service-ips) + N×M (hairpin) + NodePort + 1.
+    for (n, m) in [(100, 10), (250, 4)] {
+        let spec = spec(n, m);
+        let node_ports = (0..n)
+            .filter(|i| spec.kind(*i) != ServiceKind::ClusterIp)
+            .count();
+        let local = (0..n)
+            .filter(|i| {
+                matches!(
+                    spec.kind(*i),
+                    ServiceKind::NodePort {
+                        policy: TrafficPolicy::Local,
+                        ..
+                    }
+                )
+            })
+            .count();
+        let state = build_state(spec.objects());
+        let (rs, _) = compile(&state, &node_context(), &compile_config().expect("config"));
+        let size = RulesetSize::of(&rs);
+        assert_eq!(size.chains, 14 + n + node_ports + local, "N={n}");
+        assert_eq!(size.elements, 2 * n + n * m + node_ports + 1, "N={n}");
+    }
+}
+
+#[test]
+fn an_endpoint_change_recompiles_one_service_and_rewrites_one_chain() {
+    let spec = spec(10, 3);
+    let ctx = node_context();
+    let cfg = compile_config().expect("config");
+    let mut state = build_state(spec.objects());
+    let (installed, _) = compile(&state, &ctx, &cfg);
+
+    let (i, slice) = spec.changed_slice(0);
+    let touched = state.apply(Object::EndpointSlice(slice));
+    assert_eq!(touched.services.len(), 1);
+    let Incremental::Changes(changes) =
+        incremental_changes(&state, &ctx, &cfg, Some(&installed), &touched.services)
+    else {
+        panic!("an endpoint change must not need a full sync");
+    };
+    let name = touched.services.iter().next().expect("one service").clone();
+    assert_eq!(name.name, spec.name(i));
+
+    // The agent's per-service recompile equals that service in a full recompile.
+    let (full, _) = compile(&state, &ctx, &cfg);
+    assert_eq!(
+        changes.get(&name).cloned().flatten().as_ref(),
+        full.services.get(&name)
+    );
+
+    let tx = Transaction::delta(&installed, &changes);
+    assert_eq!(tx.chains_written, 1, "{}", tx.text);
+    assert!(!tx.text.contains("add chain"), "{}", tx.text);
+    assert!(
+        tx.text.contains("delete element ip ferry hairpin"),
+        "{}",
+        tx.text
+    );
+    assert!(
+        tx.text.contains("add element ip ferry hairpin"),
+        "{}",
+        tx.text
+    );
+
+    assert_eq!(
+        incremental_changes(&state, &ctx, &cfg, None, &touched.services),
+        Incremental::NeedsFull,
+        "nothing installed: full sync"
+    );
+}
+
+/// The whole benchmark at N=100 (needs root and `ip`/`nft`):
+/// `cargo test -p ferry-bench --release -- --ignored`.
+#[test]
+#[ignore = "needs root: creates a network namespace"]
+fn quick_run_succeeds() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry-bench"))
+        .args(["--quick", "--changes=3", "--compile-runs=1"])
+        .output()
+        .expect("run ferry-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("BENCH n=100 m=10 "), "{stdout}");
+    assert!(stdout.contains("status=ok"), "{stdout}");
+}
