@@ -44,19 +44,31 @@ impl NodeCompiler {
 
     /// The whole node's ruleset.
     pub fn full(&self, state: &ClusterState) -> Ruleset {
-        render(&Plan::build(
-            &NodeView::build(state, &self.context),
-            &self.config,
-        ))
+        render(&self.plan(state))
+    }
+
+    /// The node-level plan (no services): what every backend renders its base from.
+    pub fn base_plan(&self) -> &Plan {
+        &self.base
+    }
+
+    /// The whole node's plan.
+    pub fn plan(&self, state: &ClusterState) -> Plan {
+        Plan::build(&NodeView::build(state, &self.context), &self.config)
+    }
+
+    /// One service's port plans; empty when it has nothing to program on this node.
+    pub fn service_plans(&self, state: &ClusterState, name: &ServiceName) -> Vec<ServicePlan> {
+        NodeView::build_service_ports(state, &self.context, name)
+            .iter()
+            .map(|view| ServicePlan::build(view, &self.plan_ctx))
+            .collect()
     }
 
     /// One service's rules, or `None` when it has nothing to program on this node (deleted,
     /// or no ClusterIP of this family).
     pub fn service(&self, state: &ClusterState, name: &ServiceName) -> Option<ServiceRules> {
-        let plans: Vec<ServicePlan> = NodeView::build_service_ports(state, &self.context, name)
-            .iter()
-            .map(|view| ServicePlan::build(view, &self.plan_ctx))
-            .collect();
+        let plans = self.service_plans(state, name);
         let refs: Vec<&ServicePlan> = plans.iter().collect();
         (!refs.is_empty()).then(|| render_service(&refs, &self.render_ctx))
     }

@@ -1,16 +1,18 @@
 //! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
-//! `<case>/<node>.nft`, checked into git. `FERRY_BLESS=1 cargo test -p ferry-compile --test golden`
-//! rewrites them; review the diff. As root, each file is also checked with `nft -c -f` inside a
-//! throw-away network namespace.
+//! `<case>/<node>.nft` and `<case>/<node>.iptables`, checked into git.
+//! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden` rewrites them; review the diff. As
+//! root, each nft file is also checked with `nft -c -f`, and each iptables file loaded with
+//! `iptables-restore --noflush` (both backends), inside a throw-away network namespace.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::nft::render;
+use ferry_compile::{iptables, nft};
 use ferry_compile::{CompileConfig, Plan};
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView};
 
+#[derive(Clone)]
 struct Case {
     dir: &'static str,
     node: &'static str,
@@ -63,7 +65,23 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-fn compile(case: &Case) -> String {
+/// The file extension of a backend's golden file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Nft,
+    Iptables,
+}
+
+impl Backend {
+    fn ext(self) -> &'static str {
+        match self {
+            Backend::Nft => "nft",
+            Backend::Iptables => "iptables",
+        }
+    }
+}
+
+fn compile(case: &Case, backend: Backend) -> String {
     let scan = ferry_source::manifest::load(&golden_dir().join(case.dir).join("input.yaml"));
     assert!(scan.errors.is_empty(), "{}: {:?}", case.dir, scan.errors);
     let mut state = ClusterState::new();
@@ -74,24 +92,31 @@ fn compile(case: &Case) -> String {
         node_name: case.node.into(),
         family: IpFamily::V4,
     };
-    render(&Plan::build(&NodeView::build(&state, &ctx), &case.config)).to_string()
+    let plan = Plan::build(&NodeView::build(&state, &ctx), &case.config);
+    match backend {
+        Backend::Nft => nft::render(&plan).to_string(),
+        Backend::Iptables => iptables::render(&plan).to_string(),
+    }
 }
 
 #[test]
 fn rulesets_match_the_golden_files() {
     let bless = std::env::var_os("FERRY_BLESS").is_some();
     let mut failures = Vec::new();
-    for case in cases() {
-        let got = compile(&case);
+    for (case, backend) in cases()
+        .into_iter()
+        .flat_map(|c| [Backend::Nft, Backend::Iptables].map(|b| (c.clone(), b)))
+    {
+        let got = compile(&case, backend);
         assert_eq!(
             got,
-            compile(&case),
+            compile(&case, backend),
             "{}: output must be deterministic",
             case.dir
         );
         let path = golden_dir()
             .join(case.dir)
-            .join(format!("{}.nft", case.node));
+            .join(format!("{}.{}", case.node, backend.ext()));
         if bless {
             std::fs::write(&path, &got).expect("write golden file");
             continue;
@@ -116,24 +141,34 @@ impl Drop for Netns {
     }
 }
 
-#[test]
-fn golden_files_are_valid_nftables() {
-    let root = std::fs::read_to_string("/proc/self/status")
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
         .map(|s| {
             s.lines()
                 .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
         })
-        .unwrap_or(false);
-    if !root || Command::new("nft").arg("--version").output().is_err() {
+        .unwrap_or(false)
+}
+
+impl Netns {
+    fn create(tag: &str) -> Netns {
+        let ns = Netns(format!("ferry-golden-{tag}-{}", std::process::id()));
+        let ok = Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .expect("ip netns add");
+        assert!(ok.success());
+        ns
+    }
+}
+
+#[test]
+fn golden_files_are_valid_nftables() {
+    if !running_as_root() || Command::new("nft").arg("--version").output().is_err() {
         eprintln!("skipping: needs root and nft");
         return;
     }
-    let ns = Netns(format!("ferry-golden-{}", std::process::id()));
-    let ok = Command::new("ip")
-        .args(["netns", "add", &ns.0])
-        .status()
-        .expect("ip netns add");
-    assert!(ok.success());
+    let ns = Netns::create("nft");
     for case in cases() {
         let path = golden_dir()
             .join(case.dir)
@@ -149,5 +184,38 @@ fn golden_files_are_valid_nftables() {
             path.display(),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+#[test]
+fn golden_files_load_with_iptables_restore_on_both_backends() {
+    if !running_as_root() {
+        eprintln!("skipping: needs root");
+        return;
+    }
+    for restore in ["iptables-nft-restore", "iptables-legacy-restore"] {
+        if Command::new(restore).arg("--version").output().is_err() {
+            eprintln!("skipping {restore}: not installed");
+            continue;
+        }
+        for case in cases() {
+            // A fresh namespace per file: each must load on its own, as a first sync does.
+            let ns = Netns::create(case.node);
+            let path = golden_dir()
+                .join(case.dir)
+                .join(format!("{}.iptables", case.node));
+            let input = std::fs::File::open(&path).expect("open golden file");
+            let out = Command::new("ip")
+                .args(["netns", "exec", &ns.0, restore, "--noflush"])
+                .stdin(input)
+                .output()
+                .expect("run iptables-restore");
+            assert!(
+                out.status.success(),
+                "{restore} {}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 }

@@ -1,0 +1,29 @@
+//! The iptables backend: a [`Plan`](crate::Plan) rendered with upstream kube-proxy's iptables
+//! layout and chain names, as `iptables-restore --noflush` input.
+//!
+//! Layout (see docs/iptables-layout.md): the same top-level chains as upstream (`KUBE-SERVICES`,
+//! `KUBE-NODEPORTS`, `KUBE-POSTROUTING`, `KUBE-MARK-MASQ` in nat; `KUBE-SERVICES`,
+//! `KUBE-EXTERNAL-SERVICES`, `KUBE-NODEPORTS`, `KUBE-FORWARD`, `KUBE-PROXY-FIREWALL` in filter), and
+//! per service port `KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-` chains plus a `KUBE-SEP-` chain per
+//! endpoint, named by the same hashes, so every article and tool that explains kube-proxy's
+//! iptables mode reads Ferry's rules too. The jumps from the built-in chains are not part of a
+//! restore (that would mean owning PREROUTING, INPUT, …); the dataplane ensures them one by one
+//! ([`jump_rules`]).
+
+mod model;
+mod names;
+mod render;
+mod restore;
+
+pub use model::{Chain, JumpRule, Ruleset, ServiceRules, Table};
+pub use names::{
+    endpoint_chain, port_proto_hash, service_chain, CANARY, EXTERNAL_PREFIX, FIREWALL_PREFIX,
+    KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING,
+    KUBE_PROXY_FIREWALL, KUBE_SERVICES, LOCAL_PREFIX, NON_POD_MASQ, SEP_PREFIX,
+    SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
+};
+pub use render::{jump_rules, render, render_base, render_service, RenderContext};
+pub use restore::{Restore, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
+
+#[cfg(test)]
+mod tests;

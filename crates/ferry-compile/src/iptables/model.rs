@@ -1,0 +1,144 @@
+//! Typed desired state of Ferry's iptables chains.
+
+use std::collections::BTreeMap;
+
+use ferry_model::{IpFamily, ServiceName};
+
+/// An iptables table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    /// `filter`.
+    Filter,
+    /// `nat`.
+    Nat,
+    /// `mangle` (only the canary lives there).
+    Mangle,
+}
+
+impl Table {
+    /// The name iptables uses (`-t …`, `*…` in restore input).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Table::Filter => "filter",
+            Table::Nat => "nat",
+            Table::Mangle => "mangle",
+        }
+    }
+}
+
+/// A chain Ferry owns and its rules. Each rule is the `iptables-restore` text after
+/// `-A <chain> ` (quoted where a comment has spaces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// Chain name.
+    pub name: String,
+    /// Rules, in order.
+    pub rules: Vec<String>,
+}
+
+impl Chain {
+    /// An empty chain.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// A rule in a built-in chain (`PREROUTING`, `INPUT`, …) that jumps to one of Ferry's chains.
+/// Built-in chains are never part of a restore: each jump is checked (`-C`) and inserted
+/// (`-I`) on its own, so nothing else in those chains is touched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JumpRule {
+    /// The table.
+    pub table: Table,
+    /// The built-in chain.
+    pub chain: &'static str,
+    /// The rule's arguments, one per element (no shell quoting), ending in `-j <target>`.
+    pub args: Vec<String>,
+}
+
+/// Everything one Service contributes: its own nat chains and its rules in the shared
+/// top-level chains.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServiceRules {
+    /// nat chains of the service's ports (`KUBE-SVC-`, `KUBE-SVL-`, `KUBE-EXT-`, `KUBE-SEP-`),
+    /// sorted by name.
+    pub chains: Vec<Chain>,
+    /// Rules in nat `KUBE-SERVICES` (ClusterIP and external IP dispatch).
+    pub nat_services: Vec<String>,
+    /// Rules in nat `KUBE-NODEPORTS`.
+    pub nat_nodeports: Vec<String>,
+    /// Rules in filter `KUBE-SERVICES` (ClusterIP without usable endpoints).
+    pub filter_services: Vec<String>,
+    /// Rules in filter `KUBE-EXTERNAL-SERVICES` (external destinations without usable
+    /// endpoints).
+    pub filter_external: Vec<String>,
+}
+
+/// The whole desired state for one family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ruleset {
+    /// The family (`iptables` or `ip6tables`).
+    pub family: IpFamily,
+    /// Fixed nat chains (`KUBE-POSTROUTING`, `KUBE-MARK-MASQ`, …), rules complete.
+    pub nat: Vec<Chain>,
+    /// Fixed filter chains (`KUBE-FORWARD`, …), rules complete.
+    pub filter: Vec<Chain>,
+    /// The rules that end nat `KUBE-SERVICES`: the jump(s) to `KUBE-NODEPORTS`.
+    pub nodeport_jumps: Vec<String>,
+    /// Per-service chains and rules.
+    pub services: BTreeMap<ServiceName, ServiceRules>,
+}
+
+impl Ruleset {
+    /// True when everything but the services is equal (a partial sync is possible).
+    pub fn same_base(&self, other: &Ruleset) -> bool {
+        self.family == other.family
+            && self.nat == other.nat
+            && self.filter == other.filter
+            && self.nodeport_jumps == other.nodeport_jumps
+    }
+
+    /// Replaces (or removes, with `None`) one service's rules.
+    pub fn set_service(&mut self, name: ServiceName, rules: Option<ServiceRules>) {
+        match rules {
+            Some(r) => {
+                self.services.insert(name, r);
+            }
+            None => {
+                self.services.remove(&name);
+            }
+        }
+    }
+
+    /// Every per-service nat chain name.
+    pub fn service_chain_names(&self) -> impl Iterator<Item = &str> {
+        self.services
+            .values()
+            .flat_map(|s| s.chains.iter().map(|c| c.name.as_str()))
+    }
+
+    /// Rules in all chains (top-level and per service).
+    pub fn rule_count(&self) -> usize {
+        let fixed: usize = self
+            .nat
+            .iter()
+            .chain(&self.filter)
+            .map(|c| c.rules.len())
+            .sum();
+        let services: usize = self
+            .services
+            .values()
+            .map(|s| {
+                s.nat_services.len()
+                    + s.nat_nodeports.len()
+                    + s.filter_services.len()
+                    + s.filter_external.len()
+                    + s.chains.iter().map(|c| c.rules.len()).sum::<usize>()
+            })
+            .sum();
+        fixed + services + self.nodeport_jumps.len()
+    }
+}

@@ -1,0 +1,478 @@
+//! Plan → [`Ruleset`], rule for rule as upstream kube-proxy's iptables proxier writes them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use ipnet::IpNet;
+
+use ferry_model::{IpFamily, ServiceName, TrafficPolicy};
+
+use super::model::{Chain, JumpRule, Ruleset, ServiceRules, Table};
+use super::names::*;
+use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
+
+/// What rendering one service needs from the node-wide plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderContext {
+    /// The family.
+    pub family: IpFamily,
+    /// Pod CIDRs of the local-traffic detector (empty: none).
+    pub pod_cidrs: Vec<IpNet>,
+}
+
+impl RenderContext {
+    /// The context of a plan.
+    pub fn of(plan: &Plan) -> Self {
+        Self {
+            family: plan.family,
+            pod_cidrs: plan.pod_cidrs.clone(),
+        }
+    }
+}
+
+/// Renders a whole plan.
+pub fn render(plan: &Plan) -> Ruleset {
+    let ctx = RenderContext::of(plan);
+    let mut ruleset = render_base(plan);
+    let mut by_service: BTreeMap<&ServiceName, Vec<&ServicePlan>> = BTreeMap::new();
+    for sp in plan.services.values() {
+        by_service.entry(&sp.name.service).or_default().push(sp);
+    }
+    for (name, ports) in by_service {
+        ruleset.set_service(name.clone(), Some(render_service(&ports, &ctx)));
+    }
+    ruleset
+}
+
+/// upstream's mark text: `%#08x` of the mark (`0x004000` for bit 14).
+fn mark_text(mark: u32) -> String {
+    format!("{mark:#08x}")
+}
+
+fn chain(name: &str, rules: Vec<String>) -> Chain {
+    Chain {
+        name: name.to_owned(),
+        rules,
+    }
+}
+
+/// Renders everything that does not depend on individual services.
+pub fn render_base(plan: &Plan) -> Ruleset {
+    let mark = mark_text(plan.masquerade_mark);
+    let mut nat = vec![
+        chain(
+            KUBE_POSTROUTING,
+            vec![
+                format!("-m mark ! --mark {mark}/{mark} -j RETURN"),
+                // Clear the mark so a packet that re-traverses the stack is not masqueraded
+                // twice.
+                format!("-j MARK --xor-mark {mark}"),
+                "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully".to_owned(),
+            ],
+        ),
+        chain(KUBE_MARK_MASQ, vec![format!("-j MARK --or-mark {mark}")]),
+    ];
+    if plan.pod_cidrs.len() > 1 {
+        let mut rules: Vec<String> = plan
+            .pod_cidrs
+            .iter()
+            .map(|c| format!("-s {c} -j RETURN"))
+            .collect();
+        rules.push(format!("-j {KUBE_MARK_MASQ}"));
+        nat.push(chain(NON_POD_MASQ, rules));
+    }
+    let filter = vec![
+        chain(
+            KUBE_FORWARD,
+            vec![
+                // Upstream's default (nf_conntrack_tcp_be_liberal unset): an out-of-window
+                // packet would otherwise reach the pod un-NATed and reset the connection.
+                "-m conntrack --ctstate INVALID -j DROP".to_owned(),
+                format!(
+                    "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark {mark}/{mark} -j ACCEPT"
+                ),
+                "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_owned(),
+            ],
+        ),
+        Chain::new(KUBE_NODEPORTS),
+        Chain::new(KUBE_PROXY_FIREWALL),
+    ];
+    let comment =
+        "-m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
+    let local = "-m addrtype --dst-type LOCAL";
+    let nodeport_jumps = match &plan.node_ports {
+        NodePortScope::AllLocal => {
+            let loopback = match plan.family {
+                IpFamily::V4 => "127.0.0.0/8",
+                IpFamily::V6 => "::1/128",
+            };
+            vec![format!(
+                "{comment} {local} ! -d {loopback} -j {KUBE_NODEPORTS}"
+            )]
+        }
+        NodePortScope::LocalWithin(nets) => nets
+            .iter()
+            .map(|n| format!("{comment} -d {n} {local} -j {KUBE_NODEPORTS}"))
+            .collect(),
+    };
+    Ruleset {
+        family: plan.family,
+        nat,
+        filter,
+        nodeport_jumps,
+        services: BTreeMap::new(),
+    }
+}
+
+/// The jumps from the built-in chains into Ferry's chains (upstream's list, same comments).
+pub fn jump_rules() -> Vec<JumpRule> {
+    let new = ["-m", "conntrack", "--ctstate", "NEW"].as_slice();
+    let list: [(Table, &'static str, &[&str], &str, &str); 12] = [
+        (
+            Table::Filter,
+            "INPUT",
+            new,
+            "kubernetes externally-visible service portals",
+            KUBE_EXTERNAL_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            new,
+            "kubernetes externally-visible service portals",
+            KUBE_EXTERNAL_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "INPUT",
+            &[],
+            "kubernetes health check service ports",
+            KUBE_NODEPORTS,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            new,
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "OUTPUT",
+            new,
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            &[],
+            "kubernetes forwarding rules",
+            KUBE_FORWARD,
+        ),
+        (
+            Table::Filter,
+            "INPUT",
+            new,
+            "kubernetes load balancer firewall",
+            KUBE_PROXY_FIREWALL,
+        ),
+        (
+            Table::Filter,
+            "OUTPUT",
+            new,
+            "kubernetes load balancer firewall",
+            KUBE_PROXY_FIREWALL,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            new,
+            "kubernetes load balancer firewall",
+            KUBE_PROXY_FIREWALL,
+        ),
+        (
+            Table::Nat,
+            "OUTPUT",
+            &[],
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Nat,
+            "PREROUTING",
+            &[],
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Nat,
+            "POSTROUTING",
+            &[],
+            "kubernetes postrouting rules",
+            KUBE_POSTROUTING,
+        ),
+    ];
+    list.iter()
+        .map(|(table, chain, extra, comment, target)| {
+            let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+            args.extend(["-m", "comment", "--comment", comment, "-j", target].map(str::to_owned));
+            JumpRule {
+                table: *table,
+                chain,
+                args,
+            }
+        })
+        .collect()
+}
+
+/// Renders all ports of one service.
+pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRules {
+    let mut out = ServiceRules::default();
+    for sp in ports {
+        render_port(sp, ctx, &mut out);
+    }
+    out.chains.sort_by(|a, b| a.name.cmp(&b.name));
+    out.chains.dedup_by(|a, b| a.name == b.name);
+    out
+}
+
+/// Per-port names and the `-m proto -p proto` match.
+struct Port<'a> {
+    sp: &'a ServicePlan,
+    name: String,
+    proto: &'static str,
+    svc: String,
+    svl: String,
+    ext: String,
+}
+
+impl<'a> Port<'a> {
+    fn new(sp: &'a ServicePlan) -> Self {
+        Self {
+            sp,
+            name: sp.name.to_string(),
+            proto: sp.name.protocol.as_str(),
+            svc: service_chain(SVC_PREFIX, &sp.name),
+            svl: service_chain(LOCAL_PREFIX, &sp.name),
+            ext: service_chain(EXTERNAL_PREFIX, &sp.name),
+        }
+    }
+
+    fn set_chain(&self, set: EndpointSet) -> &str {
+        match set {
+            EndpointSet::Cluster => &self.svc,
+            EndpointSet::Local => &self.svl,
+        }
+    }
+
+    /// `-m comment --comment "<text>" -m <proto> -p <proto>`; the comment is quoted when it
+    /// has spaces, as upstream writes it.
+    fn head(&self, comment: &str) -> String {
+        format!(
+            "-m comment --comment {} -m {p} -p {p}",
+            quote(comment),
+            p = self.proto
+        )
+    }
+
+    fn dest(&self, addr: impl std::fmt::Display, port: u16) -> String {
+        format!("-d {addr} --dport {port}")
+    }
+}
+
+fn quote(s: &str) -> String {
+    if s.contains(' ') {
+        format!("\"{s}\"")
+    } else {
+        s.to_owned()
+    }
+}
+
+/// The filter verdict and comment for traffic that is not forwarded.
+fn filter_verdict(d: Dispatch, name: &str) -> Option<(&'static str, String)> {
+    match d {
+        Dispatch::Forward(_) => None,
+        Dispatch::Drop => Some(("DROP", format!("{name} has no local endpoints"))),
+        Dispatch::Reject => Some(("REJECT", format!("{name} has no endpoints"))),
+    }
+}
+
+fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
+    let p = Port::new(sp);
+    let has_endpoints = sp.internal != Dispatch::Reject;
+    let cluster_ip = p.dest(sp.cluster_ip, sp.port);
+
+    // ClusterIP: DNAT dispatch in nat, or REJECT/DROP in filter.
+    match (sp.internal, filter_verdict(sp.internal, &p.name)) {
+        (Dispatch::Forward(set), _) => out.nat_services.push(format!(
+            "{} {cluster_ip} -j {}",
+            p.head(&format!("{} cluster IP", p.name)),
+            p.set_chain(set)
+        )),
+        (_, Some((target, comment))) => out
+            .filter_services
+            .push(format!("{} {cluster_ip} -j {target}", p.head(&comment))),
+        (_, None) => {}
+    }
+
+    // External destinations: external IPs and the node port.
+    if let Some(ext) = &sp.external {
+        let verdict = filter_verdict(ext.dispatch, &p.name);
+        for addr in &sp.external_ips {
+            let dest = p.dest(addr, sp.port);
+            if has_endpoints {
+                out.nat_services.push(format!(
+                    "{} {dest} -j {}",
+                    p.head(&format!("{} external IP", p.name)),
+                    p.ext
+                ));
+            }
+            if let Some((target, comment)) = &verdict {
+                out.filter_external
+                    .push(format!("{} {dest} -j {target}", p.head(comment)));
+            }
+        }
+        if let Some(np) = sp.node_port {
+            if has_endpoints {
+                out.nat_nodeports
+                    .push(format!("{} --dport {np} -j {}", p.head(&p.name), p.ext));
+            }
+            if let Some((target, comment)) = &verdict {
+                out.filter_external.push(format!(
+                    "-m comment --comment {} -m addrtype --dst-type LOCAL -m {pr} -p {pr} --dport {np} -j {target}",
+                    quote(comment),
+                    pr = p.proto
+                ));
+            }
+        }
+        if has_endpoints {
+            out.chains
+                .push(external_chain(&p, ext.policy, ext.dispatch, ctx));
+        }
+    }
+
+    // Endpoint dispatch chains, and one chain per endpoint they reach.
+    let mut endpoints: BTreeSet<SocketAddr> = BTreeSet::new();
+    for set in sp.used_sets() {
+        let mut rules = Vec::new();
+        if sp.internal == Dispatch::Forward(set) {
+            if let Some(rule) = cluster_ip_masquerade(&p, ctx) {
+                rules.push(rule);
+            }
+        }
+        let eps = sp.endpoints(set);
+        rules.extend(endpoint_dispatch(&p, eps));
+        endpoints.extend(eps.iter().copied());
+        out.chains.push(chain(p.set_chain(set), rules));
+    }
+    for ep in &endpoints {
+        out.chains.push(endpoint_chain_rules(&p, ep));
+    }
+}
+
+/// The first rule of the ClusterIP traffic's chain: mark for masquerade what the policy says.
+fn cluster_ip_masquerade(p: &Port<'_>, ctx: &RenderContext) -> Option<String> {
+    let head = format!(
+        "{} {}",
+        p.head(&format!("{} cluster IP", p.name)),
+        p.dest(p.sp.cluster_ip, p.sp.port)
+    );
+    match p.sp.cluster_ip_masquerade {
+        ClusterIpMasquerade::Never => None,
+        ClusterIpMasquerade::Always => Some(format!("{head} -j {KUBE_MARK_MASQ}")),
+        ClusterIpMasquerade::NotFromPods => match ctx.pod_cidrs.as_slice() {
+            [] => None,
+            [one] => Some(format!("{head} ! -s {one} -j {KUBE_MARK_MASQ}")),
+            _ => Some(format!("{head} -j {NON_POD_MASQ}")),
+        },
+    }
+}
+
+fn external_chain(
+    p: &Port<'_>,
+    policy: TrafficPolicy,
+    dispatch: Dispatch,
+    ctx: &RenderContext,
+) -> Chain {
+    let mut rules = Vec::new();
+    let name = &p.name;
+    match policy {
+        TrafficPolicy::Cluster => {
+            // May cross nodes: masquerade so the reply comes back through this node.
+            rules.push(format!(
+                "-m comment --comment \"masquerade traffic for {name} external destinations\" -j {KUBE_MARK_MASQ}"
+            ));
+        }
+        TrafficPolicy::Local => {
+            // Pod traffic to an external destination is subject to no policy (as if it went
+            // out to a load balancer and came back in).
+            for cidr in &ctx.pod_cidrs {
+                rules.push(format!(
+                    "-m comment --comment \"pod traffic for {name} external destinations\" -s {cidr} -j {}",
+                    p.svc
+                ));
+            }
+            // The node's own traffic has a local source the endpoint could not answer
+            // directly: masquerade it, and route it cluster-wide.
+            rules.push(format!(
+                "-m comment --comment \"masquerade LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j {KUBE_MARK_MASQ}"
+            ));
+            rules.push(format!(
+                "-m comment --comment \"route LOCAL traffic for {name} external destinations\" -m addrtype --src-type LOCAL -j {}",
+                p.svc
+            ));
+        }
+    }
+    if let Dispatch::Forward(set) = dispatch {
+        rules.push(format!("-j {}", p.set_chain(set)));
+    }
+    chain(&p.ext, rules)
+}
+
+/// upstream's probability text: 1/n with 10 decimals.
+fn probability(n: usize) -> String {
+    format!("{:.10}", 1.0 / n as f64)
+}
+
+/// Random choice with equal probability: rule `i` of `n` matches with probability 1/(n−i), the
+/// last one always.
+fn endpoint_dispatch(p: &Port<'_>, endpoints: &[SocketAddr]) -> Vec<String> {
+    let n = endpoints.len();
+    endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, ep)| {
+            let mut rule = format!("-m comment --comment \"{} -> {ep}\"", p.name);
+            if i + 1 < n {
+                let _ = write!(
+                    rule,
+                    " -m statistic --mode random --probability {}",
+                    probability(n - i)
+                );
+            }
+            let _ = write!(rule, " -j {}", endpoint_chain(&p.sp.name, ep));
+            rule
+        })
+        .collect()
+}
+
+fn endpoint_chain_rules(p: &Port<'_>, ep: &SocketAddr) -> Chain {
+    let comment = quote(&p.name);
+    chain(
+        &endpoint_chain(&p.sp.name, ep),
+        vec![
+            // Hairpin: a pod reaching itself through the service must be masqueraded, or it
+            // would answer itself directly.
+            format!(
+                "-m comment --comment {comment} -s {} -j {KUBE_MARK_MASQ}",
+                ep.ip()
+            ),
+            format!(
+                "-m comment --comment {comment} -m {pr} -p {pr} -j DNAT --to-destination {ep}",
+                pr = p.proto
+            ),
+        ],
+    )
+}
