@@ -5,8 +5,11 @@
 //! transaction per sync. On failure nothing changes in the kernel (the last good rules stay) and
 //! the next sync is a full one.
 //!
-//! It owns only Ferry's table (`ip ferry`, `ip6 ferry`) and never touches anything else.
+//! In nftables mode it owns only Ferry's table (`ip ferry`, `ip6 ferry`); in iptables mode
+//! only the chains of upstream kube-proxy's layout (`KUBE-SERVICES`, `KUBE-SVC-…`, …) and its
+//! jumps from the built-in chains. It never touches anything else.
 
+pub mod iptables;
 mod nft;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};

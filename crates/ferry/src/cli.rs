@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
     check_masquerade_bit, hostname, parse_cidrs, parse_duration, parse_node_port_addresses, Config,
-    ConfigError, DetectLocalMode, FileConfig, ProxyMode,
+    ConfigError, DetectLocalMode, FileConfig, IptablesBackend, ProxyMode,
 };
 
 /// Ferry: a Kubernetes service proxy that can explain itself.
@@ -62,9 +62,13 @@ pub struct RunArgs {
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
-    /// Proxy mode.
+    /// Proxy mode: nftables (default) or iptables.
     #[arg(long, value_name = "MODE")]
     pub proxy_mode: Option<String>,
+    /// iptables mode: which iptables to program, nft, legacy or auto (the one that already
+    /// holds Kubernetes' rules).
+    #[arg(long, value_name = "BACKEND")]
+    pub iptables_backend: Option<String>,
     /// Pod CIDRs of the cluster (comma-separated), for the local-traffic detector.
     #[arg(long, value_name = "CIDRS")]
     pub cluster_cidr: Option<String>,
@@ -113,6 +117,10 @@ impl RunArgs {
         }
         if let Some(mode) = &self.proxy_mode {
             cfg.mode = ProxyMode::parse(mode).map_err(|m| ConfigError::new("--proxy-mode", m))?;
+        }
+        if let Some(b) = &self.iptables_backend {
+            cfg.iptables_backend =
+                IptablesBackend::parse(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
         }
         if let Some(cidrs) = &self.cluster_cidr {
             cfg.cluster_cidrs = parse_cidrs("--cluster-cidr", cidrs)?;

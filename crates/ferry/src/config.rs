@@ -44,6 +44,8 @@ impl ConfigError {
 pub enum ProxyMode {
     /// nftables (the default).
     Nftables,
+    /// iptables, with upstream kube-proxy's chain layout.
+    Iptables,
 }
 
 impl ProxyMode {
@@ -51,10 +53,46 @@ impl ProxyMode {
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "" | "nftables" => Ok(ProxyMode::Nftables),
-            "iptables" | "ipvs" | "userspace" | "kernelspace" => Err(format!(
-                "proxy mode {s:?} is not implemented yet; use \"nftables\""
+            "iptables" => Ok(ProxyMode::Iptables),
+            "ipvs" | "userspace" | "kernelspace" => Err(format!(
+                "proxy mode {s:?} is not implemented yet; use \"nftables\" or \"iptables\""
             )),
-            other => Err(format!("unknown proxy mode {other:?} (want \"nftables\")")),
+            other => Err(format!(
+                "unknown proxy mode {other:?} (want \"nftables\" or \"iptables\")"
+            )),
+        }
+    }
+
+    /// kube-proxy's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyMode::Nftables => "nftables",
+            ProxyMode::Iptables => "iptables",
+        }
+    }
+}
+
+/// Which iptables backend iptables mode uses (`--iptables-backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IptablesBackend {
+    /// The one that already holds Kubernetes' rules (upstream's detection); nft otherwise.
+    Auto,
+    /// `iptables-nft`.
+    Nft,
+    /// `iptables-legacy`.
+    Legacy,
+}
+
+impl IptablesBackend {
+    /// Parses `auto`, `nft` or `legacy`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(IptablesBackend::Auto),
+            "nft" => Ok(IptablesBackend::Nft),
+            "legacy" => Ok(IptablesBackend::Legacy),
+            other => Err(format!(
+                "unknown iptables backend {other:?} (want auto, nft or legacy)"
+            )),
         }
     }
 }
@@ -91,6 +129,8 @@ pub struct Config {
     pub node_name: String,
     /// Proxy mode.
     pub mode: ProxyMode,
+    /// iptables backend (iptables mode only).
+    pub iptables_backend: IptablesBackend,
     /// `clusterCIDR` (comma-separated in kube-proxy; a list here).
     pub cluster_cidrs: Vec<IpNet>,
     /// `detectLocalMode`.
@@ -112,6 +152,7 @@ impl Default for Config {
         Self {
             node_name: String::new(),
             mode: ProxyMode::Nftables,
+            iptables_backend: IptablesBackend::Auto,
             cluster_cidrs: Vec::new(),
             detect_local_mode: DetectLocalMode::ClusterCidr,
             node_port_addresses: NodePortAddresses::default(),

@@ -89,13 +89,17 @@ fn main() -> ExitCode {
             print!("{}", run::rules(&config, &manifests));
             ExitCode::SUCCESS
         }
-        Command::Cleanup => match ferry_dataplane::cleanup() {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
+        Command::Cleanup => {
+            // Both modes: whatever this node ran last, nothing of Ferry's is left.
+            let nft = ferry_dataplane::cleanup();
+            let iptables = ferry_dataplane::iptables::cleanup();
+            let mut code = ExitCode::SUCCESS;
+            for e in [nft.err(), iptables.err()].into_iter().flatten() {
                 eprintln!("ferry cleanup: {e}");
-                ExitCode::FAILURE
+                code = ExitCode::FAILURE;
             }
-        },
+            code
+        }
         Command::LabPod { name, listen } => match ferry_lab::serve_echo(&name, listen) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

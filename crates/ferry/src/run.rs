@@ -7,13 +7,14 @@ use anyhow::Context as _;
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
+use ferry_dataplane::iptables::{detect_backend, Backend, IptablesDataplane};
 use ferry_dataplane::{NftDataplane, SyncKind};
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::manifest::ManifestSource;
 use ferry_source::SourceEvent;
 
-use crate::config::Config;
-use crate::sync::Syncer;
+use crate::config::{Config, IptablesBackend, ProxyMode};
+use crate::sync::{Dataplane, Syncer};
 
 /// After a failed sync, retry this soon (upstream's retry interval is 1 s).
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
@@ -22,6 +23,46 @@ fn context(config: &Config) -> NodeContext {
     NodeContext {
         node_name: config.node_name.clone(),
         family: IpFamily::V4,
+    }
+}
+
+/// The iptables backend to program: forced by the flag, or detected.
+fn iptables_backend(config: &Config) -> Backend {
+    match config.iptables_backend {
+        IptablesBackend::Nft => Backend::Nft,
+        IptablesBackend::Legacy => Backend::Legacy,
+        IptablesBackend::Auto => detect_backend(),
+    }
+}
+
+/// The dataplane of the configured mode. `ferry rules` never looks at the kernel, so the
+/// iptables backend is only detected when `detect` is set (the rules are the same for both).
+fn dataplane(config: &Config, detect: bool) -> Box<dyn Dataplane> {
+    match config.mode {
+        ProxyMode::Nftables => Box::new(NftDataplane::new()),
+        ProxyMode::Iptables => {
+            let backend = if detect {
+                iptables_backend(config)
+            } else {
+                Backend::Nft
+            };
+            if detect {
+                tracing::info!(backend = backend.as_str(), "iptables backend");
+            }
+            Box::new(IptablesDataplane::new(backend))
+        }
+    }
+}
+
+/// Removes what the other mode left (a node switched from one mode to the other), as upstream
+/// kube-proxy does at start-up; a failure is only worth a warning.
+fn cleanup_other_mode(mode: ProxyMode) {
+    let result = match mode {
+        ProxyMode::Nftables => ferry_dataplane::iptables::cleanup(),
+        ProxyMode::Iptables => ferry_dataplane::cleanup(),
+    };
+    if let Err(e) = result {
+        tracing::warn!("removing the other proxy mode's rules failed: {e}");
     }
 }
 
@@ -34,10 +75,10 @@ pub fn rules(config: &Config, manifests: &Path) -> String {
     let mut syncer = Syncer::new(
         context(config),
         config.compile_config(IpFamily::V4),
-        NftDataplane::new(),
+        dataplane(config, false),
     );
     syncer.handle(SourceEvent::Resync(scan.objects));
-    syncer.desired().to_string()
+    syncer.desired()
 }
 
 /// `ferry run`: runs until SIGTERM or SIGINT. The rules stay in the kernel on exit, so traffic
@@ -57,7 +98,8 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         manifests = %manifests.display(),
         sync_period = ?config.sync_period,
         min_sync_period = ?config.min_sync_period,
-        "ferry starting (nftables mode)"
+        "ferry starting ({} mode)",
+        config.mode.as_str()
     );
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(64);
     let source = ManifestSource::new(manifests);
@@ -69,10 +111,12 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         }
     });
 
+    let dataplane = dataplane(&config, true);
+    cleanup_other_mode(config.mode);
     let mut syncer = Syncer::new(
         context(&config),
         config.compile_config(IpFamily::V4),
-        NftDataplane::new(),
+        dataplane,
     );
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;

@@ -7,25 +7,28 @@
 
 use std::collections::BTreeSet;
 
-use ferry_compile::nft::Ruleset;
 use ferry_compile::{CompileConfig, NodeCompiler};
-use ferry_dataplane::{ApplyError, NftCli, NftDataplane, NftRunner, SyncReport};
+use ferry_dataplane::{ApplyError, SyncReport};
 use ferry_model::{ClusterState, NodeContext, Object, ServiceName, Touched};
 use ferry_source::SourceEvent;
 
-/// The sync engine for one IP family.
-pub struct Syncer<R: NftRunner = NftCli> {
+mod dataplane;
+
+pub use dataplane::Dataplane;
+
+/// The sync engine for one IP family, over one dataplane (nftables or iptables).
+pub struct Syncer<D: Dataplane = Box<dyn Dataplane>> {
     state: ClusterState,
     context: NodeContext,
     config: CompileConfig,
-    dataplane: NftDataplane<R>,
+    dataplane: D,
     dirty: BTreeSet<ServiceName>,
     full_pending: bool,
 }
 
-impl<R: NftRunner> Syncer<R> {
+impl<D: Dataplane> Syncer<D> {
     /// A syncer that has not synced yet.
-    pub fn new(context: NodeContext, config: CompileConfig, dataplane: NftDataplane<R>) -> Self {
+    pub fn new(context: NodeContext, config: CompileConfig, dataplane: D) -> Self {
         Self {
             state: ClusterState::new(),
             context,
@@ -80,27 +83,20 @@ impl<R: NftRunner> Syncer<R> {
         NodeCompiler::new(&self.state, &self.context, &self.config)
     }
 
-    /// The full ruleset for the current state (what `ferry rules` prints).
-    pub fn desired(&self) -> Ruleset {
-        self.compiler().full(&self.state)
+    /// The full rules for the current state, as the dataplane's input (what `ferry rules`
+    /// prints).
+    pub fn desired(&self) -> String {
+        self.dataplane.render(&self.compiler(), &self.state)
     }
 
     /// Syncs the kernel. `full` forces a full sync (the periodic resync).
     pub fn sync(&mut self, full: bool) -> Result<SyncReport, ApplyError> {
         let compiler = self.compiler();
-        let base_changed = match self.dataplane.installed() {
-            Some(installed) => !installed.same_base(&compiler.base_ruleset()),
-            None => true,
-        };
-        let report = if full || self.full_pending || base_changed {
-            self.dataplane.apply_full(compiler.full(&self.state))?
+        let report = if full || self.full_pending || self.dataplane.needs_full(&compiler)? {
+            self.dataplane.sync_full(&compiler, &self.state)?
         } else {
-            let changes = self
-                .dirty
-                .iter()
-                .map(|name| (name.clone(), compiler.service(&self.state, name)))
-                .collect();
-            self.dataplane.apply_changes(changes)?
+            self.dataplane
+                .sync_partial(&compiler, &self.state, &self.dirty)?
         };
         self.dirty.clear();
         self.full_pending = false;

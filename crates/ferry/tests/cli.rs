@@ -61,6 +61,10 @@ fn bad_flags_exit_64_with_one_message_naming_the_flag() {
             ],
             "--config",
         ),
+        (
+            vec!["run", "--manifests", &seed, "--iptables-backend", "ebpf"],
+            "--iptables-backend",
+        ),
         (vec!["run", "--no-such-flag"], "--no-such-flag"),
         (vec!["run"], "--manifests"),
     ] {
@@ -134,4 +138,31 @@ apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  
         "{stdout}"
     );
     assert!(!stdout.contains("10.96.0.99"), "{stdout}");
+}
+
+#[test]
+fn rules_in_iptables_mode_print_iptables_restore_input_with_upstreams_chains() {
+    let seed = seed();
+    let (code, stdout, stderr) = ferry(&[
+        "rules",
+        "--manifests",
+        &seed,
+        "--hostname-override",
+        "k8s-node2",
+        "--proxy-mode",
+        "iptables",
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("*filter\n"), "{stdout}");
+    for needle in [
+        "-A KUBE-SERVICES -m comment --comment \"dev/url-analysis:http cluster IP\"",
+        "-j KUBE-NODEPORTS",
+        ":KUBE-SVC-AYLZKIJBQT7UVAZQ - [0:0]",
+        "-j MASQUERADE --random-fully",
+        ":KUBE-PROXY-CANARY - [0:0]",
+    ] {
+        assert!(stdout.contains(needle), "{needle}: {stdout}");
+    }
 }

@@ -229,22 +229,32 @@ impl FileConfig {
         };
         out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
         out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
-        // Per-mode sections: nftables wins over iptables for the bit, and over the top level
-        // for the periods (v1alpha1 keeps them per mode; v1alpha2 moved them up).
-        for section in ["iptables", "nftables"] {
+        // Per-mode sections: the section of the chosen mode (nftables by default) wins over the
+        // other for the bit, and over the top level for the periods (v1alpha1 keeps them per
+        // mode; v1alpha2 moved them up).
+        let own = match out.mode {
+            Some(ProxyMode::Iptables) => "iptables",
+            _ => "nftables",
+        };
+        let order = if own == "iptables" {
+            ["nftables", "iptables"]
+        } else {
+            ["iptables", "nftables"]
+        };
+        for section in order {
             match obj.get(section) {
                 None | Some(Value::Null) => {}
                 Some(Value::Object(sec)) => {
                     if let Some(bit) = r.bit(sec, &format!("{section}.masqueradeBit"))? {
                         out.masquerade_bit = Some(bit);
                     }
-                    if section == "nftables" {
-                        if let Some(d) = r.duration(sec, "syncPeriod", "nftables.syncPeriod")? {
+                    if section == own {
+                        let place = format!("{section}.syncPeriod");
+                        if let Some(d) = r.duration(sec, "syncPeriod", &place)? {
                             out.sync_period = Some(d);
                         }
-                        if let Some(d) =
-                            r.duration(sec, "minSyncPeriod", "nftables.minSyncPeriod")?
-                        {
+                        let place = format!("{section}.minSyncPeriod");
+                        if let Some(d) = r.duration(sec, "minSyncPeriod", &place)? {
                             out.min_sync_period = Some(d);
                         }
                     }

@@ -33,6 +33,18 @@ fn reads_the_supported_fields() {
 }
 
 #[test]
+fn iptables_mode_takes_its_bit_and_periods_from_the_iptables_section() {
+    let f = parse(&format!(
+        "{HEAD}mode: iptables\niptables:\n  masqueradeBit: 12\n  syncPeriod: 10s\n\
+         nftables:\n  masqueradeBit: 13\n  syncPeriod: 1m\n"
+    ))
+    .expect("valid");
+    assert_eq!(f.mode, Some(ProxyMode::Iptables));
+    assert_eq!(f.masquerade_bit, Some(12));
+    assert_eq!(f.sync_period, Some(Duration::from_secs(10)));
+}
+
+#[test]
 fn unknown_fields_are_reported_not_dropped() {
     let f = parse(&format!(
         "{HEAD}clusterCidr: 10.0.0.0/8\nbindAddress: 0.0.0.0\n"

@@ -28,7 +28,7 @@ impl NftRunner for Recorder {
     }
 }
 
-fn syncer() -> (Syncer<Recorder>, Recorder) {
+fn syncer() -> (Syncer<NftDataplane<Recorder>>, Recorder) {
     let rec = Recorder::default();
     let ctx = NodeContext {
         node_name: "k8s-node2".into(),
@@ -162,3 +162,5 @@ fn deleting_a_service_removes_its_chains() {
         .unwrap_or_default();
     assert!(last.contains("delete chain ip ferry service-"), "{last}");
 }
+
+mod iptables;

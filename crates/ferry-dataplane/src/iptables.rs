@@ -1,0 +1,193 @@
+//! The iptables applier: `iptables-restore --noflush` of Ferry's chains, in the layout of
+//! upstream kube-proxy's iptables mode (see docs/iptables-layout.md).
+//!
+//! The first sync of a process (and the one after a failure, or after the canary chain
+//! vanished) is full: every Ferry chain is rewritten, chains no longer wanted are deleted, and
+//! the jumps from the built-in chains are checked and inserted one by one (`-C`, then `-I`), so
+//! that nothing Ferry did not create is ever touched. Later syncs are partial: the shared
+//! top-level chains plus the chains of the services that changed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use ferry_compile::iptables::{
+    jump_rules, Restore, Ruleset, ServiceRules, Table, CANARY, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
+};
+use ferry_model::ServiceName;
+
+use crate::nft::{ApplyError, SyncKind, SyncReport};
+
+mod cleanup;
+mod cli;
+mod detect;
+
+pub use cleanup::cleanup;
+pub use cli::{Backend, IptablesCli, IptablesRunner};
+pub use detect::{choose as choose_backend, detect as detect_backend};
+
+/// Keeps Ferry's iptables chains (one family, one backend) equal to the desired ruleset.
+pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {
+    runner: R,
+    /// What the kernel holds, when known (after a successful sync by this process).
+    installed: Option<Ruleset>,
+}
+
+impl IptablesDataplane<IptablesCli> {
+    /// An applier using `backend`'s tools in the current network namespace.
+    pub fn new(backend: Backend) -> Self {
+        Self::with_runner(IptablesCli::new(backend))
+    }
+}
+
+/// Names of chains in an `iptables-save` output of one table.
+fn chains_in(save: &str) -> impl Iterator<Item = &str> {
+    save.lines()
+        .filter_map(|l| l.strip_prefix(':'))
+        .filter_map(|l| l.split_whitespace().next())
+}
+
+impl<R: IptablesRunner> IptablesDataplane<R> {
+    /// An applier with a given runner.
+    pub fn with_runner(runner: R) -> Self {
+        Self {
+            runner,
+            installed: None,
+        }
+    }
+
+    /// The runner (tests read what was sent).
+    pub fn runner(&self) -> &R {
+        &self.runner
+    }
+
+    /// What the kernel holds, if known.
+    pub fn installed(&self) -> Option<&Ruleset> {
+        self.installed.as_ref()
+    }
+
+    /// True when the next sync must be full: nothing installed by this process yet, or a
+    /// canary chain is gone (someone flushed or deleted the tables, so what Ferry installed is
+    /// no longer there). Checks the canaries in the kernel.
+    pub fn needs_full(&mut self) -> Result<bool, ApplyError> {
+        if self.installed.is_none() {
+            return Ok(true);
+        }
+        for table in [Table::Mangle, Table::Nat, Table::Filter] {
+            if !self
+                .runner
+                .iptables(&["-t", table.as_str(), "-S", CANARY])?
+            {
+                tracing::info!(
+                    table = table.as_str(),
+                    "canary chain {CANARY} is gone: resyncing everything"
+                );
+                self.installed = None;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Per-service nat chains the kernel holds that `desired` does not want.
+    fn stale_chains(&mut self, desired: &Ruleset) -> Result<Vec<String>, ApplyError> {
+        let keep = desired.nat_chain_names();
+        let existing: Vec<String> = match &self.installed {
+            Some(old) => old
+                .nat_chain_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            // What an earlier run (or kube-proxy) left is unknown: look.
+            None => chains_in(&self.runner.save(Some(Table::Nat))?)
+                .filter(|c| {
+                    *c == NON_POD_MASQ || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p))
+                })
+                .map(str::to_owned)
+                .collect(),
+        };
+        Ok(existing
+            .into_iter()
+            .filter(|c| !keep.contains(c.as_str()))
+            .collect())
+    }
+
+    /// Makes Ferry's chains equal to `desired` and ensures the jumps into them.
+    pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
+        let start = Instant::now();
+        let result = self.full(&desired);
+        match result {
+            Ok(restore) => {
+                self.installed = Some(desired);
+                Ok(report(SyncKind::Full, &restore, start.elapsed()))
+            }
+            Err(e) => {
+                self.installed = None;
+                Err(e)
+            }
+        }
+    }
+
+    fn full(&mut self, desired: &Ruleset) -> Result<Restore, ApplyError> {
+        let stale = self.stale_chains(desired)?;
+        let restore = Restore::full(desired, &stale);
+        self.runner.restore(&restore.text)?;
+        // After the restore, so that every jump target exists.
+        for jump in jump_rules() {
+            let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
+            args.extend(jump.args.iter().map(String::as_str));
+            if !self.runner.iptables(&args)? {
+                args[2] = "-I";
+                self.runner.iptables(&args)?;
+            }
+        }
+        Ok(restore)
+    }
+
+    /// Replaces the given services' rules. Requires a previous successful sync; the caller
+    /// checks [`needs_full`](Self::needs_full) first.
+    pub fn apply_changes(
+        &mut self,
+        changes: BTreeMap<ServiceName, Option<ServiceRules>>,
+    ) -> Result<SyncReport, ApplyError> {
+        let Some(installed) = self.installed.as_mut() else {
+            return Err(ApplyError::NoBaseline);
+        };
+        let start = Instant::now();
+        let mut previous = BTreeMap::new();
+        for (name, rules) in changes {
+            let old = installed.services.get(&name).cloned();
+            if old == rules {
+                continue;
+            }
+            installed.set_service(name.clone(), rules);
+            previous.insert(name, old);
+        }
+        if previous.is_empty() {
+            return Ok(report(
+                SyncKind::Partial,
+                &Restore::default(),
+                Duration::ZERO,
+            ));
+        }
+        let restore = Restore::partial(installed, &previous);
+        if let Err(e) = self.runner.restore(&restore.text) {
+            // The kernel kept its old state, ours moved on: resync fully.
+            self.installed = None;
+            return Err(e);
+        }
+        Ok(report(SyncKind::Partial, &restore, start.elapsed()))
+    }
+}
+
+fn report(kind: SyncKind, restore: &Restore, apply_time: Duration) -> SyncReport {
+    SyncReport {
+        kind,
+        chains_written: restore.chains_written,
+        elements_changed: 0,
+        script_bytes: restore.text.len(),
+        apply_time,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+//! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use ferry_compile::iptables::{
+    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, SERVICE_CHAIN_PREFIXES,
+};
+
+use super::chains_in;
+use super::cli::{Backend, IptablesCli, IptablesRunner};
+use crate::nft::ApplyError;
+
+/// Chains of each table in an `iptables-save` output of several tables.
+fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current = None;
+    for line in save.lines() {
+        if let Some(t) = line.strip_prefix('*') {
+            current = Some(t.to_owned());
+            out.entry(t.to_owned()).or_default();
+        } else if let (Some(t), Some(chain)) = (&current, chains_in(line).next()) {
+            out.entry(t.clone()).or_default().push(chain.to_owned());
+        }
+    }
+    out
+}
+
+fn ours(table: Table, chain: &str) -> bool {
+    chain == CANARY
+        || match table {
+            Table::Filter => BASE_CHAINS_FILTER.contains(&chain),
+            Table::Nat => {
+                BASE_CHAINS_NAT.contains(&chain)
+                    || SERVICE_CHAIN_PREFIXES.iter().any(|p| chain.starts_with(p))
+            }
+            Table::Mangle => false,
+        }
+}
+
+/// Removes Ferry's chains through one runner: the jumps from built-in chains first, then
+/// every chain of Ferry's in one restore. Tables that do not exist are not created.
+pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> {
+    let existing = tables(&runner.save(None)?);
+    let chains_of = |t: Table| -> Vec<&str> {
+        existing
+            .get(t.as_str())
+            .map(|cs| {
+                cs.iter()
+                    .map(String::as_str)
+                    .filter(|c| ours(t, c))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for jump in jump_rules() {
+        let target = jump.args.last().map(String::as_str).unwrap_or_default();
+        if !chains_of(jump.table).contains(&target) {
+            continue;
+        }
+        let mut args = vec!["-t", jump.table.as_str(), "-D", jump.chain];
+        args.extend(jump.args.iter().map(String::as_str));
+        // Delete every copy (a crashed run may have inserted one twice).
+        while runner.iptables(&args)? {}
+    }
+    let mut input = String::new();
+    for table in [Table::Filter, Table::Nat, Table::Mangle] {
+        let chains = chains_of(table);
+        if chains.is_empty() {
+            continue;
+        }
+        let _ = writeln!(input, "*{}", table.as_str());
+        for c in &chains {
+            let _ = writeln!(input, ":{c} - [0:0]");
+        }
+        for c in &chains {
+            let _ = writeln!(input, "-X {c}");
+        }
+        input.push_str("COMMIT\n");
+    }
+    if !input.is_empty() {
+        runner.restore(&input)?;
+    }
+    Ok(())
+}
+
+/// Removes Ferry's iptables chains and jumps from both backends in the current network
+/// namespace. A backend whose tools are not installed is skipped.
+pub fn cleanup() -> Result<(), ApplyError> {
+    for backend in Backend::ALL {
+        let mut cli = IptablesCli::new(backend);
+        match cleanup_with(&mut cli) {
+            Err(ApplyError::Spawn { .. }) => continue,
+            other => other?,
+        }
+    }
+    Ok(())
+}

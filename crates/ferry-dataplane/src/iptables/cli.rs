@@ -1,0 +1,138 @@
+//! Running the iptables tools of one backend.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use ferry_compile::iptables::Table;
+
+use crate::nft::ApplyError;
+
+/// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
+/// can be installed side by side; rules in one are invisible to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    /// `iptables-nft` (`iptables` on current distributions).
+    Nft,
+    /// `iptables-legacy`.
+    Legacy,
+}
+
+impl Backend {
+    /// Both backends.
+    pub const ALL: [Backend; 2] = [Backend::Nft, Backend::Legacy];
+
+    /// `nft` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Nft => "nft",
+            Backend::Legacy => "legacy",
+        }
+    }
+
+    /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
+    pub fn program(self, tool: &str) -> String {
+        format!("iptables-{}{tool}", self.as_str())
+    }
+}
+
+/// Runs iptables commands. The real one is [`IptablesCli`]; tests substitute a recorder.
+pub trait IptablesRunner: Send {
+    /// `iptables-restore --noflush` with `input` (each table atomically).
+    fn restore(&mut self, input: &str) -> Result<(), ApplyError>;
+    /// Runs `iptables` with `args`: `Ok(true)` on success, `Ok(false)` when iptables says the
+    /// rule or chain does not exist (exit status 1), an error otherwise.
+    fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError>;
+    /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
+    /// backend this does not create tables).
+    fn save(&mut self, table: Option<Table>) -> Result<String, ApplyError>;
+}
+
+/// Runs the tools of one backend in the current network namespace.
+#[derive(Debug, Clone)]
+pub struct IptablesCli {
+    backend: Backend,
+}
+
+impl IptablesCli {
+    /// The tools of `backend`.
+    pub fn new(backend: Backend) -> Self {
+        Self { backend }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    fn run(
+        &self,
+        tool: &str,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> Result<std::process::Output, ApplyError> {
+        let program = self.backend.program(tool);
+        let spawn_err = |source| ApplyError::Spawn {
+            program: program.clone(),
+            source,
+        };
+        let mut child = Command::new(&program)
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_err)?;
+        if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(text.as_bytes()).map_err(spawn_err)?;
+        }
+        child.wait_with_output().map_err(spawn_err)
+    }
+
+    fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> ApplyError {
+        ApplyError::Rejected {
+            program: format!("{} {}", self.backend.program(tool), args.join(" ")),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }
+    }
+}
+
+/// How long the legacy tools wait for the xtables lock (seconds); the nft tools ignore it.
+const WAIT: &str = "5";
+
+impl IptablesRunner for IptablesCli {
+    fn restore(&mut self, input: &str) -> Result<(), ApplyError> {
+        let args = ["-w", WAIT, "--noflush"];
+        let out = self.run("-restore", &args, Some(input))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(self.rejected("-restore", &args, &out))
+        }
+    }
+
+    fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
+        let mut all = vec!["-w", WAIT];
+        all.extend_from_slice(args);
+        let out = self.run("", &all, None)?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(self.rejected("", &all, &out)),
+        }
+    }
+
+    fn save(&mut self, table: Option<Table>) -> Result<String, ApplyError> {
+        let args: Vec<&str> = table.map(|t| vec!["-t", t.as_str()]).unwrap_or_default();
+        let out = self.run("-save", &args, None)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(self.rejected("-save", &args, &out))
+        }
+    }
+}

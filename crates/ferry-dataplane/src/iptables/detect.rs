@@ -1,0 +1,57 @@
+//! Which iptables backend the host uses, found the way upstream's iptables wrapper finds it:
+//! the one that already holds Kubernetes' marker chains, else the one holding more rules, else
+//! nft.
+
+use super::cli::{Backend, IptablesCli, IptablesRunner};
+
+/// Chains whose presence says "Kubernetes (kubelet, kube-proxy or Ferry) uses this backend".
+const MARKERS: [&str; 3] = [
+    ":KUBE-IPTABLES-HINT ",
+    ":KUBE-KUBELET-CANARY ",
+    ":KUBE-PROXY-CANARY ",
+];
+
+fn has_marker(save: &str) -> bool {
+    save.lines()
+        .any(|l| MARKERS.iter().any(|m| l.starts_with(m)))
+}
+
+fn rule_count(save: &str) -> usize {
+    save.lines().filter(|l| l.starts_with("-A ")).count()
+}
+
+/// Chooses from the two backends' `iptables-save` outputs (empty when a tool is missing).
+pub fn choose(nft_save: &str, legacy_save: &str) -> Backend {
+    if has_marker(nft_save) {
+        Backend::Nft
+    } else if has_marker(legacy_save) {
+        Backend::Legacy
+    } else if rule_count(legacy_save) > rule_count(nft_save) {
+        Backend::Legacy
+    } else {
+        Backend::Nft
+    }
+}
+
+/// Looks at both backends in the current network namespace. A tool that is missing or fails
+/// counts as holding nothing.
+pub fn detect() -> Backend {
+    let save = |b: Backend| IptablesCli::new(b).save(None).unwrap_or_default();
+    choose(&save(Backend::Nft), &save(Backend::Legacy))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marker_chains_decide_and_nft_wins_a_tie() {
+        let hint = "*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n";
+        let rules = "*filter\n-A INPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n";
+        assert_eq!(choose(hint, rules), Backend::Nft);
+        assert_eq!(choose(rules, hint), Backend::Legacy);
+        assert_eq!(choose("", rules), Backend::Legacy, "more rules in legacy");
+        assert_eq!(choose(rules, ""), Backend::Nft);
+        assert_eq!(choose("", ""), Backend::Nft, "the default");
+    }
+}
