@@ -23,5 +23,7 @@ cases!(seed::Mode::Nftables;
     restarting_ferry_keeps_established_connections,
     seed_curl_table,
     an_invalid_edit_keeps_the_last_good_rules,
-    cleanup_removes_only_ferrys_table,
+    cleanup_removes_only_ferrys_rules,
+    flushed_chains_are_repaired_within_one_sync_period,
+    deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync,
 );

@@ -34,13 +34,47 @@ pub const NODES: [(&str, &str); 3] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Nftables,
+    /// iptables mode on the nf_tables backend (`iptables-nft`).
+    IptablesNft,
+    /// iptables mode on the legacy backend (`iptables-legacy`).
+    IptablesLegacy,
 }
 
 impl Mode {
+    /// The `--proxy-mode` value.
     pub fn flag(self) -> &'static str {
         match self {
             Mode::Nftables => "nftables",
+            Mode::IptablesNft | Mode::IptablesLegacy => "iptables",
         }
+    }
+
+    /// How the mode is shown in printed tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Nftables => "nftables",
+            Mode::IptablesNft => "iptables, nft backend",
+            Mode::IptablesLegacy => "iptables, legacy backend",
+        }
+    }
+
+    /// The `iptables` program of the backend, in iptables modes.
+    pub fn iptables(self) -> Option<&'static str> {
+        match self {
+            Mode::Nftables => None,
+            Mode::IptablesNft => Some("iptables-nft"),
+            Mode::IptablesLegacy => Some("iptables-legacy"),
+        }
+    }
+
+    /// Extra `ferry run` flags of the mode.
+    pub fn args(self) -> Vec<String> {
+        let backend = match self {
+            Mode::Nftables => return Vec::new(),
+            Mode::IptablesNft => "nft",
+            Mode::IptablesLegacy => "legacy",
+        };
+        vec!["--iptables-backend".into(), backend.into()]
     }
 }
 
@@ -133,11 +167,18 @@ pub struct SeedLab {
     pub lab: Lab,
     pub manifests: Manifests,
     pub mode: Mode,
+    /// Extra `ferry run` flags every node gets.
+    pub extra_args: Vec<String>,
     pub ferries: Vec<(&'static str, LabProcess)>,
 }
 
 impl SeedLab {
     pub fn start(mode: Mode, policy: &'static str) -> Option<SeedLab> {
+        Self::start_with(mode, policy, &[])
+    }
+
+    /// Like [`start`](Self::start), with extra `ferry run` flags (e.g. a short sync period).
+    pub fn start_with(mode: Mode, policy: &'static str, extra: &[&str]) -> Option<SeedLab> {
         let mut lab = lab_or_skip()?;
         let program = PodProgram::ferry(FERRY);
         for (name, ip) in [POD_A, POD_B] {
@@ -163,6 +204,7 @@ impl SeedLab {
             lab,
             manifests,
             mode,
+            extra_args: extra.iter().map(|a| (*a).to_owned()).collect(),
             ferries: Vec::new(),
         };
         for (node, _) in NODES {
@@ -177,7 +219,7 @@ impl SeedLab {
 
     fn spawn_ferry(&self, node: &'static str) -> LabProcess {
         let dir = self.manifests.path();
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "run".into(),
             "--manifests".into(),
             dir.display().to_string(),
@@ -190,6 +232,8 @@ impl SeedLab {
             "--min-sync-period".into(),
             "100ms".into(),
         ];
+        args.extend(self.mode.args());
+        args.extend(self.extra_args.iter().cloned());
         self.lab
             .spawn_on_node(node, FERRY, &args)
             .expect("spawn ferry")
@@ -207,6 +251,29 @@ impl SeedLab {
     /// Number of successful syncs a node's Ferry has logged.
     pub fn syncs(&mut self, node: &str) -> usize {
         self.ferry(node).log().matches("synced rules").count()
+    }
+
+    /// Number of successful full syncs a node's Ferry has logged.
+    pub fn full_syncs(&mut self, node: &str) -> usize {
+        self.ferry(node)
+            .log()
+            .lines()
+            .filter(|l| l.contains("synced rules") && l.contains("kind=Full"))
+            .count()
+    }
+
+    /// Waits until a node's Ferry has logged at least `n` full syncs.
+    pub fn wait_full_synced(&mut self, node: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.full_syncs(node) < n {
+            if Instant::now() > deadline {
+                panic!(
+                    "{node}: no full sync #{n} within 20 s; log:\n{}",
+                    self.ferry(node).log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Waits until a node's Ferry has logged at least `n` syncs.
