@@ -279,11 +279,8 @@ pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
             "vmap @service-ips",
         ),
     };
+    // (Not asserting the flushed state: a periodic resync may already have repaired it.)
     seed.lab.exec(NODE1, &flush).expect("flush by hand");
-    assert!(
-        !seed.lab.exec(NODE1, &list).expect("list").contains(rule),
-        "flushed"
-    );
     // Counted after the flush: the full sync waited for cannot be one that ran before it.
     let before = seed.full_syncs(NODE1);
     seed.wait_full_synced(NODE1, before + 1);
