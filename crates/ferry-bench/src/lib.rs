@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod compile;
+pub mod iptables;
 pub mod measure;
 pub mod netns;
 pub mod report;

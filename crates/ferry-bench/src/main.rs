@@ -26,6 +26,7 @@ use ferry_bench::cluster::{ClusterSpec, BENCH_NODE, NODES};
 use ferry_bench::measure::{self, MeasureOptions};
 use ferry_bench::netns::{self, Netns, NftSnapshot};
 use ferry_bench::report::{self, Figures, Outcome};
+use ferry_dataplane::iptables::Backend;
 
 /// Measures Ferry's compile time, full sync, incremental sync, resync and memory for
 /// generated clusters, each N in a fresh network namespace and a fresh process. Needs root.
@@ -38,6 +39,9 @@ struct Cli {
     /// Endpoints per service (M).
     #[arg(short = 'm', long = "endpoints", default_value_t = 10)]
     endpoints: usize,
+    /// Proxy modes to measure, comma-separated: nftables, iptables-nft, iptables-legacy.
+    #[arg(long, value_delimiter = ',', default_values_t = ["nftables".to_owned(), "iptables-nft".to_owned(), "iptables-legacy".to_owned()])]
+    modes: Vec<String>,
     /// Smoke test: measure N=100 only.
     #[arg(long, conflicts_with = "services")]
     quick: bool,
@@ -85,6 +89,9 @@ enum Internal {
         /// See `--dump-scripts`.
         #[arg(long)]
         dump_dir: Option<PathBuf>,
+        /// The proxy mode.
+        #[arg(long)]
+        mode: String,
     },
 }
 
@@ -111,6 +118,7 @@ fn dispatch(cli: &Cli) -> anyhow::Result<bool> {
             netns,
             outside_netns,
             dump_dir,
+            mode,
         }) => {
             let opts = MeasureOptions {
                 spec: ClusterSpec::new(*services, *endpoints)?,
@@ -118,21 +126,34 @@ fn dispatch(cli: &Cli) -> anyhow::Result<bool> {
                 compile_runs: *compile_runs,
                 dump_dir: dump_dir.clone(),
             };
-            child(&opts, netns, *outside_netns)?;
+            child(&opts, netns, *outside_netns, mode)?;
             Ok(true)
         }
     }
 }
 
-/// The measuring process: inside its namespace, one N.
-fn child(opts: &MeasureOptions, ns: &str, outside: u64) -> anyhow::Result<()> {
+/// The iptables backend of a mode, `None` for nftables.
+fn backend(mode: &str) -> anyhow::Result<Option<Backend>> {
+    match mode {
+        "nftables" => Ok(None),
+        "iptables-nft" => Ok(Some(Backend::Nft)),
+        "iptables-legacy" => Ok(Some(Backend::Legacy)),
+        other => {
+            anyhow::bail!("unknown mode {other:?} (want nftables, iptables-nft, iptables-legacy)")
+        }
+    }
+}
+
+/// The measuring process: inside its namespace, one N, one mode.
+fn child(opts: &MeasureOptions, ns: &str, outside: u64, mode: &str) -> anyhow::Result<()> {
     netns::ensure_inside(ns, outside)?;
     let services = opts.spec.services;
-    measure::run(
-        opts,
-        |figures| println!("{}", report::result_line(figures)),
-        |msg| eprintln!("  [N={services}] {msg}"),
-    )
+    let print = |figures: &[measure::Figure]| println!("{}", report::result_line(figures));
+    let progress = |msg: &str| eprintln!("  [{mode} N={services}] {msg}");
+    match backend(mode)? {
+        None => measure::run(opts, print, progress),
+        Some(b) => ferry_bench::iptables::run(opts, b, print, progress),
+    }
 }
 
 fn nft_here(args: &[&str]) -> Command {
@@ -155,10 +176,17 @@ fn parent(cli: &Cli) -> anyhow::Result<bool> {
     }
     let before = netns::nft_snapshot(nft_here).context("reading nftables (are you root?)")?;
 
+    for mode in &cli.modes {
+        backend(mode)?;
+    }
     let mut outcomes = Vec::new();
-    for (run, &n) in counts.iter().enumerate() {
-        eprintln!("== N={n} M={}", cli.endpoints);
-        outcomes.push(measure_one(cli, &exe, outside, &before, run, n));
+    let mut run = 0;
+    for &n in &counts {
+        for mode in &cli.modes {
+            eprintln!("== {mode} N={n} M={}", cli.endpoints);
+            outcomes.push(measure_one(cli, &exe, outside, &before, run, n, mode));
+            run += 1;
+        }
     }
 
     let nft_version = netns::run(&mut nft_here(&["--version"])).unwrap_or_default();
@@ -185,10 +213,12 @@ fn measure_one(
     before: &NftSnapshot,
     run: usize,
     n: usize,
+    mode: &str,
 ) -> Outcome {
     let mut outcome = Outcome {
         n,
         m: cli.endpoints,
+        mode: mode.to_owned(),
         figures: Figures::new(),
         failure: None,
         verification: None,
@@ -219,6 +249,7 @@ fn measure_in_namespace(
         format!("--compile-runs={}", cli.compile_runs),
         format!("--netns={}", ns.name()),
         format!("--outside-netns={outside}"),
+        format!("--mode={}", outcome.mode),
     ];
     let mut args = args.to_vec();
     if let Some(dir) = &cli.dump_scripts {
@@ -281,11 +312,24 @@ fn measure_in_namespace(
         (true, true) => "starting namespace's ip ferry table unchanged (it existed before)",
         (false, _) => "STARTING NAMESPACE'S NFTABLES CHANGED",
     };
+    // The chains Ferry holds in the namespace: its table (nftables), or its nat chains.
+    let held = match backend(&outcome.mode)? {
+        None => inside.has_ferry.then_some(inside.chains.len()),
+        Some(b) => {
+            let save = netns::run(&mut ns.command(b.program("-save"), ["-t", "nat"]))?;
+            let chains = save
+                .lines()
+                .filter_map(|l| l.strip_prefix(':'))
+                .filter(|l| l.starts_with("KUBE-") && !l.starts_with("KUBE-PROXY-CANARY "))
+                .count();
+            (chains > 0).then_some(chains)
+        }
+    };
     outcome.verification = Some(format!(
-        "netns {} held table ip ferry: {} ({} chains); {root_state}",
+        "netns {} held Ferry's rules: {} ({} chains); {root_state}",
         ns.name(),
-        if inside.has_ferry { "yes" } else { "no" },
-        inside.chains.len(),
+        if held.is_some() { "yes" } else { "no" },
+        held.unwrap_or(0),
     ));
     anyhow::ensure!(
         root_ok,
@@ -301,17 +345,18 @@ fn measure_in_namespace(
         status.success(),
         "the measuring process exited with {status}"
     );
-    anyhow::ensure!(inside.has_ferry, "no ip ferry table in {}", ns.name());
+    let Some(held) = held else {
+        anyhow::bail!("no Ferry rules in {}", ns.name());
+    };
     // What the dataplane believes it installed last (after the changes and the resync).
     let expected = outcome
         .figures
         .get("final_chains")
         .and_then(|c| c.parse::<usize>().ok());
     anyhow::ensure!(
-        expected == Some(inside.chains.len()),
-        "{} has {} chains, the installed ruleset {expected:?}",
+        expected == Some(held),
+        "{} has {held} chains, the installed ruleset {expected:?}",
         ns.name(),
-        inside.chains.len()
     );
     Ok(())
 }

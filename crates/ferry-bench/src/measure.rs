@@ -227,7 +227,7 @@ pub fn run(
 }
 
 /// A `/proc/self/status` memory figure (`VmHWM:`, `VmRSS:`), in MiB.
-fn memory_mib(key: &str) -> anyhow::Result<f64> {
+pub fn memory_mib(key: &str) -> anyhow::Result<f64> {
     let status =
         std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     let line = status

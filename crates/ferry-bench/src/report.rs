@@ -41,6 +41,8 @@ pub struct Outcome {
     pub n: usize,
     /// Endpoints per service.
     pub m: usize,
+    /// Proxy mode: `nftables`, `iptables-nft` or `iptables-legacy`.
+    pub mode: String,
     /// What was measured (possibly partial).
     pub figures: Figures,
     /// `None` when the run completed and was verified; otherwise what went wrong.
@@ -60,7 +62,7 @@ impl Outcome {
 
     /// The machine-readable line.
     pub fn bench_line(&self) -> String {
-        let mut line = format!("BENCH n={} m={}", self.n, self.m);
+        let mut line = format!("BENCH mode={} n={} m={}", self.mode, self.n, self.m);
         for key in [
             "compile_ms",
             "full_sync_ms",
@@ -122,7 +124,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
     let main: Vec<Vec<String>> = outcomes
         .iter()
         .map(|o| {
-            let mut row = vec![o.n.to_string(), o.m.to_string()];
+            let mut row = vec![o.mode.clone(), o.n.to_string(), o.m.to_string()];
             row.extend(["compile_ms", "chains", "rules", "elements"].map(|k| o.get(k).to_owned()));
             row.push(kib(o.num("script_bytes")));
             row.extend(
@@ -141,6 +143,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
     table(
         &mut out,
         &[
+            "mode",
             "N",
             "M",
             "compile ms",
@@ -160,7 +163,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
     let detail: Vec<Vec<String>> = outcomes
         .iter()
         .map(|o| {
-            let mut row = vec![o.n.to_string()];
+            let mut row = vec![o.mode.clone(), o.n.to_string()];
             row.extend(
                 [
                     "view_ms",
@@ -188,6 +191,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
     table(
         &mut out,
         &[
+            "mode",
             "N",
             "view",
             "plan",
@@ -215,17 +219,20 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
          full recompile, as the agent's periodic resync does.\n  incr = state.apply(slice) + \
          base check + recompile of the one service + Transaction::delta + `nft -f` (agent path);\n  \
          'nft' columns = time inside the nft tool and kernel; 'delta' = the rest of \
-         apply_changes.\n  peak RSS = VmHWM of the measuring process (one process per N), at the \
+         apply_changes.\n  iptables modes: compile = NodeView::build + Plan::build + iptables::render; full sync = \
+         iptables-restore --noflush + the\n  jump rules (-C, -I); incr = one partial sync (shared top-level \
+         chains + the changed service's chains), agent path,\n  'delta' = the canary check (three \
+         `iptables -S`), 'nft' = iptables-restore; chains = nat + filter chains.\n  peak RSS = VmHWM of the measuring process (one process per N), at the \
          end; nft peak RSS = largest nft child;\n  RSS loaded = VmRSS with the state \
          loaded; HWM compiled/full/incr = VmHWM after compiling, the full sync, the \
          incremental syncs (MiB)."
     );
     for o in outcomes {
         if let Some(v) = &o.verification {
-            let _ = writeln!(out, "  N={}: {v}", o.n);
+            let _ = writeln!(out, "  {} N={}: {v}", o.mode, o.n);
         }
         if let Some(f) = &o.failure {
-            let _ = writeln!(out, "  N={}: FAILED: {f}", o.n);
+            let _ = writeln!(out, "  {} N={}: FAILED: {f}", o.mode, o.n);
         }
     }
     out.push('\n');
@@ -251,8 +258,11 @@ fn show(value: Option<f64>, unit: &str) -> String {
 
 /// The reference targets, judged on the N = 10 000 run.
 pub fn targets(outcomes: &[Outcome]) -> String {
-    let mut out = String::from("Targets (reference, judged at N=10000):\n");
-    let Some(o) = outcomes.iter().find(|o| o.n == 10_000) else {
+    let mut out = String::from("Targets (reference, judged at N=10000, nftables mode):\n");
+    let Some(o) = outcomes
+        .iter()
+        .find(|o| o.n == 10_000 && o.mode == "nftables")
+    else {
         for t in [
             "full sync of 10000 x 10 <= 1 s",
             "one-endpoint change at 10000 services <= 5 ms",

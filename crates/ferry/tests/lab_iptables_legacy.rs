@@ -2,6 +2,8 @@
 
 #[path = "support/matrix.rs"]
 mod matrix;
+#[path = "support/ownership.rs"]
+mod ownership;
 #[path = "support/seed.rs"]
 mod seed;
 
@@ -22,6 +24,7 @@ cases!(seed::Mode::IptablesLegacy;
     readiness_changes_take_effect_without_restart,
     restarting_ferry_keeps_established_connections,
     seed_curl_table,
+    seed_commands_show_the_seeds_chains,
     an_invalid_edit_keeps_the_last_good_rules,
     cleanup_removes_only_ferrys_rules,
     flushed_chains_are_repaired_within_one_sync_period,

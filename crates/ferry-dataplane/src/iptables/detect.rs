@@ -24,9 +24,7 @@ fn rule_count(save: &str) -> usize {
 pub fn choose(nft_save: &str, legacy_save: &str) -> Backend {
     if has_marker(nft_save) {
         Backend::Nft
-    } else if has_marker(legacy_save) {
-        Backend::Legacy
-    } else if rule_count(legacy_save) > rule_count(nft_save) {
+    } else if has_marker(legacy_save) || rule_count(legacy_save) > rule_count(nft_save) {
         Backend::Legacy
     } else {
         Backend::Nft

@@ -185,6 +185,73 @@ pub fn seed_curl_table(mode: Mode) {
     }
 }
 
+/// The seeds' commands (seeds 000 and 002) show what those documents show: prints them after
+/// one request through node2's NodePort (`cargo test -p ferry --test lab_iptables_nft
+/// seed_commands_show_the_seeds_chains -- --nocapture`). nftables mode: the table instead.
+pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
+    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+        return;
+    };
+    seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
+    let Some(ipt) = mode.iptables() else {
+        let table = seed
+            .lab
+            .exec(NODE2, ["nft", "list", "table", "ip", "ferry"])
+            .expect("nft");
+        assert!(table.contains("chain services {"), "{table}");
+        return;
+    };
+    let mut shown = String::new();
+    let mut list = |args: &[&str]| -> String {
+        let mut argv = vec![ipt];
+        argv.extend_from_slice(args);
+        let out = seed.lab.exec(NODE2, &argv).expect("iptables -L");
+        shown.push_str(&format!("# {} {}\n{out}\n", "iptables", args.join(" ")));
+        out
+    };
+    let services = list(&["-t", "nat", "-vnL", "KUBE-SERVICES"]);
+    let last = services.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("KUBE-NODEPORTS") && last.contains("ADDRTYPE match dst-type LOCAL"),
+        "KUBE-NODEPORTS is the last rule:\n{services}"
+    );
+    let svc = services
+        .split_whitespace()
+        .find(|w| w.starts_with("KUBE-SVC-"))
+        .expect("a KUBE-SVC- chain")
+        .to_owned();
+    let nodeports = list(&["-t", "nat", "-vnL", "KUBE-NODEPORTS"]);
+    assert!(
+        nodeports.contains("KUBE-EXT-") && nodeports.contains("dpt:32223"),
+        "{nodeports}"
+    );
+    let svc_rules = list(&["-t", "nat", "-vnL", &svc]);
+    assert!(
+        svc_rules.contains("statistic mode random probability 0.50000000000"),
+        "{svc_rules}"
+    );
+    let sep = svc_rules
+        .split_whitespace()
+        .find(|w| w.starts_with("KUBE-SEP-"))
+        .expect("a KUBE-SEP- chain")
+        .to_owned();
+    let sep_rules = list(&["-t", "nat", "-vnL", &sep]);
+    assert!(
+        sep_rules.contains("KUBE-MARK-MASQ") && sep_rules.contains("DNAT"),
+        "{sep_rules}"
+    );
+    let mark = list(&["-t", "nat", "-vnL", "KUBE-MARK-MASQ"]);
+    assert!(mark.contains("MARK or 0x4000"), "{mark}");
+    let post = list(&["-t", "nat", "-vnL", "KUBE-POSTROUTING"]);
+    assert!(
+        post.contains("MASQUERADE") && post.contains("random-fully"),
+        "{post}"
+    );
+    let forward = list(&["-vnL", "KUBE-FORWARD"]);
+    assert!(forward.contains("mark match 0x4000/0x4000"), "{forward}");
+    println!("\n{} mode, on k8s-node2:\n{shown}", mode.label());
+}
+
 /// Bad input: an invalid edit of the Service is reported (file, object, field) and the last good
 /// rules stay in the kernel; fixing it is picked up again.
 pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
@@ -207,144 +274,4 @@ pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
     );
 }
 
-/// Ferry owns only its rules: another table (nftables) or another chain and rule (iptables)
-/// survive its syncs, and `ferry cleanup` removes Ferry's rules and nothing else.
-pub fn cleanup_removes_only_ferrys_rules(mode: Mode) {
-    match mode.iptables() {
-        None => cleanup_removes_only_ferrys_table(mode),
-        Some(iptables) => cleanup_removes_only_ferrys_chains(mode, iptables),
-    }
-}
-
-fn cleanup_removes_only_ferrys_chains(mode: Mode, iptables: &str) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
-    let save = format!("{iptables}-save");
-    for args in [
-        vec!["-t", "nat", "-N", "OTHER"],
-        vec!["-t", "nat", "-A", "OTHER", "-j", "RETURN"],
-        vec!["-t", "nat", "-I", "PREROUTING", "-j", "OTHER"],
-        vec!["-A", "INPUT", "-p", "tcp", "--dport", "9", "-j", "ACCEPT"],
-    ] {
-        seed.lab
-            .exec(NODE1, std::iter::once(iptables).chain(args))
-            .expect("add foreign rules");
-    }
-    let foreign = [
-        ":OTHER - [0:0]",
-        "-A PREROUTING -j OTHER",
-        "-A INPUT -p tcp -m tcp --dport 9 -j ACCEPT",
-    ];
-    seed.change(|m| m.endpoints[1].1 = false);
-    let rules = seed.lab.exec(NODE1, [save.as_str()]).expect("save");
-    for needle in foreign
-        .iter()
-        .chain(&[":KUBE-SERVICES - [0:0]", "-j KUBE-POSTROUTING"])
-    {
-        assert!(rules.contains(needle), "{needle}:\n{rules}");
-    }
-    seed.ferry(NODE1).stop().expect("stop ferry");
-    let rules = seed.lab.exec(NODE1, [save.as_str()]).expect("save");
-    assert!(
-        rules.contains(":KUBE-SERVICES"),
-        "stopping leaves the rules in place: {rules}"
-    );
-    seed.lab
-        .exec(NODE1, [FERRY, "cleanup"])
-        .expect("ferry cleanup");
-    let rules = seed.lab.exec(NODE1, [save.as_str()]).expect("save");
-    assert!(!rules.contains("KUBE-"), "{rules}");
-    for needle in foreign {
-        assert!(rules.contains(needle), "{needle}:\n{rules}");
-    }
-}
-
-/// Emptying Ferry's service dispatch by hand (`iptables -t nat -F KUBE-SERVICES`, or the
-/// nftables `services` chain) is repaired by the periodic full resync, within one sync period.
-pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
-    let Some(mut seed) = SeedLab::start_with(mode, "Cluster", &["--sync-period", "3s"]) else {
-        return;
-    };
-    // What to flush, how to list it, and a rule it holds.
-    let (flush, list, rule): (Vec<&str>, Vec<&str>, &str) = match mode.iptables() {
-        Some(ipt) => (
-            vec![ipt, "-t", "nat", "-F", "KUBE-SERVICES"],
-            vec![ipt, "-t", "nat", "-S", "KUBE-SERVICES"],
-            CLUSTER_IP,
-        ),
-        None => (
-            vec!["nft", "flush", "chain", "ip", "ferry", "services"],
-            vec!["nft", "list", "chain", "ip", "ferry", "services"],
-            "vmap @service-ips",
-        ),
-    };
-    // (Not asserting the flushed state: a periodic resync may already have repaired it.)
-    seed.lab.exec(NODE1, &flush).expect("flush by hand");
-    // Counted after the flush: the full sync waited for cannot be one that ran before it.
-    let before = seed.full_syncs(NODE1);
-    seed.wait_full_synced(NODE1, before + 1);
-    assert!(seed.lab.exec(NODE1, &list).expect("list").contains(rule));
-    seed.hello(&Host::node(NODE1), &cluster_url());
-}
-
-/// Deleting all of Ferry's rules (iptables: flushing and deleting every nat chain, the canary
-/// included) is noticed at the next sync, which is then a full one: the canary makes the
-/// partial sync a full one (iptables), a failed partial sync is retried as a full one (nft).
-pub fn deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
-    let before = seed.full_syncs(NODE1);
-    let cmds: Vec<Vec<&str>> = match mode.iptables() {
-        Some(ipt) => vec![vec![ipt, "-t", "nat", "-F"], vec![ipt, "-t", "nat", "-X"]],
-        None => vec![vec!["nft", "delete", "table", "ip", "ferry"]],
-    };
-    for cmd in &cmds {
-        seed.lab.exec(NODE1, cmd).expect("delete by hand");
-    }
-    seed.change(|m| m.endpoints[1].1 = false);
-    seed.wait_full_synced(NODE1, before + 1);
-    for _ in 0..10 {
-        let h = seed.hello(&Host::node(NODE1), &cluster_url());
-        assert_eq!(h.server_ip, POD_A.1, "the change is in place too");
-    }
-}
-
-/// nftables: another table survives Ferry's syncs, and `ferry cleanup` removes Ferry's table
-/// and nothing else.
-fn cleanup_removes_only_ferrys_table(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
-    seed.lab
-        .exec(NODE1, ["nft", "add table ip other; add chain ip other keep { type filter hook input priority 0; }"])
-        .expect("add a foreign table");
-    seed.change(|m| m.endpoints[1].1 = false);
-    let tables = seed
-        .lab
-        .exec(NODE1, ["nft", "list", "tables"])
-        .expect("list tables");
-    assert!(
-        tables.contains("table ip other") && tables.contains("table ip ferry"),
-        "{tables}"
-    );
-    seed.ferry(NODE1).stop().expect("stop ferry");
-    let tables = seed
-        .lab
-        .exec(NODE1, ["nft", "list", "tables"])
-        .expect("list tables");
-    assert!(
-        tables.contains("table ip ferry"),
-        "stopping leaves the rules in place: {tables}"
-    );
-    seed.lab
-        .exec(NODE1, [FERRY, "cleanup"])
-        .expect("ferry cleanup");
-    let tables = seed
-        .lab
-        .exec(NODE1, ["nft", "list", "tables"])
-        .expect("list tables");
-    assert!(!tables.contains("table ip ferry"), "{tables}");
-    assert!(tables.contains("table ip other"), "{tables}");
-}
+pub use crate::ownership::*;
