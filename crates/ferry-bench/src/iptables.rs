@@ -110,7 +110,10 @@ pub fn run(
             dataplane.installed().is_some_and(|i| i.same_base(&base)),
             "change {k}: the node-wide rules changed"
         );
-        let render_ctx = RenderContext::of(compiler.base_plan());
+        let render_ctx = RenderContext {
+            large_cluster: dataplane.installed().is_some_and(|i| i.large_cluster),
+            ..RenderContext::of(compiler.base_plan())
+        };
         let changes = dirty
             .iter()
             .map(|name| {

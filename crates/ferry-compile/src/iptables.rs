@@ -22,7 +22,9 @@ pub use names::{
     KUBE_PROXY_FIREWALL, KUBE_SERVICES, LOCAL_PREFIX, NON_POD_MASQ, SEP_PREFIX,
     SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
 };
-pub use render::{jump_rules, render, render_base, render_service, RenderContext};
+pub use render::{
+    jump_rules, render, render_base, render_service, RenderContext, LARGE_CLUSTER_ENDPOINTS,
+};
 pub use restore::{Restore, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
 
 #[cfg(test)]

@@ -75,6 +75,8 @@ pub struct ServiceRules {
     /// Rules in filter `KUBE-EXTERNAL-SERVICES` (external destinations without usable
     /// endpoints).
     pub filter_external: Vec<String>,
+    /// Endpoint chains of the service (what large cluster mode counts).
+    pub endpoints: usize,
 }
 
 /// The whole desired state for one family.
@@ -88,6 +90,8 @@ pub struct Ruleset {
     pub filter: Vec<Chain>,
     /// The rules that end nat `KUBE-SERVICES`: the jump(s) to `KUBE-NODEPORTS`.
     pub nodeport_jumps: Vec<String>,
+    /// Rendered in upstream's large cluster mode (no per-endpoint comments).
+    pub large_cluster: bool,
     /// Per-service chains and rules.
     pub services: BTreeMap<ServiceName, ServiceRules>,
 }
@@ -99,6 +103,11 @@ impl Ruleset {
             && self.nat == other.nat
             && self.filter == other.filter
             && self.nodeport_jumps == other.nodeport_jumps
+    }
+
+    /// Endpoint chains of all services (large cluster mode is decided on this).
+    pub fn endpoint_count(&self) -> usize {
+        self.services.values().map(|s| s.endpoints).sum()
     }
 
     /// Replaces (or removes, with `None`) one service's rules.

@@ -252,3 +252,28 @@ fn a_full_restore_declares_the_canaries_and_deletes_stale_chains() {
     );
     assert!(text.contains(":KUBE-SEP-GONE - [0:0]") && text.contains("-X KUBE-SEP-GONE\nCOMMIT"));
 }
+
+#[test]
+fn above_a_thousand_endpoints_per_endpoint_rules_carry_no_comment() {
+    let ips: Vec<String> = (0..1001)
+        .map(|i| format!("10.0.{}.{}", i / 250, i % 250 + 1))
+        .collect();
+    let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+    let large = ruleset(&seed_state(TrafficPolicy::Cluster, &refs), "k8s-node2", &[]);
+    assert!(large.large_cluster);
+    let rules = &large.services[&svc()];
+    assert_eq!(rules.endpoints, 1001);
+    let sep = chain(rules, SEP_PREFIX);
+    assert!(sep.rules.iter().all(|r| !r.contains("comment")), "{sep:?}");
+    assert!(!chain(rules, SVC_PREFIX).rules[0].contains("comment"));
+    assert!(
+        rules.nat_services[0].contains("cluster IP"),
+        "KUBE-SERVICES keeps its comments"
+    );
+    let small = ruleset(
+        &seed_state(TrafficPolicy::Cluster, &refs[..1000]),
+        "k8s-node2",
+        &[],
+    );
+    assert!(!small.large_cluster);
+}

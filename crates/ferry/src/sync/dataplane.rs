@@ -1,7 +1,7 @@
 //! The dataplanes the syncer drives. The compile step is shared (the [`NodeCompiler`]'s plan
 //! per service); each dataplane renders it into its own rules and applies them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ferry_compile::{iptables, NodeCompiler, ServicePlan};
 use ferry_dataplane::iptables::{IptablesDataplane, IptablesRunner};
@@ -68,10 +68,14 @@ fn iptables_service(
     compiler: &NodeCompiler,
     state: &ClusterState,
     name: &ServiceName,
+    large_cluster: bool,
 ) -> Option<iptables::ServiceRules> {
     let plans = compiler.service_plans(state, name);
     let refs: Vec<&ServicePlan> = plans.iter().collect();
-    let ctx = iptables::RenderContext::of(compiler.base_plan());
+    let ctx = iptables::RenderContext {
+        large_cluster,
+        ..iptables::RenderContext::of(compiler.base_plan())
+    };
     (!refs.is_empty()).then(|| iptables::render_service(&refs, &ctx))
 }
 
@@ -102,10 +106,24 @@ impl<R: IptablesRunner> Dataplane for IptablesDataplane<R> {
         state: &ClusterState,
         dirty: &BTreeSet<ServiceName>,
     ) -> Result<SyncReport, ApplyError> {
-        let changes = dirty
+        let large = self.installed().is_some_and(|i| i.large_cluster);
+        let changes: BTreeMap<_, _> = dirty
             .iter()
-            .map(|name| (name.clone(), iptables_service(compiler, state, name)))
+            .map(|name| (name.clone(), iptables_service(compiler, state, name, large)))
             .collect();
+        if let Some(installed) = self.installed() {
+            // Crossing upstream's large-cluster threshold changes every service's rules.
+            let before: usize = changes
+                .keys()
+                .filter_map(|n| installed.services.get(n))
+                .map(|s| s.endpoints)
+                .sum();
+            let after: usize = changes.values().flatten().map(|s| s.endpoints).sum();
+            let total = installed.endpoint_count() - before + after;
+            if (total > iptables::LARGE_CLUSTER_ENDPOINTS) != large {
+                return self.sync_full(compiler, state);
+            }
+        }
         self.apply_changes(changes)
     }
 }

@@ -162,7 +162,7 @@ pub fn seed_curl_table(mode: Mode) {
             return;
         };
         println!(
-            "\nexternalTrafficPolicy: {policy} ({} mode), from the client 10.1.1.100:",
+            "\nexternalTrafficPolicy: {policy} ({}), from the client 10.1.1.100:",
             mode.label()
         );
         for (node, ip) in NODES {
@@ -249,7 +249,7 @@ pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
     );
     let forward = list(&["-vnL", "KUBE-FORWARD"]);
     assert!(forward.contains("mark match 0x4000/0x4000"), "{forward}");
-    println!("\n{} mode, on k8s-node2:\n{shown}", mode.label());
+    println!("\n{}, on k8s-node2:\n{shown}", mode.label());
 }
 
 /// Bad input: an invalid edit of the Service is reported (file, object, field) and the last good

@@ -52,9 +52,9 @@ impl Mode {
     /// How the mode is shown in printed tables.
     pub fn label(self) -> &'static str {
         match self {
-            Mode::Nftables => "nftables",
-            Mode::IptablesNft => "iptables, nft backend",
-            Mode::IptablesLegacy => "iptables, legacy backend",
+            Mode::Nftables => "nftables mode",
+            Mode::IptablesNft => "iptables mode, nft backend",
+            Mode::IptablesLegacy => "iptables mode, legacy backend",
         }
     }
 
