@@ -221,7 +221,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
          'nft' columns = time inside the nft tool and kernel; 'delta' = the rest of \
          apply_changes.\n  iptables modes: compile = NodeView::build + Plan::build + iptables::render; full sync = \
          iptables-restore --noflush + the\n  jump rules (-C, -I); incr = one partial sync (shared top-level \
-         chains + the changed service's chains), agent path,\n  'delta' = the canary check (three \
+         chains + the changed service's chains), agent path,\n  'delta' = the canary check (two \
          `iptables -S`), 'nft' = iptables-restore; chains = nat + filter chains.\n  peak RSS = VmHWM of the measuring process (one process per N), at the \
          end; nft peak RSS = largest nft child;\n  RSS loaded = VmRSS with the state \
          loaded; HWM compiled/full/incr = VmHWM after compiling, the full sync, the \

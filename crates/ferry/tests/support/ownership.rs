@@ -87,16 +87,20 @@ pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
     seed.hello(&Host::node(NODE1), &cluster_url());
 }
 
-/// Deleting all of Ferry's rules (iptables: flushing and deleting every nat chain, the canary
-/// included) is noticed at the next sync, which is then a full one: the canary makes the
-/// partial sync a full one (iptables), a failed partial sync is retried as a full one (nft).
+/// Deleting all of Ferry's rules by hand (iptables: flushing and deleting every chain of
+/// filter, nat and mangle, as a firewall reload does, canaries included) is noticed at the next
+/// sync, which is then a full one: in iptables mode at once, because the canary is gone; in
+/// nftables mode the partial sync fails and is retried as a full one.
 pub fn deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync(mode: Mode) {
     let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
         return;
     };
     let before = seed.full_syncs(NODE1);
     let cmds: Vec<Vec<&str>> = match mode.iptables() {
-        Some(ipt) => vec![vec![ipt, "-t", "nat", "-F"], vec![ipt, "-t", "nat", "-X"]],
+        Some(ipt) => ["filter", "nat", "mangle"]
+            .iter()
+            .flat_map(|t| [vec![ipt, "-t", t, "-F"], vec![ipt, "-t", t, "-X"]])
+            .collect(),
         None => vec![vec!["nft", "delete", "table", "ip", "ferry"]],
     };
     for cmd in &cmds {
@@ -104,6 +108,17 @@ pub fn deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync(mode: Mode) {
     }
     seed.change(|m| m.endpoints[1].1 = false);
     seed.wait_full_synced(NODE1, before + 1);
+    if mode.iptables().is_some() {
+        let log = seed.ferry(NODE1).log();
+        assert!(
+            !log.contains("sync failed"),
+            "the canary, not a failure:\n{log}"
+        );
+        assert!(
+            log.contains("canary chain KUBE-PROXY-CANARY is gone"),
+            "{log}"
+        );
+    }
     for _ in 0..10 {
         let h = seed.hello(&Host::node(NODE1), &cluster_url());
         assert_eq!(h.server_ip, POD_A.1, "the change is in place too");
