@@ -1,0 +1,193 @@
+//! The node-wide part of the ruleset: fixed chains, the jump to `KUBE-NODEPORTS`, and the jumps
+//! from the built-in chains.
+
+use std::collections::BTreeMap;
+
+use ferry_model::IpFamily;
+
+use super::model::{Chain, JumpRule, Ruleset, Table};
+use super::names::*;
+use crate::plan::{NodePortScope, Plan};
+
+/// upstream's mark text: `%#08x` of the mark (`0x004000` for bit 14).
+fn mark_text(mark: u32) -> String {
+    format!("{mark:#08x}")
+}
+
+pub(super) fn chain(name: &str, rules: Vec<String>) -> Chain {
+    Chain {
+        name: name.to_owned(),
+        rules,
+    }
+}
+
+/// Renders everything that does not depend on individual services.
+pub fn render_base(plan: &Plan) -> Ruleset {
+    let mark = mark_text(plan.masquerade_mark);
+    let mut nat = vec![
+        chain(
+            KUBE_POSTROUTING,
+            vec![
+                format!("-m mark ! --mark {mark}/{mark} -j RETURN"),
+                // Clear the mark so a packet that re-traverses the stack is not masqueraded
+                // twice.
+                format!("-j MARK --xor-mark {mark}"),
+                "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully".to_owned(),
+            ],
+        ),
+        chain(KUBE_MARK_MASQ, vec![format!("-j MARK --or-mark {mark}")]),
+    ];
+    if plan.pod_cidrs.len() > 1 {
+        let mut rules: Vec<String> = plan
+            .pod_cidrs
+            .iter()
+            .map(|c| format!("-s {c} -j RETURN"))
+            .collect();
+        rules.push(format!("-j {KUBE_MARK_MASQ}"));
+        nat.push(chain(NON_POD_MASQ, rules));
+    }
+    let filter = vec![
+        chain(
+            KUBE_FORWARD,
+            vec![
+                // Upstream's default (nf_conntrack_tcp_be_liberal unset): an out-of-window
+                // packet would otherwise reach the pod un-NATed and reset the connection.
+                "-m conntrack --ctstate INVALID -j DROP".to_owned(),
+                format!(
+                    "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark {mark}/{mark} -j ACCEPT"
+                ),
+                "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_owned(),
+            ],
+        ),
+        Chain::new(KUBE_NODEPORTS),
+        Chain::new(KUBE_PROXY_FIREWALL),
+    ];
+    let comment =
+        "-m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
+    let local = "-m addrtype --dst-type LOCAL";
+    let nodeport_jumps = match &plan.node_ports {
+        NodePortScope::AllLocal => {
+            let loopback = match plan.family {
+                IpFamily::V4 => "127.0.0.0/8",
+                IpFamily::V6 => "::1/128",
+            };
+            vec![format!(
+                "{comment} {local} ! -d {loopback} -j {KUBE_NODEPORTS}"
+            )]
+        }
+        NodePortScope::LocalWithin(nets) => nets
+            .iter()
+            .map(|n| format!("{comment} -d {n} {local} -j {KUBE_NODEPORTS}"))
+            .collect(),
+    };
+    Ruleset {
+        family: plan.family,
+        nat,
+        filter,
+        nodeport_jumps,
+        large_cluster: false,
+        services: BTreeMap::new(),
+    }
+}
+
+/// The jumps from the built-in chains into Ferry's chains (upstream's list, same comments).
+pub fn jump_rules() -> Vec<JumpRule> {
+    let new = ["-m", "conntrack", "--ctstate", "NEW"].as_slice();
+    let list: [(Table, &'static str, &[&str], &str, &str); 12] = [
+        (
+            Table::Filter,
+            "INPUT",
+            new,
+            "kubernetes externally-visible service portals",
+            KUBE_EXTERNAL_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            new,
+            "kubernetes externally-visible service portals",
+            KUBE_EXTERNAL_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "INPUT",
+            &[],
+            "kubernetes health check service ports",
+            KUBE_NODEPORTS,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            new,
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "OUTPUT",
+            new,
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            &[],
+            "kubernetes forwarding rules",
+            KUBE_FORWARD,
+        ),
+        (
+            Table::Filter,
+            "INPUT",
+            new,
+            "kubernetes load balancer firewall",
+            KUBE_PROXY_FIREWALL,
+        ),
+        (
+            Table::Filter,
+            "OUTPUT",
+            new,
+            "kubernetes load balancer firewall",
+            KUBE_PROXY_FIREWALL,
+        ),
+        (
+            Table::Filter,
+            "FORWARD",
+            new,
+            "kubernetes load balancer firewall",
+            KUBE_PROXY_FIREWALL,
+        ),
+        (
+            Table::Nat,
+            "OUTPUT",
+            &[],
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Nat,
+            "PREROUTING",
+            &[],
+            "kubernetes service portals",
+            KUBE_SERVICES,
+        ),
+        (
+            Table::Nat,
+            "POSTROUTING",
+            &[],
+            "kubernetes postrouting rules",
+            KUBE_POSTROUTING,
+        ),
+    ];
+    list.iter()
+        .map(|(table, chain, extra, comment, target)| {
+            let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+            args.extend(["-m", "comment", "--comment", comment, "-j", target].map(str::to_owned));
+            JumpRule {
+                table: *table,
+                chain,
+                args,
+            }
+        })
+        .collect()
+}
