@@ -157,7 +157,8 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         let started = Instant::now();
         last_sync = Some(started);
         let result = syncer.sync(full);
-        metrics.sync_ran(result.as_ref().ok().map(|r| r.kind), started.elapsed());
+        let elapsed = started.elapsed();
+        metrics.sync_ran(result.as_ref().ok().map(|r| r.kind), elapsed);
         match result {
             Ok(report) => {
                 pending = false;
@@ -174,7 +175,7 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
                 tracing::info!(
                     kind = ?report.kind,
                     services_changed = services,
-                    duration_ms = started.elapsed().as_secs_f64() * 1e3,
+                    duration_ms = elapsed.as_secs_f64() * 1e3,
                     chains_written = report.chains_written,
                     elements_changed = report.elements_changed,
                     script_bytes = report.script_bytes,
