@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
-    check_masquerade_bit, hostname, parse_cidrs, parse_duration, parse_node_port_addresses, Config,
-    ConfigError, DetectLocalMode, FileConfig, ProxyMode,
+    check_masquerade_bit, hostname, parse_bind_address, parse_cidrs, parse_duration,
+    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, FileConfig, ProxyMode,
 };
 
 /// Ferry: a Kubernetes service proxy that can explain itself.
@@ -26,6 +26,9 @@ pub enum Command {
     /// Print the ruleset `ferry run` would apply on a node, without root and without touching
     /// the kernel.
     Rules(RunArgs),
+    /// Validate the configuration (flags, `--config`) and `--manifests` without running:
+    /// prints every problem; exit 0 when valid, 1 otherwise.
+    Check(RunArgs),
     /// Remove everything Ferry created in the kernel (this network namespace).
     Cleanup,
     /// (lab) Serve the seed's url-analysis echo app, as a lab pod.
@@ -86,6 +89,12 @@ pub struct RunArgs {
     /// Minimum interval between syncs (changes are coalesced).
     #[arg(long, value_name = "DURATION")]
     pub min_sync_period: Option<String>,
+    /// The proxy health server's IP:PORT (`/healthz`, `/livez`); empty or port 0 disables it.
+    #[arg(long, value_name = "IP:PORT")]
+    pub healthz_bind_address: Option<String>,
+    /// The metrics server's IP:PORT (`/metrics`); empty or port 0 disables it.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics_bind_address: Option<String>,
     /// Log verbosity, like kube-proxy's -v (0–2 info, 4 debug, 6+ trace).
     #[arg(short = 'v', long = "v", default_value_t = 2)]
     pub verbosity: u8,
@@ -138,6 +147,12 @@ impl RunArgs {
         if let Some(d) = &self.min_sync_period {
             cfg.min_sync_period =
                 parse_duration(d).map_err(|m| ConfigError::new("--min-sync-period", m))?;
+        }
+        if let Some(a) = &self.healthz_bind_address {
+            cfg.healthz_bind_address = parse_bind_address("--healthz-bind-address", a)?;
+        }
+        if let Some(a) = &self.metrics_bind_address {
+            cfg.metrics_bind_address = parse_bind_address("--metrics-bind-address", a)?;
         }
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname();
@@ -198,5 +213,11 @@ fn apply_file(cfg: &mut Config, file: FileConfig) {
     }
     if let Some(v) = file.min_sync_period {
         cfg.min_sync_period = v;
+    }
+    if let Some(v) = file.healthz_bind_address {
+        cfg.healthz_bind_address = v;
+    }
+    if let Some(v) = file.metrics_bind_address {
+        cfg.metrics_bind_address = v;
     }
 }

@@ -2,16 +2,23 @@
 //!
 //! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (state + compile +
 //! apply, one sync at a time), [`run`] (the agent: sources, the bounded-frequency loop,
-//! signals).
+//! signals), [`health`] (`/healthz`, `/livez`), [`healthcheck`] (service health-check
+//! NodePorts), [`metrics`] (`/metrics`), [`serve`] (their HTTP servers), [`check`]
+//! (`ferry check`).
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser;
 
+mod check;
 mod cli;
 mod config;
+mod health;
+mod healthcheck;
+mod metrics;
 mod run;
+mod serve;
 mod sync;
 
 use cli::{Cli, Command, LogFormat, RunArgs};
@@ -88,6 +95,17 @@ fn main() -> ExitCode {
             };
             print!("{}", run::rules(&config, &manifests));
             ExitCode::SUCCESS
+        }
+        Command::Check(args) => {
+            let report = check::check(&args);
+            for line in &report.lines {
+                println!("{line}");
+            }
+            if report.errors == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         Command::Cleanup => match ferry_dataplane::cleanup() {
             Ok(()) => ExitCode::SUCCESS,

@@ -1,10 +1,11 @@
-//! The agent: the manifest source, the bounded-frequency sync loop, signals.
+//! The agent: the manifest source, the bounded-frequency sync loop, the health, metrics and
+//! health-check NodePort servers, signals.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
 
 use ferry_dataplane::{NftDataplane, SyncKind};
@@ -13,6 +14,10 @@ use ferry_source::manifest::ManifestSource;
 use ferry_source::SourceEvent;
 
 use crate::config::Config;
+use crate::health::ProxyHealth;
+use crate::healthcheck::ServiceHealthServers;
+use crate::metrics::Metrics;
+use crate::serve::keep_serving;
 use crate::sync::Syncer;
 
 /// After a failed sync, retry this soon (upstream's retry interval is 1 s).
@@ -59,12 +64,39 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         min_sync_period = ?config.min_sync_period,
         "ferry starting (nftables mode)"
     );
+    let metrics = Metrics::new();
+    // Upstream's health timeout: a change may wait two sync periods before the proxy counts
+    // as unhealthy.
+    let health = ProxyHealth::new(2 * config.sync_period);
+    let (stop_servers, servers_stopped) = watch::channel(false);
+    let mut servers = Vec::new();
+    if let Some(addr) = config.healthz_bind_address {
+        let router = crate::health::router(health.clone(), metrics.clone());
+        servers.push(tokio::spawn(keep_serving(
+            "healthz",
+            addr,
+            router,
+            servers_stopped.clone(),
+        )));
+    }
+    if let Some(addr) = config.metrics_bind_address {
+        let router = crate::metrics::router(metrics.clone());
+        servers.push(tokio::spawn(keep_serving(
+            "metrics",
+            addr,
+            router,
+            servers_stopped.clone(),
+        )));
+    }
+    let mut health_checks = ServiceHealthServers::new(health.clone());
+
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(64);
     let source = ManifestSource::new(manifests);
-    // The source logs each invalid object itself (file, object, field); nothing to add here
-    // until the metrics server counts them.
+    // The source logs each invalid object itself (file, object, field); count them here.
+    let counted = metrics.clone();
     tokio::spawn(async move {
-        if let Err(e) = source.run(tx, |_| {}).await {
+        let count = move |e: &ferry_source::InvalidObject| counted.invalid_object(&e.object.kind);
+        if let Err(e) = source.run(tx, count).await {
             tracing::error!("manifest source stopped: {e}");
         }
     });
@@ -88,6 +120,7 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         anyhow::bail!("the manifest source stopped before its first scan");
     };
     syncer.handle(first);
+    queued(&syncer, &health, &metrics);
 
     let mut last_sync: Option<Instant> = None;
     let mut next_full = Instant::now();
@@ -108,6 +141,7 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
                 Some(ev) => {
                     if syncer.handle(ev) {
                         pending = true;
+                        queued(&syncer, &health, &metrics);
                     }
                     continue;
                 }
@@ -119,19 +153,29 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         }
         let full = Instant::now() >= next_full;
         let services = syncer.pending_services();
+        let trigger_times = syncer.pending_changes().trigger_times.clone();
         let started = Instant::now();
         last_sync = Some(started);
-        match syncer.sync(full) {
+        let result = syncer.sync(full);
+        let elapsed = started.elapsed();
+        metrics.sync_ran(result.as_ref().ok().map(|r| r.kind), elapsed);
+        match result {
             Ok(report) => {
                 pending = false;
                 retry_at = None;
                 if report.kind == SyncKind::Full {
                     next_full = started + config.sync_period;
                 }
+                health.updated();
+                metrics.sync_succeeded(SystemTime::now(), &trigger_times);
+                metrics.changes(syncer.pending_changes());
+                metrics.no_local_endpoints(syncer.status().no_local_endpoints());
+                health_checks.sync(&syncer.status().health_checks()).await;
+                metrics.health_check_servers(health_checks.open().len());
                 tracing::info!(
                     kind = ?report.kind,
                     services_changed = services,
-                    duration_ms = started.elapsed().as_secs_f64() * 1e3,
+                    duration_ms = elapsed.as_secs_f64() * 1e3,
                     chains_written = report.chains_written,
                     elements_changed = report.elements_changed,
                     script_bytes = report.script_bytes,
@@ -145,5 +189,23 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         }
     }
     tracing::info!("ferry stopping; rules stay in place (run `ferry cleanup` to remove them)");
+    let _ = stop_servers.send(true);
+    health_checks.close_all().await;
+    for server in servers {
+        let _ = server.await;
+    }
     Ok(())
+}
+
+/// A change is waiting for a sync: start the health clock, export the pending changes, and
+/// follow this node's eligibility (its Node may be what changed).
+fn queued<R: ferry_dataplane::NftRunner>(
+    syncer: &Syncer<R>,
+    health: &ProxyHealth,
+    metrics: &Metrics,
+) {
+    health.queued_update();
+    health.sync_node(syncer.this_node());
+    metrics.sync_queued(SystemTime::now());
+    metrics.changes(syncer.pending_changes());
 }

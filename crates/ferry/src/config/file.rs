@@ -1,5 +1,6 @@
 //! The `kubeproxy.config.k8s.io/v1alpha1` `KubeProxyConfiguration` file.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -8,8 +9,8 @@ use serde_json::{Map, Value};
 use ferry_compile::NodePortAddresses;
 
 use super::{
-    check_masquerade_bit, parse_cidrs, parse_duration, parse_node_port_addresses, ConfigError,
-    DetectLocalMode, ProxyMode,
+    check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration,
+    parse_node_port_addresses, ConfigError, DetectLocalMode, ProxyMode,
 };
 
 /// Prefix of the warning for a field KubeProxyConfiguration does not have.
@@ -36,6 +37,10 @@ pub struct FileConfig {
     pub sync_period: Option<Duration>,
     /// `minSyncPeriod` / `nftables.minSyncPeriod`.
     pub min_sync_period: Option<Duration>,
+    /// `healthzBindAddress` (`Some(None)`: set empty, the server is off).
+    pub healthz_bind_address: Option<Option<SocketAddr>>,
+    /// `metricsBindAddress` (`Some(None)`: set empty, the server is off).
+    pub metrics_bind_address: Option<Option<SocketAddr>>,
     /// Fields that are unknown, or known to kube-proxy but not used by Ferry: reported, not
     /// silently dropped.
     pub warnings: Vec<String>,
@@ -56,6 +61,8 @@ const USED: &[&str] = &[
     "iptables",
     "syncPeriod",
     "minSyncPeriod",
+    "healthzBindAddress",
+    "metricsBindAddress",
 ];
 
 /// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
@@ -67,10 +74,8 @@ const NOT_USED: &[&str] = &[
     "conntrack",
     "enableProfiling",
     "featureGates",
-    "healthzBindAddress",
     "ipvs",
     "logging",
-    "metricsBindAddress",
     "oomScoreAdj",
     "portRange",
     "showHiddenMetricsForVersion",
@@ -227,6 +232,14 @@ impl FileConfig {
                 ))
             }
         };
+        for (field, slot) in [
+            ("healthzBindAddress", &mut out.healthz_bind_address),
+            ("metricsBindAddress", &mut out.metrics_bind_address),
+        ] {
+            if let Some(s) = r.string(&obj, field, field)? {
+                *slot = Some(parse_bind_address(&format!("{file}: {field}"), s)?);
+            }
+        }
         out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
         out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
         // Per-mode sections: nftables wins over iptables for the bit, and over the top level
