@@ -11,6 +11,7 @@ use clap::Parser;
 
 mod cli;
 mod config;
+mod explain;
 mod run;
 mod sync;
 
@@ -87,6 +88,29 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_USAGE);
             };
             print!("{}", run::rules(&config, &manifests));
+            ExitCode::SUCCESS
+        }
+        Command::Explain(mut args) => {
+            if let Some(node) = args.node.take() {
+                args.run.hostname_override = Some(node);
+            }
+            if args.run.manifests.is_none() {
+                eprintln!("ferry: --manifests: required");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            let Some((config, manifests)) = resolve(&args.run, |w| eprintln!("warning: {w}"))
+            else {
+                return ExitCode::from(EXIT_USAGE);
+            };
+            let to = match explain::parse_to(&args.to) {
+                Ok(to) => to,
+                Err(e) => {
+                    eprintln!("ferry: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let trace = explain::explain(&config, &manifests, args.from, to);
+            print!("{}", explain::render(&trace, args.output));
             ExitCode::SUCCESS
         }
         Command::Cleanup => match ferry_dataplane::cleanup() {
