@@ -30,6 +30,9 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Remove everything Ferry created in the kernel (this network namespace).
     Cleanup,
+    /// A small cluster in network namespaces on this machine (root).
+    #[command(subcommand)]
+    Lab(crate::lab_cmd::LabCommand),
     /// (lab) Serve the seed's url-analysis echo app, as a lab pod.
     #[command(hide = true)]
     LabPod {

@@ -12,6 +12,7 @@ use clap::Parser;
 mod cli;
 mod config;
 mod explain;
+mod lab_cmd;
 mod run;
 mod sync;
 
@@ -113,6 +114,7 @@ fn main() -> ExitCode {
             print!("{}", explain::render(&trace, args.output));
             ExitCode::SUCCESS
         }
+        Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Cleanup => match ferry_dataplane::cleanup() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
