@@ -13,6 +13,7 @@ pub mod config;
 pub mod nft;
 mod node;
 pub mod plan;
+pub mod trace;
 
 pub use config::{CompileConfig, NodePortAddresses};
 pub use node::NodeCompiler;

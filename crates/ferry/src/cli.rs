@@ -29,8 +29,13 @@ pub enum Command {
     /// Validate the configuration (flags, `--config`) and `--manifests` without running:
     /// prints every problem; exit 0 when valid, 1 otherwise.
     Check(RunArgs),
+    /// Explain where the first packet of a new connection goes on a node, and why.
+    Explain(ExplainArgs),
     /// Remove everything Ferry created in the kernel (this network namespace).
     Cleanup,
+    /// A small cluster in network namespaces on this machine (root).
+    #[command(subcommand)]
+    Lab(crate::lab_cmd::LabCommand),
     /// (lab) Serve the seed's url-analysis echo app, as a lab pod.
     #[command(hide = true)]
     LabPod {
@@ -41,6 +46,26 @@ pub enum Command {
         #[arg(long)]
         listen: std::net::SocketAddr,
     },
+}
+
+/// `ferry explain` flags.
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// The packet's source address (a client, a pod, or a node itself).
+    #[arg(long, value_name = "SRC_IP")]
+    pub from: std::net::IpAddr,
+    /// The packet's destination: ADDRESS:PORT[/tcp|udp|sctp] (TCP by default).
+    #[arg(long, value_name = "DST:PORT[/PROTO]")]
+    pub to: String,
+    /// The node whose rules the packet goes through (same as --hostname-override).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = crate::explain::Output::Text)]
+    pub output: crate::explain::Output,
+    /// Everything `ferry run` takes (manifests, config, cluster CIDR …).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Log output format.

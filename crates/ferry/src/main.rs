@@ -17,6 +17,8 @@ mod config;
 mod health;
 mod healthcheck;
 mod metrics;
+mod explain;
+mod lab_cmd;
 mod run;
 mod serve;
 mod sync;
@@ -107,6 +109,30 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
+        Command::Explain(mut args) => {
+            if let Some(node) = args.node.take() {
+                args.run.hostname_override = Some(node);
+            }
+            if args.run.manifests.is_none() {
+                eprintln!("ferry: --manifests: required");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            let Some((config, manifests)) = resolve(&args.run, |w| eprintln!("warning: {w}"))
+            else {
+                return ExitCode::from(EXIT_USAGE);
+            };
+            let to = match explain::parse_to(&args.to) {
+                Ok(to) => to,
+                Err(e) => {
+                    eprintln!("ferry: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let trace = explain::explain(&config, &manifests, args.from, to);
+            print!("{}", explain::render(&trace, args.output));
+            ExitCode::SUCCESS
+        }
+        Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Cleanup => match ferry_dataplane::cleanup() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
