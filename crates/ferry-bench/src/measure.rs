@@ -150,8 +150,8 @@ pub fn run(
             dirty.len()
         );
         ensure!(
-            r.kind == SyncKind::Partial && r.chains_written >= 1,
-            "change {k} was not an incremental sync rewriting a chain: {r:?}"
+            r.kind == SyncKind::Partial && r.chains_written == 0 && r.elements_changed >= 1,
+            "change {k} was not an incremental sync changing elements only: {r:?}"
         );
         total.push(ms(elapsed));
         compile_part.push(ms(compiled));

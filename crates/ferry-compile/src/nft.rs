@@ -7,13 +7,15 @@
 //! instead of a rule per endpoint. An endpoint change then rewrites one chain and adds no jump or
 //! goto, so the kernel has no chain graph to re-validate.
 
+mod dispatch;
+mod element;
 mod model;
 mod names;
 mod render;
 mod script;
 mod text;
 
-pub use model::{BaseChain, Chain, Element, Ruleset, ServiceRules, SetDef};
+pub use model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict};
 pub use names::{chain_base, EXTERNAL_PREFIX, LOCAL_PREFIX, SERVICE_PREFIX};
 pub use render::{render, render_base, render_service, RenderContext};
 pub use script::{Transaction, TABLE};
