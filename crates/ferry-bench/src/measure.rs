@@ -123,6 +123,7 @@ pub fn run(
     // 3. Incremental syncs: one endpoint of one service changes, the agent's path.
     let (mut total, mut compile_part, mut delta_part, mut nft_part, mut bytes) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut via_netlink = 0usize;
     for k in 0..opts.changes {
         let (_, slice) = spec.changed_slice(k);
         let t = Instant::now();
@@ -153,6 +154,7 @@ pub fn run(
             r.kind == SyncKind::Partial && r.chains_written == 0 && r.elements_changed >= 1,
             "change {k} was not an incremental sync changing elements only: {r:?}"
         );
+        via_netlink += usize::from(r.netlink);
         total.push(ms(elapsed));
         compile_part.push(ms(compiled));
         nft_part.push(ms(r.apply_time));
@@ -182,6 +184,7 @@ pub fn run(
         ("incr_compile_p50_ms", med(&compile_part)),
         ("incr_delta_p50_ms", med(&delta_part)),
         ("incr_nft_p50_ms", med(&nft_part)),
+        ("incr_via_netlink", via_netlink.to_string()),
         (
             "incr_bytes_p50",
             median(&bytes).map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),

@@ -5,7 +5,9 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferry_compile::nft::{Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
+
+use crate::netlink::{ElementSocket, NetlinkError};
 use ferry_model::{IpFamily, ServiceName};
 
 /// Why a transaction was not applied. The kernel holds what it held before.
@@ -23,6 +25,9 @@ pub enum ApplyError {
     /// An incremental sync was asked for before any full sync succeeded.
     #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
     NoBaseline,
+    /// The kernel rejected an element batch sent over netlink.
+    #[error("element batch failed")]
+    Netlink(#[from] NetlinkError),
     /// `nft` rejected the transaction.
     #[error("{program} -f - failed ({status}): {stderr}")]
     Rejected {
@@ -102,8 +107,10 @@ pub struct SyncReport {
     pub chains_written: usize,
     /// Set and map elements added or deleted.
     pub elements_changed: usize,
-    /// Bytes of nft script.
+    /// Bytes of nft script (0 when sent over netlink).
     pub script_bytes: usize,
+    /// True when the change went over Ferry's netlink socket instead of `nft -f`.
+    pub netlink: bool,
     /// Time spent in the kernel transaction (including the nft tool).
     pub apply_time: Duration,
 }
@@ -113,12 +120,21 @@ pub struct NftDataplane<R: NftRunner = NftCli> {
     runner: R,
     /// What the kernel holds, when known (after a successful sync by this process).
     installed: Option<Ruleset>,
+    /// Element-only deltas go here when open (see [`crate::netlink`]).
+    elements: Option<ElementSocket>,
 }
 
 impl NftDataplane<NftCli> {
     /// An applier using the `nft` tool in the current network namespace.
+    /// Element-only incremental syncs go over a long-lived netlink socket; everything else
+    /// through `nft -f`.
     pub fn new() -> Self {
-        Self::with_runner(NftCli::default())
+        let mut dp = Self::with_runner(NftCli::default());
+        match ElementSocket::open() {
+            Ok(sock) => dp.elements = Some(sock),
+            Err(e) => tracing::warn!(error = %e, "no netlink socket: every sync uses nft -f"),
+        }
+        dp
     }
 }
 
@@ -134,6 +150,7 @@ impl<R: NftRunner> NftDataplane<R> {
         Self {
             runner,
             installed: None,
+            elements: None,
         }
     }
 
@@ -182,17 +199,47 @@ impl<R: NftRunner> NftDataplane<R> {
         let Some(installed) = self.installed.as_ref() else {
             return Err(ApplyError::NoBaseline);
         };
-        let tx = Transaction::delta(installed, &changes);
-        if tx.is_empty() {
-            return Ok(SyncReport {
-                kind: SyncKind::Partial,
-                chains_written: 0,
-                elements_changed: 0,
-                script_bytes: 0,
-                apply_time: Duration::ZERO,
-            });
+        let delta = Delta::between(installed, &changes);
+        let start = Instant::now();
+        let mut report = None;
+        if let Some(sock) = self.elements.as_mut() {
+            match sock.apply(installed.family, &delta) {
+                Ok(Ok(())) => {
+                    report = Some(SyncReport {
+                        kind: SyncKind::Partial,
+                        chains_written: 0,
+                        elements_changed: delta.elements_changed(),
+                        script_bytes: 0,
+                        netlink: true,
+                        apply_time: start.elapsed(),
+                    });
+                }
+                Ok(Err(e)) => {
+                    // The kernel kept its old state, but ours may be out of date: resync fully.
+                    self.installed = None;
+                    return Err(e.into());
+                }
+                // Chain changes (or an interval set): nft writes them.
+                Err(_unsupported) => {}
+            }
         }
-        let report = self.run(SyncKind::Partial, &tx)?;
+        let report = match report {
+            Some(r) => r,
+            None => {
+                let tx = delta.transaction(installed.family);
+                if tx.is_empty() {
+                    return Ok(SyncReport {
+                        kind: SyncKind::Partial,
+                        chains_written: 0,
+                        elements_changed: 0,
+                        script_bytes: 0,
+                        netlink: false,
+                        apply_time: Duration::ZERO,
+                    });
+                }
+                self.run(SyncKind::Partial, &tx)?
+            }
+        };
         if let Some(installed) = self.installed.as_mut() {
             for (name, rules) in changes {
                 installed.set_service(name, rules);
@@ -214,6 +261,7 @@ impl<R: NftRunner> NftDataplane<R> {
             chains_written: tx.chains_written,
             elements_changed: tx.elements_changed,
             script_bytes: tx.text.len(),
+            netlink: false,
             apply_time: start.elapsed(),
         })
     }

@@ -154,21 +154,54 @@ impl Transaction {
     }
 
     /// An incremental sync from `installed` (what the kernel holds) after replacing the given
-    /// services' rules (`None`: the service is gone). Touches only those services' chains and
-    /// elements, and shared elements whose last contributor came or went.
+    /// services' rules (`None`: the service is gone). Touches only those services' elements,
+    /// the dispatch chains whose first user came or last user went, and shared elements whose
+    /// last contributor came or went.
     pub fn delta(
         installed: &Ruleset,
         changes: &BTreeMap<ServiceName, Option<ServiceRules>>,
     ) -> Transaction {
-        let mut w = Writer::new(installed.family);
-        let empty = ServiceRules::default();
+        Delta::between(installed, changes).transaction(installed.family)
+    }
+
+    /// True when the transaction does nothing.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+/// What an incremental sync changes, typed (the text [`Transaction`] is rendered from it; a
+/// netlink applier can send element-only deltas without the `nft` tool).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Delta<'a> {
+    /// Dispatch chains to create (first user came), with their rules.
+    pub add_chains: Vec<&'a Chain>,
+    /// Dispatch chains to delete (last user went), after their elements.
+    pub delete_chains: Vec<&'a str>,
+    /// Elements to delete, by set (a key whose value changed is deleted and added again).
+    pub delete: BTreeMap<&'static str, Vec<&'a Element>>,
+    /// Elements to add, by set.
+    pub add: BTreeMap<&'static str, Vec<&'a Element>>,
+}
+
+impl<'a> Delta<'a> {
+    /// The difference between `installed` and `installed` with `changes` applied.
+    pub fn between(
+        installed: &'a Ruleset,
+        changes: &'a BTreeMap<ServiceName, Option<ServiceRules>>,
+    ) -> Self {
+        static EMPTY: ServiceRules = ServiceRules {
+            chains: Vec::new(),
+            elements: Vec::new(),
+        };
+        let empty = &EMPTY;
         let mut chain_delta: BTreeMap<&str, (isize, &Chain)> = BTreeMap::new();
         let mut old_els: BTreeSet<&Element> = BTreeSet::new();
         let mut new_els: BTreeSet<&Element> = BTreeSet::new();
         let mut shared_delta: BTreeMap<(&'static str, &Key), (isize, &Element)> = BTreeMap::new();
         for (name, new) in changes {
-            let old = installed.services.get(name).unwrap_or(&empty);
-            let new = new.as_ref().unwrap_or(&empty);
+            let old = installed.services.get(name).unwrap_or(empty);
+            let new = new.as_ref().unwrap_or(empty);
             for (rules, sign) in [(old, -1), (new, 1)] {
                 for c in &rules.chains {
                     chain_delta.entry(c.name.as_str()).or_insert((0, c)).0 += sign;
@@ -197,15 +230,6 @@ impl Transaction {
                 removed.push(name);
             }
         }
-        for c in &added {
-            w.line("add", "chain", &c.name);
-        }
-        for name in &removed {
-            w.line("flush", "chain", name);
-        }
-        for c in &added {
-            w.rules(c);
-        }
         // Element changes: a key whose value changed is deleted and added again.
         let mut delete: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
         let mut add: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
@@ -224,20 +248,50 @@ impl Transaction {
                 add.entry(set).or_default().push(e);
             }
         }
-        for (set, els) in &delete {
+        Delta {
+            add_chains: added,
+            delete_chains: removed,
+            delete,
+            add,
+        }
+    }
+
+    /// True when only elements change (no chain, so no rule the kernel must validate).
+    pub fn elements_only(&self) -> bool {
+        self.add_chains.is_empty() && self.delete_chains.is_empty()
+    }
+
+    /// Elements added or deleted.
+    pub fn elements_changed(&self) -> usize {
+        self.delete
+            .values()
+            .chain(self.add.values())
+            .map(Vec::len)
+            .sum()
+    }
+
+    /// The `nft -f` text of this delta: chains first (a `goto` needs its chain), then element
+    /// deletions and additions, then chain deletions (no element refers to them any more).
+    pub fn transaction(&self, family: IpFamily) -> Transaction {
+        let mut w = Writer::new(family);
+        for c in &self.add_chains {
+            w.line("add", "chain", &c.name);
+        }
+        for name in &self.delete_chains {
+            w.line("flush", "chain", name);
+        }
+        for c in &self.add_chains {
+            w.rules(c);
+        }
+        for (set, els) in &self.delete {
             w.elements("delete", set, els, false);
         }
-        for (set, els) in &add {
+        for (set, els) in &self.add {
             w.elements("add", set, els, true);
         }
-        for name in &removed {
+        for name in &self.delete_chains {
             w.line("delete", "chain", name);
         }
         w.tx
-    }
-
-    /// True when the transaction does nothing.
-    pub fn is_empty(&self) -> bool {
-        self.text.is_empty()
     }
 }
