@@ -173,19 +173,14 @@ impl<R: NftRunner> NftDataplane<R> {
     /// the same transaction (what an earlier run left is unknown); later ones flush and reload
     /// Ferry's objects and delete chains that are no longer wanted.
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
-        let tx = match &self.installed {
-            None => Transaction::full(&desired, &[], true),
-            Some(old) => {
-                let keep: std::collections::BTreeSet<&str> = desired.chain_names().collect();
-                let stale: Vec<String> = old
-                    .chain_names()
-                    .filter(|n| !keep.contains(n))
-                    .map(str::to_owned)
-                    .collect();
-                Transaction::full(&desired, &stale, false)
-            }
-        };
+        // Always recreate the table in the transaction: nft 1.0.6 cannot add a rule that
+        // reads one of the `typeof` endpoint maps once that map exists in the kernel
+        // ("conflicting protocols specified: tcp vs. th"), so rules are only ever written
+        // together with their maps. Established connections keep their conntrack NAT state.
+        let tx = Transaction::full(&desired, &[], true);
+        self.installed = None;
         let report = self.run(SyncKind::Full, &tx)?;
+        drop(tx);
         self.installed = Some(desired);
         Ok(report)
     }
@@ -219,12 +214,22 @@ impl<R: NftRunner> NftDataplane<R> {
                     self.installed = None;
                     return Err(e.into());
                 }
-                // Chain changes (or an interval set): nft writes them.
+                // Chain changes (or an interval set): handled below.
                 Err(_unsupported) => {}
             }
         }
         let report = match report {
             Some(r) => r,
+            None if !delta.elements_only() => {
+                // A dispatch chain comes or goes: its rules must be written with the maps
+                // (see apply_full), so this is a full sync of the updated ruleset.
+                drop(delta);
+                let mut desired = installed.clone();
+                for (name, rules) in changes {
+                    desired.set_service(name, rules);
+                }
+                return self.apply_full(desired);
+            }
             None => {
                 let tx = delta.transaction(installed.family);
                 if tx.is_empty() {
