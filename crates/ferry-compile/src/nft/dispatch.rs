@@ -147,7 +147,12 @@ fn verdict(d: Dispatch, forward_to: &str) -> Value {
 pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
     let proto = sp.name.protocol;
     let port = sp.port;
-    let comment = sp.name.to_string();
+    // `namespace/name:port`, or `namespace/name` for an unnamed port.
+    let comment = if sp.name.port.is_empty() {
+        sp.name.service.to_string()
+    } else {
+        sp.name.to_string()
+    };
     let els = &mut out.elements;
     els.push(Element::new("cluster-ips", Key::Addr(sp.cluster_ip), None));
     for e in sp.cluster_endpoints.iter().chain(&sp.local_endpoints) {

@@ -53,12 +53,12 @@ pub(crate) struct Batch {
     table: &'static str,
 }
 
-fn put_u16(buf: &mut Vec<u8>, at: usize, v: u16) {
+fn put_u16(buf: &mut [u8], at: usize, v: u16) {
     buf[at..at + 2].copy_from_slice(&v.to_ne_bytes());
 }
 
 fn pad(buf: &mut Vec<u8>) {
-    while buf.len() % 4 != 0 {
+    while !buf.len().is_multiple_of(4) {
         buf.push(0);
     }
 }
