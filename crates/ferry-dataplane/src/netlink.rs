@@ -59,15 +59,18 @@ impl ElementSocket {
         Ok(Self { fd, seq: 1 })
     }
 
-    /// Applies an element-only delta as one atomic batch. `Err(Unsupported)` (nothing sent)
-    /// when the delta has chain changes or elements this encoder does not handle.
+    /// Applies the element changes of a delta as one atomic batch (chains it would delete are
+    /// left in place, unused). `Err(Unsupported)` (nothing sent) when the delta adds chains or
+    /// has elements this encoder does not handle.
     pub fn apply(
         &mut self,
         family: IpFamily,
         delta: &Delta<'_>,
     ) -> Result<Result<(), NetlinkError>, Unsupported> {
-        if !delta.elements_only() {
-            return Err(Unsupported("chain changes"));
+        // Chains that lost their last user are left in the kernel, unreachable, until the
+        // next full sync; new chains need rules, which only nft writes.
+        if !delta.add_chains.is_empty() {
+            return Err(Unsupported("new chains"));
         }
         let mut batch = encode::Batch::new(self.seq, family, TABLE);
         for (set, els) in &delta.delete {

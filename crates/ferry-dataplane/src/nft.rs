@@ -220,7 +220,7 @@ impl<R: NftRunner> NftDataplane<R> {
         }
         let report = match report {
             Some(r) => r,
-            None if !delta.elements_only() => {
+            None if !delta.add_chains.is_empty() => {
                 // A dispatch chain comes or goes: its rules must be written with the maps
                 // (see apply_full), so this is a full sync of the updated ruleset.
                 drop(delta);
