@@ -7,6 +7,7 @@
 //!
 //! It owns only Ferry's table (`ip ferry`, `ip6 ferry`) and never touches anything else.
 
+mod netlink;
 mod nft;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};

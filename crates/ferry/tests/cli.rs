@@ -98,8 +98,14 @@ fn rules_prints_the_ruleset_for_a_node_without_root() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("table ip ferry {"), "{stdout}");
-    assert!(stdout.contains("tcp . 32223 : goto external-"), "{stdout}");
-    assert!(stdout.contains("dnat to 192.168.169.166:56010"), "{stdout}");
+    assert!(
+        stdout.contains("tcp . 32223 comment \"dev/url-analysis:http\" : goto nodeport-"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("10.96.198.86 . tcp . 8080 . 0 : 192.168.169.166 . 56010"),
+        "{stdout}"
+    );
     let (_, again, _) = ferry(&[
         "rules",
         "--manifests",
@@ -130,7 +136,7 @@ apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  
         "{stderr}"
     );
     assert!(
-        stdout.contains("10.96.0.98 . tcp . 80 : goto reject-chain"),
+        stdout.contains("10.96.0.98 . tcp . 80 comment \"dev/fine\" : goto reject-chain"),
         "{stdout}"
     );
     assert!(!stdout.contains("10.96.0.99"), "{stdout}");
