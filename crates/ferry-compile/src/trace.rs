@@ -13,7 +13,8 @@ use ipnet::IpNet;
 
 use ferry_model::{Exclusion, NodeView, Protocol, ServicePortName, ServicePortView, TrafficPolicy};
 
-use crate::nft::{chain_base, EXTERNAL_PREFIX, LOCAL_PREFIX, SERVICE_PREFIX};
+use crate::nft::dispatch::endpoint_map;
+use crate::nft::{Key, Ruleset, ServiceRules, Value, Verdict as NftVerdict};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
 
 mod text;
@@ -124,7 +125,7 @@ fn step(what: impl Into<String>, why: impl Into<String>, objects: Vec<String>) -
 }
 
 /// Traces `packet` through what this node programs.
-pub fn trace(view: &NodeView, plan: &Plan, packet: Packet) -> Trace {
+pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) -> Trace {
     let origin = origin(view, plan, &packet.src);
     let hook = match origin {
         Origin::ThisNode => "nat-output",
@@ -147,16 +148,21 @@ pub fn trace(view: &NodeView, plan: &Plan, packet: Packet) -> Trace {
     };
     t.service = Some(sp.name.clone());
     t.frontend = Some(frontend);
-    let base = chain_base(&sp.name);
-    let (map, key) = match frontend {
+    let (map, frontend_key) = match frontend {
         Frontend::NodePort => (
             "service-nodeports",
-            format!("{} . {}", packet.protocol, packet.port),
+            Key::NodePort(packet.protocol, packet.port),
         ),
         _ => (
             "service-ips",
-            format!("{} . {} . {}", packet.dst, packet.protocol, packet.port),
+            Key::Frontend(packet.dst, packet.protocol, packet.port),
         ),
+    };
+    let objs = Objects {
+        rules: ruleset.services.get(&sp.name.service),
+        by_node_port: frontend == Frontend::NodePort,
+        key: frontend_key,
+        dispatch_map: map,
     };
     let what = match frontend {
         Frontend::ClusterIp => format!(
@@ -185,13 +191,13 @@ pub fn trace(view: &NodeView, plan: &Plan, packet: Packet) -> Trace {
         vec![
             format!("chain {hook}"),
             "chain services".into(),
-            format!("map {map} element {key}"),
+            objs.element(map),
         ],
     ));
     let sview = view.services.get(&sp.name);
     match frontend {
-        Frontend::ClusterIp => internal(sp, sview, plan, &packet, &base, &mut t),
-        _ => external(sp, sview, plan, &packet, &origin, &base, map, &key, &mut t),
+        Frontend::ClusterIp => internal(sp, sview, plan, &packet, &objs, &mut t),
+        _ => external(sp, sview, plan, &packet, &origin, &objs, &mut t),
     }
     t
 }
@@ -316,16 +322,68 @@ fn candidates(sview: Option<&ServicePortView>, set: Option<EndpointSet>) -> Vec<
         .collect()
 }
 
-fn set_chain(set: EndpointSet, base: &str) -> String {
-    match set {
-        EndpointSet::Cluster => format!("{SERVICE_PREFIX}{base}"),
-        EndpointSet::Local => format!("{LOCAL_PREFIX}{base}"),
+/// The nftables objects of the matched frontend, read from the compiled ruleset (the same one
+/// the dataplane applies), so the names shown are the names in the kernel.
+struct Objects<'a> {
+    rules: Option<&'a ServiceRules>,
+    by_node_port: bool,
+    key: Key,
+    dispatch_map: &'static str,
+}
+
+impl Objects<'_> {
+    /// `map M element K : V` as compiled (or says that there is none).
+    fn element(&self, map: &str) -> String {
+        let found = self.rules.and_then(|r| {
+            r.elements
+                .iter()
+                .find(|e| e.set == map && e.key == self.key)
+        });
+        match found.and_then(|e| e.value.as_ref()) {
+            Some(Value::Verdict(NftVerdict::Goto(c))) => {
+                format!("map {map} element {} : goto {c}", self.key)
+            }
+            Some(Value::Verdict(NftVerdict::Drop)) => {
+                format!("map {map} element {} : drop", self.key)
+            }
+            Some(Value::Endpoint(ep)) => format!("map {map} element {} : {ep}", self.key),
+            None if found.is_some() => format!("map {map} element {}", self.key),
+            None => format!("map {map} (no element {})", self.key),
+        }
+    }
+
+    /// The chain the frontend's dispatch element goes to.
+    fn chain(&self) -> String {
+        self.rules
+            .and_then(|r| {
+                r.elements
+                    .iter()
+                    .find(|e| e.set == self.dispatch_map && e.key == self.key)
+            })
+            .and_then(|e| match &e.value {
+                Some(Value::Verdict(NftVerdict::Goto(c))) => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "(none)".to_owned())
+    }
+
+    /// The endpoint map of a set, with the frontend's slots.
+    fn slots(&self, set: EndpointSet, n: usize) -> String {
+        let map = endpoint_map(self.by_node_port, set);
+        let last = n.saturating_sub(1);
+        format!("map {map} elements {} . 0..{last}", self.key)
     }
 }
 
-fn forward(sp: &ServicePlan, set: EndpointSet, p: &Packet, base: &str, why: &str, t: &mut Trace) {
+fn forward(
+    sp: &ServicePlan,
+    set: EndpointSet,
+    p: &Packet,
+    objs: &Objects<'_>,
+    why: &str,
+    t: &mut Trace,
+) {
     let targets = sp.endpoints(set).to_vec();
-    let chain = set_chain(set, base);
     let label = match set {
         EndpointSet::Cluster => "any ready endpoint in the cluster",
         EndpointSet::Local => "a ready endpoint on this node",
@@ -335,8 +393,11 @@ fn forward(sp: &ServicePlan, set: EndpointSet, p: &Packet, base: &str, why: &str
             "DNAT to {label}: one of {} at random, equal probability",
             targets.len()
         ),
-        why.to_owned(),
-        vec![format!("chain {chain}")],
+        format!("{why}; numgen picks a slot, the endpoint map holds the endpoint of each slot"),
+        vec![
+            format!("chain {}", objs.chain()),
+            objs.slots(set, targets.len()),
+        ],
     ));
     if targets.iter().any(|e| e.ip() == p.src) {
         t.steps.push(step(
@@ -356,14 +417,14 @@ fn internal(
     sview: Option<&ServicePortView>,
     plan: &Plan,
     p: &Packet,
-    base: &str,
+    objs: &Objects<'_>,
     t: &mut Trace,
 ) {
     let policy = sview.map(|v| v.internal_policy).unwrap_or_default();
     match sp.internal {
         Dispatch::Forward(set) => {
             t.candidates = candidates(sview, Some(set));
-            let chain = set_chain(set, base);
+            let chain = objs.chain();
             t.masquerade = match sp.cluster_ip_masquerade {
                 ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
                 ClusterIpMasquerade::NotFromPods
@@ -384,7 +445,7 @@ fn internal(
                 ));
             }
             let why = format!("internalTrafficPolicy {policy:?}");
-            forward(sp, set, p, base, &why, t);
+            forward(sp, set, p, objs, &why, t);
         }
         Dispatch::Drop => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
@@ -392,32 +453,20 @@ fn internal(
             t.steps.push(step(
                 "dropped: no endpoint on this node",
                 "internalTrafficPolicy Local sends ClusterIP traffic only to this node's endpoints",
-                vec![format!(
-                    "map no-endpoint-services element {} . {} . {} : drop",
-                    p.dst, p.protocol, p.port
-                )],
+                vec![objs.element("no-endpoint-services")],
             ));
         }
-        Dispatch::Reject => reject(
-            sview,
-            p,
-            "no-endpoint-services",
-            &format!("{} . {} . {}", p.dst, p.protocol, p.port),
-            t,
-        ),
+        Dispatch::Reject => reject(sview, objs.element("no-endpoint-services"), t),
     }
 }
 
-fn reject(sview: Option<&ServicePortView>, _p: &Packet, map: &str, key: &str, t: &mut Trace) {
+fn reject(sview: Option<&ServicePortView>, element: String, t: &mut Trace) {
     t.candidates = candidates(sview, None);
     t.verdict = Verdict::Rejected;
     t.steps.push(step(
         "rejected: the service has no ready (or serving terminating) endpoint anywhere",
         "the client gets \"connection refused\" at once instead of a timeout",
-        vec![
-            format!("map {map} element {key} : goto reject-chain"),
-            "chain reject-chain".into(),
-        ],
+        vec![element, "chain reject-chain".into()],
     ));
 }
 
@@ -428,21 +477,19 @@ fn external(
     plan: &Plan,
     p: &Packet,
     origin: &Origin,
-    base: &str,
-    map: &str,
-    key: &str,
+    objs: &Objects<'_>,
     t: &mut Trace,
 ) {
     let Some(ext) = &sp.external else { return };
-    let no_ep_map = if map == "service-nodeports" {
+    let no_ep_map = if objs.by_node_port {
         "no-endpoint-nodeports"
     } else {
         "no-endpoint-services"
     };
     if ext.dispatch == Dispatch::Reject {
-        return reject(sview, p, no_ep_map, key, t);
+        return reject(sview, objs.element(no_ep_map), t);
     }
-    let chain = format!("{EXTERNAL_PREFIX}{base}");
+    let chain = objs.chain();
     let masq_objs = |c: &str| {
         vec![
             format!("chain {c}"),
@@ -461,7 +508,7 @@ fn external(
                 sp,
                 EndpointSet::Cluster,
                 p,
-                base,
+                objs,
                 "externalTrafficPolicy Cluster",
                 t,
             );
@@ -479,7 +526,7 @@ fn external(
                 sp,
                 EndpointSet::Cluster,
                 p,
-                base,
+                objs,
                 "short-circuit to the cluster-wide endpoints",
                 t,
             );
@@ -496,7 +543,7 @@ fn external(
                 sp,
                 EndpointSet::Cluster,
                 p,
-                base,
+                objs,
                 "short-circuit to the cluster-wide endpoints",
                 t,
             );
@@ -504,7 +551,7 @@ fn external(
         (TrafficPolicy::Local, _) => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
             match ext.dispatch {
-                Dispatch::Forward(set) => forward(sp, set, p, base, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
+                Dispatch::Forward(set) => forward(sp, set, p, objs, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
                 _ => {
                     t.verdict = Verdict::Dropped;
                     t.steps.push(step(
@@ -513,7 +560,7 @@ fn external(
                         vec![
                             format!("chain {chain} (no rule matches)"),
                             "chain filter-input → nodeport-endpoints-check".into(),
-                            format!("map {no_ep_map} element {key} : drop"),
+                            objs.element(no_ep_map),
                         ],
                     ));
                 }

@@ -73,9 +73,11 @@ pub fn explain(
     };
     let view = NodeView::build(&state, &context);
     let plan = Plan::build(&view, &config.compile_config(family));
+    let ruleset = ferry_compile::nft::render(&plan);
     trace(
         &view,
         &plan,
+        &ruleset,
         Packet {
             src: from,
             dst: to.0,

@@ -52,9 +52,11 @@ fn explain(policy: TrafficPolicy, node: &str, src: &str, dst: &str, port: u16) -
         ..CompileConfig::default()
     };
     let plan = Plan::build(&view, &cfg);
+    let ruleset = crate::nft::render(&plan);
     trace(
         &view,
         &plan,
+        &ruleset,
         Packet {
             src: ip(src),
             dst: ip(dst),
