@@ -5,6 +5,7 @@
 //! touching anything.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -105,6 +106,10 @@ pub struct Config {
     pub sync_period: Duration,
     /// `minSyncPeriod`: changes are coalesced for at least this long.
     pub min_sync_period: Duration,
+    /// `clientConnection.kubeconfig` / `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--master`: the API server's URL.
+    pub master: Option<String>,
 }
 
 impl Default for Config {
@@ -119,6 +124,8 @@ impl Default for Config {
             masquerade_bit: 14,
             sync_period: Duration::from_secs(30),
             min_sync_period: Duration::from_secs(1),
+            kubeconfig: None,
+            master: None,
         }
     }
 }

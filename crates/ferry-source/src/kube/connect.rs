@@ -29,7 +29,7 @@ pub enum ConnectError {
         "no Kubernetes API server: not running in a pod ({0}); pass --kubeconfig or --master, \
          or --manifests to run from files"
     )]
-    NoConfig(#[source] kube::config::InClusterError),
+    NoConfig(kube::config::InClusterError),
     /// The kubeconfig file cannot be read or used.
     #[error("--kubeconfig {}: {reason}", path.display())]
     Kubeconfig {
