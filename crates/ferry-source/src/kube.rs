@@ -32,15 +32,17 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use ferry_model::{Object, ObjectKey, ServiceName};
 use futures::stream::{select_all, Stream, StreamExt as _};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::utils::Backoff;
 use kube::runtime::{watcher, WatchStreamExt as _};
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
-use crate::{InvalidObject, SourceEvent};
+use crate::{convert, InvalidObject, SourceEvent};
 
 mod connect;
 pub mod state;
@@ -169,19 +171,17 @@ fn to_change<K: Convert>(event: watcher::Event<K>) -> Change {
     }
 }
 
-/// A k8s-openapi object the source watches: converted with [`crate::convert`].
+/// A k8s-openapi object the source watches: converted with [`convert`].
 trait Convert {
     fn convert(&self) -> Converted;
 }
 
-fn namespace_and_name(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> (String, String) {
+fn namespace_and_name(meta: &ObjectMeta) -> (String, String) {
     let namespace = meta
         .namespace
         .clone()
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| crate::convert::DEFAULT_NAMESPACE.to_owned());
+        .unwrap_or_else(|| convert::DEFAULT_NAMESPACE.to_owned());
     (namespace, meta.name.clone().unwrap_or_default())
 }
 
@@ -189,8 +189,8 @@ impl Convert for core::Service {
     fn convert(&self) -> Converted {
         let (namespace, name) = namespace_and_name(&self.metadata);
         Converted {
-            key: ferry_model::ObjectKey::Service(ferry_model::ServiceName::new(namespace, name)),
-            result: crate::convert::service(self).map(|s| s.map(ferry_model::Object::Service)),
+            key: ObjectKey::Service(ServiceName::new(namespace, name)),
+            result: convert::service(self).map(|s| s.map(Object::Service)),
         }
     }
 }
@@ -199,9 +199,8 @@ impl Convert for discovery::EndpointSlice {
     fn convert(&self) -> Converted {
         let (namespace, name) = namespace_and_name(&self.metadata);
         Converted {
-            key: ferry_model::ObjectKey::EndpointSlice { namespace, name },
-            result: crate::convert::endpoint_slice(self)
-                .map(|s| s.map(ferry_model::Object::EndpointSlice)),
+            key: ObjectKey::EndpointSlice { namespace, name },
+            result: convert::endpoint_slice(self).map(|s| s.map(Object::EndpointSlice)),
         }
     }
 }
@@ -209,8 +208,8 @@ impl Convert for discovery::EndpointSlice {
 impl Convert for core::Node {
     fn convert(&self) -> Converted {
         Converted {
-            key: ferry_model::ObjectKey::Node(self.metadata.name.clone().unwrap_or_default()),
-            result: crate::convert::node(self).map(|n| Some(ferry_model::Object::Node(n))),
+            key: ObjectKey::Node(self.metadata.name.clone().unwrap_or_default()),
+            result: convert::node(self).map(|n| Some(Object::Node(n))),
         }
     }
 }

@@ -2,13 +2,17 @@
 //! kube-rs client against a fake API server is tested in `tests/kube.rs`.
 
 use ferry_model::fixtures::*;
-use ferry_model::{Object, ObjectKey, ObjectRef};
+use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
 
 use super::state::{Change, Converted, Kind, State};
 use crate::{InvalidObject, SourceEvent};
 
 fn svc(name: &str, ip: &str) -> Object {
     Object::Service(mk_service("dev", name, ip, 80))
+}
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey::Service(ServiceName::new("dev", name))
 }
 
 fn ok(object: Object) -> Converted {
@@ -21,7 +25,7 @@ fn ok(object: Object) -> Converted {
 fn bad(name: &str) -> Converted {
     let object = ObjectRef::new("Service", "dev", name);
     Converted {
-        key: svc(name, "10.96.0.1").key(),
+        key: key(name),
         result: Err(InvalidObject::new(
             &object,
             "spec.clusterIP",
@@ -117,10 +121,7 @@ fn after_the_first_list_changes_pass_through_and_repeats_do_not() {
     );
     assert_eq!(
         out,
-        vec![
-            SourceEvent::Apply(changed),
-            SourceEvent::Delete(svc("b", "").key())
-        ]
+        vec![SourceEvent::Apply(changed), SourceEvent::Delete(key("b"))]
     );
 }
 
@@ -160,21 +161,16 @@ fn an_invalid_update_is_reported_and_the_last_good_version_kept_across_relists()
         panic!("{out:?}")
     };
     assert!(objects.contains(&svc("a", "10.96.0.1")), "last good kept");
-    assert!(!objects.iter().any(|o| o.key() == svc("new", "").key()));
+    assert!(!objects.iter().any(|o| o.key() == key("new")));
 }
 
 #[test]
 fn an_object_that_becomes_ignored_is_deleted() {
     let mut run = Run::ready();
     let headless = Converted {
-        key: svc("a", "").key(),
+        key: key("a"),
         result: Ok(None),
     };
     let out = run.feed(Kind::Service, vec![Change::Apply(headless)]);
-    assert_eq!(
-        out,
-        vec![SourceEvent::Delete(ObjectKey::Service(
-            ferry_model::ServiceName::new("dev", "a")
-        ))]
-    );
+    assert_eq!(out, vec![SourceEvent::Delete(key("a"))]);
 }
