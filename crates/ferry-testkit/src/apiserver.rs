@@ -196,8 +196,9 @@ impl FakeApiServer {
         self.shared.lock().requests.clone()
     }
 
-    /// Open watches are counted by requests, not tracked: this waits until `pred` holds for
-    /// the request log, polling; panics after `timeout` with the log.
+    /// Polls the request log until `pred` holds (e.g. "three watches were opened"); panics
+    /// after `timeout`, printing the log. Blocks the calling thread: from a tokio test, use
+    /// the multi-threaded runtime.
     pub fn wait_for_requests(&self, timeout: Duration, pred: impl Fn(&[String]) -> bool) {
         let deadline = Instant::now() + timeout;
         loop {
