@@ -87,6 +87,12 @@ pub struct RunArgs {
     /// A KubeProxyConfiguration file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// A kubeconfig for the Kubernetes API (default: the in-cluster service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The Kubernetes API server's URL (overrides the kubeconfig's server).
+    #[arg(long, value_name = "URL")]
+    pub master: Option<String>,
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
@@ -141,6 +147,12 @@ impl RunArgs {
             let file = FileConfig::parse(&shown, &text)?;
             warnings = file.warnings.clone();
             apply_file(&mut cfg, file);
+        }
+        if let Some(path) = &self.kubeconfig {
+            cfg.kubeconfig = Some(path.clone());
+        }
+        if let Some(url) = self.master.as_ref().filter(|m| !m.is_empty()) {
+            cfg.master = Some(url.clone());
         }
         if let Some(name) = &self.hostname_override {
             cfg.node_name = name.clone();
@@ -212,6 +224,9 @@ impl RunArgs {
 }
 
 fn apply_file(cfg: &mut Config, file: FileConfig) {
+    if let Some(v) = file.kubeconfig {
+        cfg.kubeconfig = Some(v);
+    }
     if let Some(v) = file.hostname_override {
         cfg.node_name = v;
     }

@@ -5,6 +5,7 @@
 //! touching anything.
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -109,6 +110,10 @@ pub struct Config {
     pub healthz_bind_address: Option<SocketAddr>,
     /// `metricsBindAddress`: the metrics server (`/metrics`); `None`: off.
     pub metrics_bind_address: Option<SocketAddr>,
+    /// `clientConnection.kubeconfig` / `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--master`: the API server's URL.
+    pub master: Option<String>,
 }
 
 impl Default for Config {
@@ -125,6 +130,8 @@ impl Default for Config {
             min_sync_period: Duration::from_secs(1),
             healthz_bind_address: Some(SocketAddr::from(([0, 0, 0, 0], 10256))),
             metrics_bind_address: Some(SocketAddr::from(([127, 0, 0, 1], 10249))),
+            kubeconfig: None,
+            master: None,
         }
     }
 }

@@ -10,6 +10,7 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ferry_source::kube::{ConnectError, Connection};
 
 mod check;
 mod cli;
@@ -46,13 +47,22 @@ fn init_logging(args: &RunArgs) {
     }
 }
 
-/// The effective configuration and manifest path; `None` after printing the one message about
-/// a bad flag or value (the caller exits 64).
-fn resolve(args: &RunArgs, warn: impl Fn(&str)) -> Option<(config::Config, std::path::PathBuf)> {
+/// The effective configuration and the manifest path, if any; `None` after printing the one
+/// message about a bad flag or value (the caller exits 64).
+fn resolve(
+    args: &RunArgs,
+    warn: impl Fn(&str),
+) -> Option<(config::Config, Option<std::path::PathBuf>)> {
+    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
+        eprintln!(
+            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
+        );
+        return None;
+    }
     match args.resolve() {
         Ok((config, warnings)) => {
             warnings.iter().for_each(|w| warn(w));
-            Some((config, args.manifests.clone().unwrap_or_default()))
+            Some((config, args.manifests.clone()))
         }
         Err(e) => {
             eprintln!("ferry: {e}");
@@ -74,8 +84,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) | Command::Rules(args) if args.manifests.is_none() => {
-            eprintln!("ferry: --manifests: required (the Kubernetes API source is not built yet)");
+        Command::Rules(args) if args.manifests.is_none() => {
+            eprintln!("ferry: --manifests: required by `ferry rules`");
             ExitCode::from(EXIT_USAGE)
         }
         Command::Run(args) => {
@@ -83,8 +93,19 @@ fn main() -> ExitCode {
             let Some((config, manifests)) = resolve(&args, |w| tracing::warn!("{w}")) else {
                 return ExitCode::from(EXIT_USAGE);
             };
-            match run::run(config, manifests) {
+            let source = match manifests {
+                Some(path) => run::Source::Manifests(path),
+                None => run::Source::Kube(Connection {
+                    kubeconfig: config.kubeconfig.clone(),
+                    master: config.master.clone(),
+                }),
+            };
+            match run::run(config, source) {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.downcast_ref::<ConnectError>().is_some() => {
+                    eprintln!("ferry: {e:#}");
+                    ExitCode::from(EXIT_USAGE)
+                }
                 Err(e) => {
                     tracing::error!("{e:#}");
                     ExitCode::FAILURE
@@ -92,7 +113,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Rules(args) => {
-            let Some((config, manifests)) = resolve(&args, |w| eprintln!("warning: {w}")) else {
+            let Some((config, Some(manifests))) = resolve(&args, |w| eprintln!("warning: {w}"))
+            else {
                 return ExitCode::from(EXIT_USAGE);
             };
             print!("{}", run::rules(&config, &manifests));
@@ -128,6 +150,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(EXIT_USAGE);
                 }
             };
+            let manifests = manifests.unwrap_or_default();
             let trace = explain::explain(&config, &manifests, args.from, to);
             print!("{}", explain::render(&trace, args.output));
             ExitCode::SUCCESS

@@ -1,5 +1,5 @@
-//! The agent: the manifest source, the bounded-frequency sync loop, the health, metrics and
-//! health-check NodePort servers, signals.
+//! The agent: the source (manifests or the Kubernetes API), the bounded-frequency sync loop, the
+//! health, metrics and health-check NodePort servers, signals.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -10,6 +10,7 @@ use tokio::time::{sleep_until, Instant};
 
 use ferry_dataplane::{NftDataplane, SyncKind};
 use ferry_model::{IpFamily, NodeContext};
+use ferry_source::kube::{Connection, KubeSource};
 use ferry_source::manifest::ManifestSource;
 use ferry_source::SourceEvent;
 
@@ -45,25 +46,27 @@ pub fn rules(config: &Config, manifests: &Path) -> String {
     syncer.desired().to_string()
 }
 
+/// Where the cluster's objects come from.
+pub enum Source {
+    /// Manifests on disk (`--manifests`), watched.
+    Manifests(PathBuf),
+    /// The Kubernetes API server (`--kubeconfig`, `--master`, or in-cluster).
+    Kube(Connection),
+}
+
 /// `ferry run`: runs until SIGTERM or SIGINT. The rules stay in the kernel on exit, so traffic
-/// keeps flowing while Ferry restarts; `ferry cleanup` removes them.
-pub fn run(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
+/// keeps flowing while Ferry restarts; `ferry cleanup` removes them. An API server that cannot
+/// be used at start is a [`ferry_source::kube::ConnectError`] (the caller exits 64).
+pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(agent(config, manifests))
+    runtime.block_on(agent(config, source))
 }
 
-async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
-    tracing::info!(
-        node = %config.node_name,
-        manifests = %manifests.display(),
-        sync_period = ?config.sync_period,
-        min_sync_period = ?config.min_sync_period,
-        "ferry starting (nftables mode)"
-    );
+async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     // Upstream's health timeout: a change may wait two sync periods before the proxy counts
     // as unhealthy.
@@ -91,15 +94,37 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
     let mut health_checks = ServiceHealthServers::new(health.clone());
 
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(64);
-    let source = ManifestSource::new(manifests);
-    // The source logs each invalid object itself (file, object, field); count them here.
+    // Each source logs each invalid object itself (object, field); count them here.
     let counted = metrics.clone();
-    tokio::spawn(async move {
-        let count = move |e: &ferry_source::InvalidObject| counted.invalid_object(&e.object.kind);
-        if let Err(e) = source.run(tx, count).await {
-            tracing::error!("manifest source stopped: {e}");
+    let count = move |e: &ferry_source::InvalidObject| counted.invalid_object(&e.object.kind);
+    match source {
+        Source::Manifests(manifests) => {
+            tracing::info!(
+                node = %config.node_name,
+                manifests = %manifests.display(),
+                sync_period = ?config.sync_period,
+                min_sync_period = ?config.min_sync_period,
+                "ferry starting (nftables mode)"
+            );
+            let source = ManifestSource::new(manifests);
+            tokio::spawn(async move {
+                if let Err(e) = source.run(tx, count).await {
+                    tracing::error!("manifest source stopped: {e}");
+                }
+            });
         }
-    });
+        Source::Kube(connection) => {
+            tracing::info!(
+                node = %config.node_name,
+                sync_period = ?config.sync_period,
+                min_sync_period = ?config.min_sync_period,
+                "ferry starting (nftables mode, Kubernetes API)"
+            );
+            let client = ferry_source::kube::connect(&connection).await?;
+            let source = KubeSource::new(client, config.node_name.clone());
+            tokio::spawn(source.run(tx, count));
+        }
+    }
 
     let mut syncer = Syncer::new(
         context(&config),
@@ -110,14 +135,15 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         .context("installing the SIGTERM handler")?;
 
     // No sync before the source has delivered its first complete view: a half-programmed node
-    // would reject traffic to services it has not read yet.
+    // would reject traffic to services it has not read yet. Both sources send a Resync first:
+    // the manifests after the first scan, the API once every watch has listed once.
     let first = tokio::select! {
         ev = rx.recv() => ev,
         _ = sigterm.recv() => return Ok(()),
         _ = tokio::signal::ctrl_c() => return Ok(()),
     };
     let Some(first) = first else {
-        anyhow::bail!("the manifest source stopped before its first scan");
+        anyhow::bail!("the source stopped before its first complete view");
     };
     syncer.handle(first);
     queued(&syncer, &health, &metrics);
@@ -145,7 +171,7 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
                     }
                     continue;
                 }
-                None => anyhow::bail!("the manifest source stopped"),
+                None => anyhow::bail!("the source stopped"),
             },
             _ = sleep_until(due) => {}
             _ = sigterm.recv() => break,

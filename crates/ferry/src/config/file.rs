@@ -1,6 +1,7 @@
 //! The `kubeproxy.config.k8s.io/v1alpha1` `KubeProxyConfiguration` file.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -41,6 +42,8 @@ pub struct FileConfig {
     pub healthz_bind_address: Option<Option<SocketAddr>>,
     /// `metricsBindAddress` (`Some(None)`: set empty, the server is off).
     pub metrics_bind_address: Option<Option<SocketAddr>>,
+    /// `clientConnection.kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
     /// Fields that are unknown, or known to kube-proxy but not used by Ferry: reported, not
     /// silently dropped.
     pub warnings: Vec<String>,
@@ -63,13 +66,13 @@ const USED: &[&str] = &[
     "minSyncPeriod",
     "healthzBindAddress",
     "metricsBindAddress",
+    "clientConnection",
 ];
 
 /// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
 const NOT_USED: &[&str] = &[
     "bindAddress",
     "bindAddressHardFail",
-    "clientConnection",
     "configSyncPeriod",
     "conntrack",
     "enableProfiling",
@@ -240,6 +243,7 @@ impl FileConfig {
                 *slot = Some(parse_bind_address(&format!("{file}: {field}"), s)?);
             }
         }
+        out.kubeconfig = client_connection(&r, &obj, &mut out.warnings)?;
         out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
         out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
         // Per-mode sections: nftables wins over iptables for the bit, and over the top level
@@ -269,4 +273,34 @@ impl FileConfig {
         }
         Ok(out)
     }
+}
+
+/// `clientConnection`: `kubeconfig` is used; kube-proxy's other fields (`qps`, `burst`,
+/// `contentType`, `acceptContentTypes`) are accepted with a warning.
+fn client_connection(
+    r: &Reader<'_>,
+    obj: &Map<String, Value>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let section = match obj.get("clientConnection") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(section)) => section,
+        Some(other) => {
+            return Err(r.err(
+                "clientConnection",
+                format!("must be an object, got {other}"),
+            ))
+        }
+    };
+    for key in section.keys().filter(|k| *k != "kubeconfig") {
+        warnings.push(format!(
+            "{}: clientConnection.{key}: accepted but not used by Ferry",
+            r.file
+        ));
+    }
+    Ok(
+        r.string(section, "kubeconfig", "clientConnection.kubeconfig")?
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+    )
 }

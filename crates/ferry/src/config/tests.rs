@@ -143,3 +143,23 @@ fn default_servers_are_upstreams() {
         Some("127.0.0.1:10249".parse().expect("addr"))
     );
 }
+
+#[test]
+fn client_connection_kubeconfig_is_read_and_its_other_fields_reported() {
+    let f = parse(&format!(
+        "{HEAD}clientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n  qps: 5\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        f.kubeconfig.as_deref(),
+        Some(std::path::Path::new("/var/lib/kube-proxy/kubeconfig.conf"))
+    );
+    assert_eq!(f.warnings.len(), 1, "{:?}", f.warnings);
+    assert!(
+        f.warnings[0].contains("clientConnection.qps"),
+        "{:?}",
+        f.warnings
+    );
+    let e = parse(&format!("{HEAD}clientConnection:\n  kubeconfig: 7\n")).expect_err("bad");
+    assert!(e.place.ends_with("clientConnection.kubeconfig"), "{e}");
+}

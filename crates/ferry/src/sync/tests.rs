@@ -167,3 +167,39 @@ fn deleting_a_service_removes_its_elements() {
     let reload = last.contains("delete table ip ferry") && !last.contains("\"dev/web:http\"");
     assert!(delta || reload, "{last}");
 }
+
+/// The Kubernetes API source's relist (after `410 Gone`) is a Resync of every kind: objects
+/// deleted while the watch was away go, and only the services that changed are rewritten.
+#[test]
+fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
+    let (mut s, rec) = syncer();
+    s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
+    s.sync(false).expect("sync");
+    let late = Object::Service(mk_service("dev", "late", "10.96.0.30", 80));
+    assert!(s.handle(SourceEvent::Apply(late)));
+    s.sync(false).expect("sync");
+    // Meanwhile `dev/other` and `dev/late` were deleted; the watch missed it and relisted.
+    let relisted: Vec<Object> = seed_objects(&["192.168.169.166"])
+        .into_iter()
+        .filter(|o| !matches!(o, Object::Service(svc) if svc.name.name == "other"))
+        .collect();
+    assert!(s.handle(SourceEvent::Resync(relisted)));
+    assert_eq!(s.pending_services(), 2, "dev/other and dev/late only");
+    let report = s.sync(false).expect("sync");
+    assert_eq!(report.kind, SyncKind::Partial);
+    let last = rec
+        .scripts
+        .lock()
+        .expect("lock")
+        .last()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        last.contains("10.96.0.20") && last.contains("10.96.0.30"),
+        "{last}"
+    );
+    assert!(
+        !last.contains("10.96.198.86"),
+        "unchanged services are not rewritten: {last}"
+    );
+}
