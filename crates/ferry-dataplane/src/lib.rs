@@ -9,5 +9,7 @@
 
 mod netlink;
 mod nft;
+mod read_back;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};
+pub use read_back::{read_back, LiveTable};

@@ -63,6 +63,10 @@ pub struct ExplainArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = crate::explain::Output::Text)]
     pub output: crate::explain::Output,
+    /// Also read the rules in the kernel (this network namespace) and say where they differ
+    /// from what Ferry would program.
+    #[arg(long)]
+    pub live: bool,
     /// Everything `ferry run` takes (manifests, config, cluster CIDR …).
     #[command(flatten)]
     pub run: RunArgs,

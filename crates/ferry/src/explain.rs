@@ -5,11 +5,14 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
+use ferry_compile::nft::Ruleset;
 use ferry_compile::trace::{trace, Frontend, Packet, Trace, Verdict};
 use ferry_compile::Plan;
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Protocol};
 
 use crate::config::{Config, ConfigError};
+
+pub mod live;
 
 /// `--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -57,7 +60,7 @@ pub fn explain(
     manifests: &Path,
     from: IpAddr,
     to: (IpAddr, u16, Protocol),
-) -> Trace {
+) -> (Trace, Ruleset) {
     let scan = ferry_source::manifest::load(manifests);
     for e in &scan.errors {
         eprintln!("warning: {e}");
@@ -74,7 +77,7 @@ pub fn explain(
     let view = NodeView::build(&state, &context);
     let plan = Plan::build(&view, &config.compile_config(family));
     let ruleset = ferry_compile::nft::render(&plan);
-    trace(
+    let t = trace(
         &view,
         &plan,
         &ruleset,
@@ -84,16 +87,35 @@ pub fn explain(
             port: to.1,
             protocol: to.2,
         },
-    )
+    );
+    (t, ruleset)
 }
 
-/// Renders a trace.
-pub fn render(t: &Trace, output: Output) -> String {
+/// Renders a trace, with the live comparison when there is one.
+pub fn render(t: &Trace, live: Option<&live::LiveReport>, output: Output) -> String {
     match output {
-        Output::Text => t.to_text(),
+        Output::Text => {
+            let mut s = t.to_text();
+            if let Some(l) = live {
+                s.push_str(&l.to_text());
+            }
+            s
+        }
         Output::Mermaid => t.to_mermaid(),
         Output::Json => {
-            let mut s = serde_json::to_string_pretty(&to_json(t)).unwrap_or_default();
+            let mut v = to_json(t);
+            if let (Some(l), Value::Object(map)) = (live, &mut v) {
+                map.insert(
+                    "live".into(),
+                    json!({
+                        "tablePresent": l.table_present,
+                        "checked": l.checked,
+                        "differences": l.differences,
+                        "endpoints": l.endpoints,
+                    }),
+                );
+            }
+            let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
             s.push('\n');
             s
         }

@@ -151,8 +151,19 @@ fn main() -> ExitCode {
                 }
             };
             let manifests = manifests.unwrap_or_default();
-            let trace = explain::explain(&config, &manifests, args.from, to);
-            print!("{}", explain::render(&trace, args.output));
+            let (trace, ruleset) = explain::explain(&config, &manifests, args.from, to);
+            let live = if args.live {
+                match ferry_dataplane::read_back(ferry_model::IpFamily::of(&to.0)) {
+                    Ok(table) => Some(explain::live::check(&trace, &ruleset, table.as_ref())),
+                    Err(e) => {
+                        eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                None
+            };
+            print!("{}", explain::render(&trace, live.as_ref(), args.output));
             ExitCode::SUCCESS
         }
         Command::Lab(cmd) => lab_cmd::run(cmd),

@@ -62,3 +62,55 @@ fn cluster_policy_flows_behave_as_explained() {
 fn local_policy_flows_behave_as_explained() {
     run("Local");
 }
+
+/// `ferry explain --live` inside a node reads the kernel's table: it agrees with what Ferry
+/// compiled, and reports a difference made by hand.
+#[test]
+fn explain_live_reads_the_kernel_and_reports_differences() {
+    let Some(seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
+        return;
+    };
+    let dir = seed.manifests.path().display().to_string();
+    let explain = || {
+        seed.lab
+            .exec(
+                "k8s-node1",
+                [
+                    seed::FERRY,
+                    "explain",
+                    "--live",
+                    "--manifests",
+                    &dir,
+                    "--node",
+                    "k8s-node1",
+                    "--from",
+                    "10.1.1.100",
+                    "--to",
+                    "10.1.1.17:32223",
+                    "--cluster-cidr",
+                    "192.168.0.0/16",
+                ],
+            )
+            .expect("ferry explain --live")
+    };
+    let out = explain();
+    assert!(out.contains("agrees with the compiled rules"), "{out}");
+    assert!(
+        out.contains("192.168.169.166:56010, 192.168.169.168:56010"),
+        "{out}"
+    );
+    seed.lab
+        .exec(
+            "k8s-node1",
+            [
+                "nft",
+                "delete element ip ferry nodeport-cluster-endpoints { tcp . 32223 . 1 }",
+            ],
+        )
+        .expect("delete an element by hand");
+    let out = explain();
+    assert!(
+        out.contains("DIFFERS: map nodeport-cluster-endpoints lacks element tcp . 32223 . 1"),
+        "{out}"
+    );
+}
