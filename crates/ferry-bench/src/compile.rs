@@ -93,7 +93,7 @@ pub fn compile(
 pub struct RulesetSize {
     /// Chains: base, fixed and per-service.
     pub chains: usize,
-    /// Chains that belong to services.
+    /// Dispatch chains (shared by services of the same shape).
     pub service_chains: usize,
     /// Rules in all chains.
     pub rules: usize,
@@ -108,15 +108,10 @@ pub struct RulesetSize {
 impl RulesetSize {
     /// Measures `rs` (renders its full-sync script to count the bytes).
     pub fn of(rs: &Ruleset) -> Self {
-        let service_chains = rs.services.values().map(|s| s.chains.len()).sum();
+        let service_chains = rs.dispatch_chains().count();
         let base_rules: usize = rs.base_chains.iter().map(|b| b.chain.rules.len()).sum();
         let fixed_rules: usize = rs.chains.iter().map(|c| c.rules.len()).sum();
-        let service_rules: usize = rs
-            .services
-            .values()
-            .flat_map(|s| &s.chains)
-            .map(|c| c.rules.len())
-            .sum();
+        let service_rules: usize = rs.dispatch_chains().map(|c| c.rules.len()).sum();
         Self {
             chains: rs.chain_names().count(),
             service_chains,

@@ -14,6 +14,7 @@ pub mod iptables;
 pub mod nft;
 mod node;
 pub mod plan;
+pub mod trace;
 
 pub use config::{CompileConfig, NodePortAddresses};
 pub use node::NodeCompiler;

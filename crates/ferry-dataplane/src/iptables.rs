@@ -188,6 +188,7 @@ fn report(kind: SyncKind, restore: &Restore, apply_time: Duration) -> SyncReport
         chains_written: restore.chains_written,
         elements_changed: 0,
         script_bytes: restore.text.len(),
+        netlink: false,
         apply_time,
     }
 }

@@ -10,6 +10,9 @@
 //! jumps from the built-in chains. It never touches anything else.
 
 pub mod iptables;
+mod netlink;
 mod nft;
+mod read_back;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};
+pub use read_back::{read_back, LiveTable};

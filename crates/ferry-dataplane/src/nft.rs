@@ -5,7 +5,9 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferry_compile::nft::{Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
+
+use crate::netlink::{ElementSocket, NetlinkError};
 use ferry_model::{IpFamily, ServiceName};
 
 /// Why a transaction was not applied. The kernel holds what it held before.
@@ -23,6 +25,9 @@ pub enum ApplyError {
     /// An incremental sync was asked for before any full sync succeeded.
     #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
     NoBaseline,
+    /// The kernel rejected an element batch sent over netlink.
+    #[error("element batch failed")]
+    Netlink(#[from] NetlinkError),
     /// `nft` rejected the transaction.
     #[error("{program} -f - failed ({status}): {stderr}")]
     Rejected {
@@ -102,8 +107,10 @@ pub struct SyncReport {
     pub chains_written: usize,
     /// Set and map elements added or deleted.
     pub elements_changed: usize,
-    /// Bytes of nft script.
+    /// Bytes of nft script (0 when sent over netlink).
     pub script_bytes: usize,
+    /// True when the change went over Ferry's netlink socket instead of `nft -f`.
+    pub netlink: bool,
     /// Time spent in the kernel transaction (including the nft tool).
     pub apply_time: Duration,
 }
@@ -113,12 +120,21 @@ pub struct NftDataplane<R: NftRunner = NftCli> {
     runner: R,
     /// What the kernel holds, when known (after a successful sync by this process).
     installed: Option<Ruleset>,
+    /// Element-only deltas go here when open (see [`crate::netlink`]).
+    elements: Option<ElementSocket>,
 }
 
 impl NftDataplane<NftCli> {
     /// An applier using the `nft` tool in the current network namespace.
+    /// Element-only incremental syncs go over a long-lived netlink socket; everything else
+    /// through `nft -f`.
     pub fn new() -> Self {
-        Self::with_runner(NftCli::default())
+        let mut dp = Self::with_runner(NftCli::default());
+        match ElementSocket::open() {
+            Ok(sock) => dp.elements = Some(sock),
+            Err(e) => tracing::warn!(error = %e, "no netlink socket: every sync uses nft -f"),
+        }
+        dp
     }
 }
 
@@ -134,6 +150,7 @@ impl<R: NftRunner> NftDataplane<R> {
         Self {
             runner,
             installed: None,
+            elements: None,
         }
     }
 
@@ -156,19 +173,14 @@ impl<R: NftRunner> NftDataplane<R> {
     /// the same transaction (what an earlier run left is unknown); later ones flush and reload
     /// Ferry's objects and delete chains that are no longer wanted.
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
-        let tx = match &self.installed {
-            None => Transaction::full(&desired, &[], true),
-            Some(old) => {
-                let keep: std::collections::BTreeSet<&str> = desired.chain_names().collect();
-                let stale: Vec<String> = old
-                    .chain_names()
-                    .filter(|n| !keep.contains(n))
-                    .map(str::to_owned)
-                    .collect();
-                Transaction::full(&desired, &stale, false)
-            }
-        };
+        // Always recreate the table in the transaction: nft 1.0.6 cannot add a rule that
+        // reads one of the `typeof` endpoint maps once that map exists in the kernel
+        // ("conflicting protocols specified: tcp vs. th"), so rules are only ever written
+        // together with their maps. Established connections keep their conntrack NAT state.
+        let tx = Transaction::full(&desired, &[], true);
+        self.installed = None;
         let report = self.run(SyncKind::Full, &tx)?;
+        drop(tx);
         self.installed = Some(desired);
         Ok(report)
     }
@@ -182,17 +194,57 @@ impl<R: NftRunner> NftDataplane<R> {
         let Some(installed) = self.installed.as_ref() else {
             return Err(ApplyError::NoBaseline);
         };
-        let tx = Transaction::delta(installed, &changes);
-        if tx.is_empty() {
-            return Ok(SyncReport {
-                kind: SyncKind::Partial,
-                chains_written: 0,
-                elements_changed: 0,
-                script_bytes: 0,
-                apply_time: Duration::ZERO,
-            });
+        let delta = Delta::between(installed, &changes);
+        let start = Instant::now();
+        let mut report = None;
+        if let Some(sock) = self.elements.as_mut() {
+            match sock.apply(installed.family, &delta) {
+                Ok(Ok(())) => {
+                    report = Some(SyncReport {
+                        kind: SyncKind::Partial,
+                        chains_written: 0,
+                        elements_changed: delta.elements_changed(),
+                        script_bytes: 0,
+                        netlink: true,
+                        apply_time: start.elapsed(),
+                    });
+                }
+                Ok(Err(e)) => {
+                    // The kernel kept its old state, but ours may be out of date: resync fully.
+                    self.installed = None;
+                    return Err(e.into());
+                }
+                // Chain changes (or an interval set): handled below.
+                Err(_unsupported) => {}
+            }
         }
-        let report = self.run(SyncKind::Partial, &tx)?;
+        let report = match report {
+            Some(r) => r,
+            None if !delta.add_chains.is_empty() => {
+                // A dispatch chain comes or goes: its rules must be written with the maps
+                // (see apply_full), so this is a full sync of the updated ruleset.
+                drop(delta);
+                let mut desired = installed.clone();
+                for (name, rules) in changes {
+                    desired.set_service(name, rules);
+                }
+                return self.apply_full(desired);
+            }
+            None => {
+                let tx = delta.transaction(installed.family);
+                if tx.is_empty() {
+                    return Ok(SyncReport {
+                        kind: SyncKind::Partial,
+                        chains_written: 0,
+                        elements_changed: 0,
+                        script_bytes: 0,
+                        netlink: false,
+                        apply_time: Duration::ZERO,
+                    });
+                }
+                self.run(SyncKind::Partial, &tx)?
+            }
+        };
         if let Some(installed) = self.installed.as_mut() {
             for (name, rules) in changes {
                 installed.set_service(name, rules);
@@ -214,6 +266,7 @@ impl<R: NftRunner> NftDataplane<R> {
             chains_written: tx.chains_written,
             elements_changed: tx.elements_changed,
             script_bytes: tx.text.len(),
+            netlink: false,
             apply_time: start.elapsed(),
         })
     }

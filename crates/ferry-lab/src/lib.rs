@@ -49,6 +49,7 @@ pub mod netns;
 pub mod pod;
 pub mod process;
 pub mod spec;
+pub mod state;
 
 pub use echo::{echo_body, serve_echo, serve_echo_listener, serve_echo_udp};
 pub use http::{CurlOptions, CurlResult, HttpError, HttpResponse};
@@ -57,3 +58,4 @@ pub use netns::NetnsError;
 pub use pod::{PodInfo, PodProgram};
 pub use process::{LabProcess, ProcessError};
 pub use spec::{ClientSpec, LabSpec, NodeSpec};
+pub use state::LabState;

@@ -108,5 +108,7 @@ pub fn mk_node(name: &str, internal_ip: &str, pod_cidr: &str) -> Node {
         pod_cidrs: vec![pod_cidr
             .parse()
             .unwrap_or_else(|e| panic!("bad CIDR {pod_cidr}: {e}"))],
+        deletion_timestamp: None,
+        taints: Vec::new(),
     }
 }

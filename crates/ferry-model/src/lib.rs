@@ -19,7 +19,7 @@ mod view;
 pub use cluster::{ClusterState, Object, ObjectKey, Touched};
 pub use endpoint::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 pub use name::{ObjectRef, ServiceName, ServicePortName};
-pub use node::{Node, NodeAddress, NodeAddressType};
+pub use node::{Node, NodeAddress, NodeAddressType, NodeTaint, TO_BE_DELETED_TAINT};
 pub use service::{
     IpFamily, Protocol, Service, ServicePort, ServiceType, SessionAffinity, TrafficPolicy,
 };

@@ -23,6 +23,21 @@ pub struct NodeAddress {
     pub address: IpAddr,
 }
 
+/// The taint the Cluster Autoscaler puts on a node it is about to delete. Upstream kube-proxy
+/// reports such a node unhealthy on `/healthz`, so load balancers drain it first.
+pub const TO_BE_DELETED_TAINT: &str = "ToBeDeletedByClusterAutoscaler";
+
+/// One `spec.taints[]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeTaint {
+    /// `key`.
+    pub key: String,
+    /// `value` (empty when unset).
+    pub value: String,
+    /// `effect` (`NoSchedule`, `PreferNoSchedule`, `NoExecute`).
+    pub effect: String,
+}
+
 /// A `v1` Node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Node {
@@ -34,6 +49,10 @@ pub struct Node {
     pub addresses: Vec<NodeAddress>,
     /// `spec.podCIDRs` (or `spec.podCIDR`).
     pub pod_cidrs: Vec<IpNet>,
+    /// `metadata.deletionTimestamp` (RFC 3339), set once the node is being deleted.
+    pub deletion_timestamp: Option<String>,
+    /// `spec.taints`.
+    pub taints: Vec<NodeTaint>,
 }
 
 impl Node {
@@ -53,6 +72,13 @@ impl Node {
         } else {
             internal
         }
+    }
+
+    /// True when the node is going away: it has a `deletionTimestamp`, or the Cluster
+    /// Autoscaler tainted it [`TO_BE_DELETED_TAINT`]. Upstream `ProxyHealthServer.SyncNode`.
+    pub fn is_being_removed(&self) -> bool {
+        self.deletion_timestamp.is_some()
+            || self.taints.iter().any(|t| t.key == TO_BE_DELETED_TAINT)
     }
 
     /// `topology.kubernetes.io/zone`.

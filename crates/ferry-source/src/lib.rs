@@ -2,15 +2,16 @@
 //!
 //! Place in the data flow (**source** → cluster state → node view → compiler → applier): a source
 //! turns Kubernetes objects into validated [`ferry_model`] objects and reports them as a stream
-//! of [`SourceEvent`]s. Today there is one source, [`manifest`]: Kubernetes-format YAML/JSON
-//! manifests on disk (the folder you would `kubectl apply`), rescanned when the files change. A
-//! Kubernetes API source will join it, sharing [`convert`] and [`SourceEvent`].
+//! of [`SourceEvent`]s. There are two sources, sharing [`convert`] and [`SourceEvent`]:
+//! [`kube`], the Kubernetes API (kube-rs watchers), and [`manifest`], Kubernetes-format
+//! YAML/JSON manifests on disk (the folder you would `kubectl apply`), rescanned when the files
+//! change.
 //!
 //! What this crate must never do:
 //! - stop on bad input: a bad object becomes an [`InvalidObject`] naming the file, the object and
 //!   the field; it is reported, its last good version is kept, and every other object goes on;
-//! - touch the cluster state, the kernel, or anything but the files it was pointed at: it only
-//!   reads, and only emits events;
+//! - touch the cluster state, the kernel, or anything but the files and the API server it was
+//!   pointed at: it only reads (list and watch), and only emits events;
 //! - make up what an API server would allocate (ClusterIPs, node ports): a manifest that lacks
 //!   them is rejected, with the field named.
 //!
@@ -20,6 +21,8 @@
 //! - [`manifest`]: [`manifest::load`] reads a file or directory once;
 //!   [`manifest::ManifestSource`] remembers the last good objects across scans and watches the
 //!   files ([`manifest::ManifestSource::run`]).
+//! - [`kube`]: [`kube::connect`] finds the API server (kubeconfig, `--master`, in-cluster);
+//!   [`kube::KubeSource::run`] watches Services, EndpointSlices and this node's Node.
 
 #![allow(
     clippy::result_large_err,
@@ -30,6 +33,7 @@
 pub mod convert;
 mod error;
 pub mod event;
+pub mod kube;
 pub mod manifest;
 
 pub use error::InvalidObject;

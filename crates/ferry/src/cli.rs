@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
-    check_masquerade_bit, hostname, parse_cidrs, parse_duration, parse_node_port_addresses, Config,
-    ConfigError, DetectLocalMode, FileConfig, IptablesBackend, ProxyMode,
+    check_masquerade_bit, hostname, parse_bind_address, parse_cidrs, parse_duration,
+    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, FileConfig, IptablesBackend,
+    ProxyMode,
 };
 
 /// Ferry: a Kubernetes service proxy that can explain itself.
@@ -26,8 +27,16 @@ pub enum Command {
     /// Print the ruleset `ferry run` would apply on a node, without root and without touching
     /// the kernel.
     Rules(RunArgs),
+    /// Validate the configuration (flags, `--config`) and `--manifests` without running:
+    /// prints every problem; exit 0 when valid, 1 otherwise.
+    Check(RunArgs),
+    /// Explain where the first packet of a new connection goes on a node, and why.
+    Explain(ExplainArgs),
     /// Remove everything Ferry created in the kernel (this network namespace).
     Cleanup,
+    /// A small cluster in network namespaces on this machine (root).
+    #[command(subcommand)]
+    Lab(crate::lab_cmd::LabCommand),
     /// (lab) Serve the seed's url-analysis echo app, as a lab pod.
     #[command(hide = true)]
     LabPod {
@@ -38,6 +47,30 @@ pub enum Command {
         #[arg(long)]
         listen: std::net::SocketAddr,
     },
+}
+
+/// `ferry explain` flags.
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// The packet's source address (a client, a pod, or a node itself).
+    #[arg(long, value_name = "SRC_IP")]
+    pub from: std::net::IpAddr,
+    /// The packet's destination: ADDRESS:PORT[/tcp|udp|sctp] (TCP by default).
+    #[arg(long, value_name = "DST:PORT[/PROTO]")]
+    pub to: String,
+    /// The node whose rules the packet goes through (same as --hostname-override).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = crate::explain::Output::Text)]
+    pub output: crate::explain::Output,
+    /// Also read the rules in the kernel (this network namespace) and say where they differ
+    /// from what Ferry would program.
+    #[arg(long)]
+    pub live: bool,
+    /// Everything `ferry run` takes (manifests, config, cluster CIDR …).
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// Log output format.
@@ -59,6 +92,12 @@ pub struct RunArgs {
     /// A KubeProxyConfiguration file.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// A kubeconfig for the Kubernetes API (default: the in-cluster service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The Kubernetes API server's URL (overrides the kubeconfig's server).
+    #[arg(long, value_name = "URL")]
+    pub master: Option<String>,
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
@@ -90,6 +129,12 @@ pub struct RunArgs {
     /// Minimum interval between syncs (changes are coalesced).
     #[arg(long, value_name = "DURATION")]
     pub min_sync_period: Option<String>,
+    /// The proxy health server's IP:PORT (`/healthz`, `/livez`); empty or port 0 disables it.
+    #[arg(long, value_name = "IP:PORT")]
+    pub healthz_bind_address: Option<String>,
+    /// The metrics server's IP:PORT (`/metrics`); empty or port 0 disables it.
+    #[arg(long, value_name = "IP:PORT")]
+    pub metrics_bind_address: Option<String>,
     /// Log verbosity, like kube-proxy's -v (0–2 info, 4 debug, 6+ trace).
     #[arg(short = 'v', long = "v", default_value_t = 2)]
     pub verbosity: u8,
@@ -111,6 +156,12 @@ impl RunArgs {
             let file = FileConfig::parse(&shown, &text)?;
             warnings = file.warnings.clone();
             apply_file(&mut cfg, file);
+        }
+        if let Some(path) = &self.kubeconfig {
+            cfg.kubeconfig = Some(path.clone());
+        }
+        if let Some(url) = self.master.as_ref().filter(|m| !m.is_empty()) {
+            cfg.master = Some(url.clone());
         }
         if let Some(name) = &self.hostname_override {
             cfg.node_name = name.clone();
@@ -147,6 +198,12 @@ impl RunArgs {
             cfg.min_sync_period =
                 parse_duration(d).map_err(|m| ConfigError::new("--min-sync-period", m))?;
         }
+        if let Some(a) = &self.healthz_bind_address {
+            cfg.healthz_bind_address = parse_bind_address("--healthz-bind-address", a)?;
+        }
+        if let Some(a) = &self.metrics_bind_address {
+            cfg.metrics_bind_address = parse_bind_address("--metrics-bind-address", a)?;
+        }
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname();
         }
@@ -180,6 +237,9 @@ impl RunArgs {
 }
 
 fn apply_file(cfg: &mut Config, file: FileConfig) {
+    if let Some(v) = file.kubeconfig {
+        cfg.kubeconfig = Some(v);
+    }
     if let Some(v) = file.hostname_override {
         cfg.node_name = v;
     }
@@ -206,5 +266,11 @@ fn apply_file(cfg: &mut Config, file: FileConfig) {
     }
     if let Some(v) = file.min_sync_period {
         cfg.min_sync_period = v;
+    }
+    if let Some(v) = file.healthz_bind_address {
+        cfg.healthz_bind_address = v;
+    }
+    if let Some(v) = file.metrics_bind_address {
+        cfg.metrics_bind_address = v;
     }
 }

@@ -4,7 +4,8 @@
 //! [`ConfigError`] naming the flag or field, and the process exits with 64 (EX_USAGE) before
 //! touching anything.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -145,6 +146,14 @@ pub struct Config {
     pub sync_period: Duration,
     /// `minSyncPeriod`: changes are coalesced for at least this long.
     pub min_sync_period: Duration,
+    /// `healthzBindAddress`: the proxy health server (`/healthz`, `/livez`); `None`: off.
+    pub healthz_bind_address: Option<SocketAddr>,
+    /// `metricsBindAddress`: the metrics server (`/metrics`); `None`: off.
+    pub metrics_bind_address: Option<SocketAddr>,
+    /// `clientConnection.kubeconfig` / `--kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--master`: the API server's URL.
+    pub master: Option<String>,
 }
 
 impl Default for Config {
@@ -160,6 +169,10 @@ impl Default for Config {
             masquerade_bit: 14,
             sync_period: Duration::from_secs(30),
             min_sync_period: Duration::from_secs(1),
+            healthz_bind_address: Some(SocketAddr::from(([0, 0, 0, 0], 10256))),
+            metrics_bind_address: Some(SocketAddr::from(([127, 0, 0, 1], 10249))),
+            kubeconfig: None,
+            master: None,
         }
     }
 }
@@ -232,6 +245,22 @@ pub fn parse_node_port_addresses<'a>(
 
 fn is_loopback(ip: &IpAddr) -> bool {
     ip.is_loopback()
+}
+
+/// Parses `healthzBindAddress` / `metricsBindAddress` (and their flags): `IP:PORT`
+/// (`[::]:10256` for IPv6). Empty, or port 0, turns the server off, like upstream.
+pub fn parse_bind_address(place: &str, s: &str) -> Result<Option<SocketAddr>, ConfigError> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let addr: SocketAddr = s.parse().map_err(|_| {
+        ConfigError::new(
+            place,
+            format!("{s:?} is not IP:PORT (e.g. 0.0.0.0:10256); empty disables the server"),
+        )
+    })?;
+    Ok((addr.port() != 0).then_some(addr))
 }
 
 /// Checks a masquerade bit.

@@ -2,16 +2,26 @@
 //!
 //! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (state + compile +
 //! apply, one sync at a time), [`run`] (the agent: sources, the bounded-frequency loop,
-//! signals).
+//! signals), [`health`] (`/healthz`, `/livez`), [`healthcheck`] (service health-check
+//! NodePorts), [`metrics`] (`/metrics`), [`serve`] (their HTTP servers), [`check`]
+//! (`ferry check`).
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::Parser;
+use ferry_source::kube::{ConnectError, Connection};
 
+mod check;
 mod cli;
 mod config;
+mod explain;
+mod health;
+mod healthcheck;
+mod lab_cmd;
+mod metrics;
 mod run;
+mod serve;
 mod sync;
 
 use cli::{Cli, Command, LogFormat, RunArgs};
@@ -37,13 +47,22 @@ fn init_logging(args: &RunArgs) {
     }
 }
 
-/// The effective configuration and manifest path; `None` after printing the one message about
-/// a bad flag or value (the caller exits 64).
-fn resolve(args: &RunArgs, warn: impl Fn(&str)) -> Option<(config::Config, std::path::PathBuf)> {
+/// The effective configuration and the manifest path, if any; `None` after printing the one
+/// message about a bad flag or value (the caller exits 64).
+fn resolve(
+    args: &RunArgs,
+    warn: impl Fn(&str),
+) -> Option<(config::Config, Option<std::path::PathBuf>)> {
+    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
+        eprintln!(
+            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
+        );
+        return None;
+    }
     match args.resolve() {
         Ok((config, warnings)) => {
             warnings.iter().for_each(|w| warn(w));
-            Some((config, args.manifests.clone().unwrap_or_default()))
+            Some((config, args.manifests.clone()))
         }
         Err(e) => {
             eprintln!("ferry: {e}");
@@ -65,8 +84,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) | Command::Rules(args) if args.manifests.is_none() => {
-            eprintln!("ferry: --manifests: required (the Kubernetes API source is not built yet)");
+        Command::Rules(args) if args.manifests.is_none() => {
+            eprintln!("ferry: --manifests: required by `ferry rules`");
             ExitCode::from(EXIT_USAGE)
         }
         Command::Run(args) => {
@@ -74,8 +93,19 @@ fn main() -> ExitCode {
             let Some((config, manifests)) = resolve(&args, |w| tracing::warn!("{w}")) else {
                 return ExitCode::from(EXIT_USAGE);
             };
-            match run::run(config, manifests) {
+            let source = match manifests {
+                Some(path) => run::Source::Manifests(path),
+                None => run::Source::Kube(Connection {
+                    kubeconfig: config.kubeconfig.clone(),
+                    master: config.master.clone(),
+                }),
+            };
+            match run::run(config, source) {
                 Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.downcast_ref::<ConnectError>().is_some() => {
+                    eprintln!("ferry: {e:#}");
+                    ExitCode::from(EXIT_USAGE)
+                }
                 Err(e) => {
                     tracing::error!("{e:#}");
                     ExitCode::FAILURE
@@ -83,12 +113,60 @@ fn main() -> ExitCode {
             }
         }
         Command::Rules(args) => {
-            let Some((config, manifests)) = resolve(&args, |w| eprintln!("warning: {w}")) else {
+            let Some((config, Some(manifests))) = resolve(&args, |w| eprintln!("warning: {w}"))
+            else {
                 return ExitCode::from(EXIT_USAGE);
             };
             print!("{}", run::rules(&config, &manifests));
             ExitCode::SUCCESS
         }
+        Command::Check(args) => {
+            let report = check::check(&args);
+            for line in &report.lines {
+                println!("{line}");
+            }
+            if report.errors == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Command::Explain(mut args) => {
+            if let Some(node) = args.node.take() {
+                args.run.hostname_override = Some(node);
+            }
+            if args.run.manifests.is_none() {
+                eprintln!("ferry: --manifests: required");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            let Some((config, manifests)) = resolve(&args.run, |w| eprintln!("warning: {w}"))
+            else {
+                return ExitCode::from(EXIT_USAGE);
+            };
+            let to = match explain::parse_to(&args.to) {
+                Ok(to) => to,
+                Err(e) => {
+                    eprintln!("ferry: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let manifests = manifests.unwrap_or_default();
+            let (trace, ruleset) = explain::explain(&config, &manifests, args.from, to);
+            let live = if args.live {
+                match ferry_dataplane::read_back(ferry_model::IpFamily::of(&to.0)) {
+                    Ok(table) => Some(explain::live::check(&trace, &ruleset, table.as_ref())),
+                    Err(e) => {
+                        eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                None
+            };
+            print!("{}", explain::render(&trace, live.as_ref(), args.output));
+            ExitCode::SUCCESS
+        }
+        Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Cleanup => {
             // Both modes: whatever this node ran last, nothing of Ferry's is left.
             let nft = ferry_dataplane::cleanup();

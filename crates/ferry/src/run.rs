@@ -1,19 +1,25 @@
-//! The agent: the manifest source, the bounded-frequency sync loop, signals.
+//! The agent: the source (manifests or the Kubernetes API), the bounded-frequency sync loop, the
+//! health, metrics and health-check NodePort servers, signals.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
 
 use ferry_dataplane::iptables::{detect_backend, Backend, IptablesDataplane};
 use ferry_dataplane::{NftDataplane, SyncKind};
 use ferry_model::{IpFamily, NodeContext};
+use ferry_source::kube::{Connection, KubeSource};
 use ferry_source::manifest::ManifestSource;
 use ferry_source::SourceEvent;
 
 use crate::config::{Config, IptablesBackend, ProxyMode};
+use crate::health::ProxyHealth;
+use crate::healthcheck::ServiceHealthServers;
+use crate::metrics::Metrics;
+use crate::serve::keep_serving;
 use crate::sync::{Dataplane, Syncer};
 
 /// After a failed sync, retry this soon (upstream's retry interval is 1 s).
@@ -81,35 +87,87 @@ pub fn rules(config: &Config, manifests: &Path) -> String {
     syncer.desired()
 }
 
+/// Where the cluster's objects come from.
+pub enum Source {
+    /// Manifests on disk (`--manifests`), watched.
+    Manifests(PathBuf),
+    /// The Kubernetes API server (`--kubeconfig`, `--master`, or in-cluster).
+    Kube(Connection),
+}
+
 /// `ferry run`: runs until SIGTERM or SIGINT. The rules stay in the kernel on exit, so traffic
-/// keeps flowing while Ferry restarts; `ferry cleanup` removes them.
-pub fn run(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
+/// keeps flowing while Ferry restarts; `ferry cleanup` removes them. An API server that cannot
+/// be used at start is a [`ferry_source::kube::ConnectError`] (the caller exits 64).
+pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(agent(config, manifests))
+    runtime.block_on(agent(config, source))
 }
 
-async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
-    tracing::info!(
-        node = %config.node_name,
-        manifests = %manifests.display(),
-        sync_period = ?config.sync_period,
-        min_sync_period = ?config.min_sync_period,
-        "ferry starting ({} mode)",
-        config.mode.as_str()
-    );
+async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    // Upstream's health timeout: a change may wait two sync periods before the proxy counts
+    // as unhealthy.
+    let health = ProxyHealth::new(2 * config.sync_period);
+    let (stop_servers, servers_stopped) = watch::channel(false);
+    let mut servers = Vec::new();
+    if let Some(addr) = config.healthz_bind_address {
+        let router = crate::health::router(health.clone(), metrics.clone());
+        servers.push(tokio::spawn(keep_serving(
+            "healthz",
+            addr,
+            router,
+            servers_stopped.clone(),
+        )));
+    }
+    if let Some(addr) = config.metrics_bind_address {
+        let router = crate::metrics::router(metrics.clone());
+        servers.push(tokio::spawn(keep_serving(
+            "metrics",
+            addr,
+            router,
+            servers_stopped.clone(),
+        )));
+    }
+    let mut health_checks = ServiceHealthServers::new(health.clone());
+
     let (tx, mut rx) = mpsc::channel::<SourceEvent>(64);
-    let source = ManifestSource::new(manifests);
-    // The source logs each invalid object itself (file, object, field); nothing to add here
-    // until the metrics server counts them.
-    tokio::spawn(async move {
-        if let Err(e) = source.run(tx, |_| {}).await {
-            tracing::error!("manifest source stopped: {e}");
+    // Each source logs each invalid object itself (object, field); count them here.
+    let counted = metrics.clone();
+    let count = move |e: &ferry_source::InvalidObject| counted.invalid_object(&e.object.kind);
+    match source {
+        Source::Manifests(manifests) => {
+            tracing::info!(
+                node = %config.node_name,
+                manifests = %manifests.display(),
+                sync_period = ?config.sync_period,
+                min_sync_period = ?config.min_sync_period,
+                "ferry starting ({} mode)",
+                config.mode.as_str()
+            );
+            let source = ManifestSource::new(manifests);
+            tokio::spawn(async move {
+                if let Err(e) = source.run(tx, count).await {
+                    tracing::error!("manifest source stopped: {e}");
+                }
+            });
         }
-    });
+        Source::Kube(connection) => {
+            tracing::info!(
+                node = %config.node_name,
+                sync_period = ?config.sync_period,
+                min_sync_period = ?config.min_sync_period,
+                "ferry starting ({} mode, Kubernetes API)",
+                config.mode.as_str()
+            );
+            let client = ferry_source::kube::connect(&connection).await?;
+            let source = KubeSource::new(client, config.node_name.clone());
+            tokio::spawn(source.run(tx, count));
+        }
+    }
 
     let dataplane = dataplane(&config, true);
     cleanup_other_mode(config.mode);
@@ -122,16 +180,18 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         .context("installing the SIGTERM handler")?;
 
     // No sync before the source has delivered its first complete view: a half-programmed node
-    // would reject traffic to services it has not read yet.
+    // would reject traffic to services it has not read yet. Both sources send a Resync first:
+    // the manifests after the first scan, the API once every watch has listed once.
     let first = tokio::select! {
         ev = rx.recv() => ev,
         _ = sigterm.recv() => return Ok(()),
         _ = tokio::signal::ctrl_c() => return Ok(()),
     };
     let Some(first) = first else {
-        anyhow::bail!("the manifest source stopped before its first scan");
+        anyhow::bail!("the source stopped before its first complete view");
     };
     syncer.handle(first);
+    queued(&syncer, &health, &metrics);
 
     let mut last_sync: Option<Instant> = None;
     let mut next_full = Instant::now();
@@ -152,10 +212,11 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
                 Some(ev) => {
                     if syncer.handle(ev) {
                         pending = true;
+                        queued(&syncer, &health, &metrics);
                     }
                     continue;
                 }
-                None => anyhow::bail!("the manifest source stopped"),
+                None => anyhow::bail!("the source stopped"),
             },
             _ = sleep_until(due) => {}
             _ = sigterm.recv() => break,
@@ -163,19 +224,29 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         }
         let full = Instant::now() >= next_full;
         let services = syncer.pending_services();
+        let trigger_times = syncer.pending_changes().trigger_times.clone();
         let started = Instant::now();
         last_sync = Some(started);
-        match syncer.sync(full) {
+        let result = syncer.sync(full);
+        let elapsed = started.elapsed();
+        metrics.sync_ran(result.as_ref().ok().map(|r| r.kind), elapsed);
+        match result {
             Ok(report) => {
                 pending = false;
                 retry_at = None;
                 if report.kind == SyncKind::Full {
                     next_full = started + config.sync_period;
                 }
+                health.updated();
+                metrics.sync_succeeded(SystemTime::now(), &trigger_times);
+                metrics.changes(syncer.pending_changes());
+                metrics.no_local_endpoints(syncer.status().no_local_endpoints());
+                health_checks.sync(&syncer.status().health_checks()).await;
+                metrics.health_check_servers(health_checks.open().len());
                 tracing::info!(
                     kind = ?report.kind,
                     services_changed = services,
-                    duration_ms = started.elapsed().as_secs_f64() * 1e3,
+                    duration_ms = elapsed.as_secs_f64() * 1e3,
                     chains_written = report.chains_written,
                     elements_changed = report.elements_changed,
                     script_bytes = report.script_bytes,
@@ -189,5 +260,23 @@ async fn agent(config: Config, manifests: PathBuf) -> anyhow::Result<()> {
         }
     }
     tracing::info!("ferry stopping; rules stay in place (run `ferry cleanup` to remove them)");
+    let _ = stop_servers.send(true);
+    health_checks.close_all().await;
+    for server in servers {
+        let _ = server.await;
+    }
     Ok(())
+}
+
+/// A change is waiting for a sync: start the health clock, export the pending changes, and
+/// follow this node's eligibility (its Node may be what changed).
+fn queued<D: Dataplane>(
+    syncer: &Syncer<D>,
+    health: &ProxyHealth,
+    metrics: &Metrics,
+) {
+    health.queued_update();
+    health.sync_node(syncer.this_node());
+    metrics.sync_queued(SystemTime::now());
+    metrics.changes(syncer.pending_changes());
 }

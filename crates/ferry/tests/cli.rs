@@ -102,8 +102,14 @@ fn rules_prints_the_ruleset_for_a_node_without_root() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.starts_with("table ip ferry {"), "{stdout}");
-    assert!(stdout.contains("tcp . 32223 : goto external-"), "{stdout}");
-    assert!(stdout.contains("dnat to 192.168.169.166:56010"), "{stdout}");
+    assert!(
+        stdout.contains("tcp . 32223 comment \"dev/url-analysis:http\" : goto nodeport-"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("10.96.198.86 . tcp . 8080 . 0 : 192.168.169.166 . 56010"),
+        "{stdout}"
+    );
     let (_, again, _) = ferry(&[
         "rules",
         "--manifests",
@@ -134,7 +140,7 @@ apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  
         "{stderr}"
     );
     assert!(
-        stdout.contains("10.96.0.98 . tcp . 80 : goto reject-chain"),
+        stdout.contains("10.96.0.98 . tcp . 80 comment \"dev/fine\" : goto reject-chain"),
         "{stdout}"
     );
     assert!(!stdout.contains("10.96.0.99"), "{stdout}");
@@ -165,4 +171,69 @@ fn rules_in_iptables_mode_print_iptables_restore_input_with_upstreams_chains() {
     ] {
         assert!(stdout.contains(needle), "{needle}: {stdout}");
     }
+}
+
+#[test]
+fn bad_server_addresses_exit_64_naming_the_flag() {
+    let seed = seed();
+    for flag in ["--healthz-bind-address", "--metrics-bind-address"] {
+        let (code, _, stderr) = ferry(&["run", "--manifests", &seed, flag, "127.0.0.1"]);
+        assert_eq!(code, 64, "{flag}: {stderr}");
+        assert!(stderr.contains(flag), "{stderr}");
+    }
+}
+
+#[test]
+fn check_accepts_a_valid_config_and_manifests() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("kube-proxy.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nhostnameOverride: k8s-node2\nclusterCIDR: 192.168.0.0/16\nhealthzBindAddress: 0.0.0.0:10256\n",
+    )
+    .expect("write config");
+    let cfg = cfg.display().to_string();
+    let (code, stdout, stderr) = ferry(&["check", "--config", &cfg, "--manifests", &seed()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("node k8s-node2"), "{stdout}");
+    assert!(stdout.trim_end().ends_with("ferry check: ok"), "{stdout}");
+}
+
+#[test]
+fn check_prints_every_problem_and_exits_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: broken, namespace: dev}\nspec:\n  clusterIP: 10.96.0.99\n  ports: [{port: 70000}]\n---\n\
+apiVersion: v1\nkind: Service\nmetadata: {name: worse, namespace: dev}\nspec:\n  clusterIP: 10.96.0.300\n  ports: [{port: 80}]\n---\n\
+apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  clusterIP: 10.96.0.98\n  ports: [{port: 80}]\n",
+    )
+    .expect("write");
+    let path = dir.path().display().to_string();
+    let (code, stdout, _) = ferry(&["check", "--manifests", &path, "--hostname-override", "n1"]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("Service dev/broken: spec.ports[0].port"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Service dev/worse: spec.clusterIP"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 valid objects"), "{stdout}");
+    assert!(stdout.contains("ferry check: 2 problem(s)"), "{stdout}");
+
+    let cfg = dir.path().join("kube-proxy.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmetricsBindAddress: nowhere\n",
+    )
+    .expect("write config");
+    let cfg = cfg.display().to_string();
+    let (code, stdout, _) = ferry(&["check", "--config", &cfg]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("kube-proxy.yaml: metricsBindAddress"),
+        "{stdout}"
+    );
 }

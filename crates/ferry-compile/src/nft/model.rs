@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use ferry_model::{IpFamily, ServiceName};
 
+pub use super::element::{Element, Key, Value, Verdict};
+
 /// A chain and its rules (rule bodies in nft syntax).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chain {
@@ -31,31 +33,33 @@ pub struct BaseChain {
 pub struct SetDef {
     /// Name.
     pub name: &'static str,
-    /// Key type, e.g. `ipv4_addr . inet_proto . inet_service`.
-    pub key: String,
-    /// Value type for maps (`verdict`); `None` for sets.
-    pub value: Option<&'static str>,
+    /// True for a map, false for a set.
+    pub map: bool,
+    /// The type declaration: `type ipv4_addr . inet_proto . inet_service : verdict`, or
+    /// `typeof …` for maps whose keys hold a `numgen` slot (so `nft list` can print them).
+    pub decl: String,
     /// `interval` for prefix sets.
     pub interval: bool,
     /// What it is for.
     pub comment: &'static str,
 }
 
-/// One element of a set or map.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Element {
-    /// The set or map.
-    pub set: &'static str,
-    /// Key, in nft syntax.
-    pub key: String,
-    /// Value for map elements (`goto chain`, `drop`).
-    pub value: Option<String>,
+impl SetDef {
+    /// `set` or `map`.
+    pub fn kind(&self) -> &'static str {
+        if self.map {
+            "map"
+        } else {
+            "set"
+        }
+    }
 }
 
-/// Everything one Service contributes: its chains and its elements.
+/// Everything one Service contributes: the dispatch chains it uses and its elements.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServiceRules {
-    /// Chains, sorted by name.
+    /// Dispatch chains its elements `goto`, sorted by name. They are shared: a chain's name
+    /// determines its rules, and many services use the same chain; the ruleset counts users.
     pub chains: Vec<Chain>,
     /// Elements, sorted. Elements of the shared sets (`cluster-ips`, `hairpin`) may also be
     /// contributed by other services; the ruleset counts them.
@@ -78,7 +82,9 @@ pub struct Ruleset {
     /// Per-service chains and elements.
     pub services: BTreeMap<ServiceName, ServiceRules>,
     /// How many services contribute each element of a shared set.
-    pub(crate) shared: BTreeMap<(&'static str, String), usize>,
+    pub(crate) shared: BTreeMap<(&'static str, Key), usize>,
+    /// Dispatch chains in use, with the number of services using each.
+    pub(crate) dispatch: BTreeMap<String, (usize, Chain)>,
 }
 
 /// Sets whose elements several services may contribute.
@@ -106,42 +112,59 @@ impl Ruleset {
                     }
                 }
             }
+            for c in &old.chains {
+                if let Some((n, _)) = self.dispatch.get_mut(&c.name) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.dispatch.remove(&c.name);
+                    }
+                }
+            }
         }
         if let Some(new) = rules {
             for e in new.elements.iter().filter(|e| SHARED_SETS.contains(&e.set)) {
                 *self.shared.entry((e.set, e.key.clone())).or_default() += 1;
+            }
+            for c in &new.chains {
+                self.dispatch
+                    .entry(c.name.clone())
+                    .or_insert_with(|| (0, c.clone()))
+                    .0 += 1;
             }
             self.services.insert(name, new);
         }
     }
 
     /// How many services contribute a shared element.
-    pub fn shared_count(&self, set: &'static str, key: &str) -> usize {
-        self.shared
-            .get(&(set, key.to_owned()))
-            .copied()
-            .unwrap_or(0)
+    pub fn shared_count(&self, set: &'static str, key: &Key) -> usize {
+        self.shared.get(&(set, key.clone())).copied().unwrap_or(0)
     }
 
-    /// Every chain name (base, fixed and per-service).
+    /// How many services use a dispatch chain.
+    pub fn chain_users(&self, name: &str) -> usize {
+        self.dispatch.get(name).map_or(0, |(n, _)| *n)
+    }
+
+    /// The dispatch chains in use, sorted by name.
+    pub fn dispatch_chains(&self) -> impl Iterator<Item = &Chain> {
+        self.dispatch.values().map(|(_, c)| c)
+    }
+
+    /// Every chain name (base, fixed and dispatch).
     pub fn chain_names(&self) -> impl Iterator<Item = &str> {
         self.base_chains
             .iter()
             .map(|b| b.chain.name.as_str())
             .chain(self.chains.iter().map(|c| c.name.as_str()))
-            .chain(
-                self.services
-                    .values()
-                    .flat_map(|s| s.chains.iter().map(|c| c.name.as_str())),
-            )
+            .chain(self.dispatch.keys().map(String::as_str))
     }
 
-    /// Every element, each shared element once, grouped by set in definition order.
+    /// Every element, each shared element once, grouped by set.
     pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<&Element>> {
-        let mut by_set: BTreeMap<&'static str, BTreeMap<&str, &Element>> = BTreeMap::new();
+        let mut by_set: BTreeMap<&'static str, BTreeMap<&Key, &Element>> = BTreeMap::new();
         let service_elements = self.services.values().flat_map(|s| s.elements.iter());
         for e in self.elements.iter().chain(service_elements) {
-            by_set.entry(e.set).or_default().insert(e.key.as_str(), e);
+            by_set.entry(e.set).or_default().insert(&e.key, e);
         }
         by_set
             .into_iter()

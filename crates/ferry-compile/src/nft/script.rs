@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use ferry_model::{IpFamily, ServiceName};
 
-use super::model::{Chain, Element, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::model::{Chain, Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
 
 /// Ferry's table name (in the `ip` and `ip6` families).
 pub const TABLE: &str = "ferry";
@@ -48,15 +48,13 @@ impl Writer {
     }
 
     fn set_def(&mut self, s: &SetDef) {
-        let kind = if s.value.is_some() { "map" } else { "set" };
-        let value = s.value.map(|v| format!(" : {v}")).unwrap_or_default();
         let flags = if s.interval { " flags interval;" } else { "" };
         self.line(
             "add",
-            kind,
+            s.kind(),
             &format!(
-                "{} {{ type {}{value};{flags} comment \"{}\"; }}",
-                s.name, s.key, s.comment
+                "{} {{ {};{flags} comment \"{}\"; }}",
+                s.name, s.decl, s.comment
             ),
         );
     }
@@ -73,18 +71,16 @@ impl Writer {
             return;
         }
         self.tx.elements_changed += els.len();
-        let items: Vec<String> = els
-            .iter()
-            .map(|e| match (&e.value, with_value) {
-                (Some(v), true) => format!("{} : {v}", e.key),
-                _ => e.key.clone(),
-            })
-            .collect();
-        self.line(
-            verb,
-            "element",
-            &format!("{set} {{ {} }}", items.join(", ")),
-        );
+        let _ = write!(self.tx.text, "{verb} element {} {set} {{ ", self.prefix);
+        for (i, e) in els.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            if with_value {
+                let _ = write!(self.tx.text, "{sep}{e}");
+            } else {
+                let _ = write!(self.tx.text, "{sep}{}", e.key);
+            }
+        }
+        self.tx.text.push_str(" }\n");
     }
 }
 
@@ -114,7 +110,7 @@ impl Transaction {
         let regular: Vec<&Chain> = desired
             .chains
             .iter()
-            .chain(desired.services.values().flat_map(|s| s.chains.iter()))
+            .chain(desired.dispatch_chains())
             .collect();
         for c in &regular {
             w.line("add", "chain", &c.name);
@@ -132,8 +128,7 @@ impl Transaction {
                 w.line("flush", "chain", &c.name);
             }
             for s in &desired.sets {
-                let kind = if s.value.is_some() { "map" } else { "set" };
-                w.line("flush", kind, s.name);
+                w.line("flush", s.kind(), s.name);
             }
             for name in stale_chains {
                 w.line("flush", "chain", name);
@@ -159,31 +154,61 @@ impl Transaction {
     }
 
     /// An incremental sync from `installed` (what the kernel holds) after replacing the given
-    /// services' rules (`None`: the service is gone). Touches only those services' chains and
-    /// elements, and shared elements whose last contributor came or went.
+    /// services' rules (`None`: the service is gone). Touches only those services' elements,
+    /// the dispatch chains whose first user came or last user went, and shared elements whose
+    /// last contributor came or went.
     pub fn delta(
         installed: &Ruleset,
         changes: &BTreeMap<ServiceName, Option<ServiceRules>>,
     ) -> Transaction {
-        let mut w = Writer::new(installed.family);
-        let empty = ServiceRules::default();
-        let mut old_chains: BTreeMap<&str, &Chain> = BTreeMap::new();
-        let mut new_chains: BTreeMap<&str, &Chain> = BTreeMap::new();
+        Delta::between(installed, changes).transaction(installed.family)
+    }
+
+    /// True when the transaction does nothing.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+}
+
+/// What an incremental sync changes, typed (the text [`Transaction`] is rendered from it; a
+/// netlink applier can send element-only deltas without the `nft` tool).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Delta<'a> {
+    /// Dispatch chains to create (first user came), with their rules.
+    pub add_chains: Vec<&'a Chain>,
+    /// Dispatch chains to delete (last user went), after their elements.
+    pub delete_chains: Vec<&'a str>,
+    /// Elements to delete, by set (a key whose value changed is deleted and added again).
+    pub delete: BTreeMap<&'static str, Vec<&'a Element>>,
+    /// Elements to add, by set.
+    pub add: BTreeMap<&'static str, Vec<&'a Element>>,
+}
+
+impl<'a> Delta<'a> {
+    /// The difference between `installed` and `installed` with `changes` applied.
+    pub fn between(
+        installed: &'a Ruleset,
+        changes: &'a BTreeMap<ServiceName, Option<ServiceRules>>,
+    ) -> Self {
+        static EMPTY: ServiceRules = ServiceRules {
+            chains: Vec::new(),
+            elements: Vec::new(),
+        };
+        let empty = &EMPTY;
+        let mut chain_delta: BTreeMap<&str, (isize, &Chain)> = BTreeMap::new();
         let mut old_els: BTreeSet<&Element> = BTreeSet::new();
         let mut new_els: BTreeSet<&Element> = BTreeSet::new();
-        let mut shared_delta: BTreeMap<(&'static str, &str), (isize, &Element)> = BTreeMap::new();
+        let mut shared_delta: BTreeMap<(&'static str, &Key), (isize, &Element)> = BTreeMap::new();
         for (name, new) in changes {
-            let old = installed.services.get(name).unwrap_or(&empty);
-            let new = new.as_ref().unwrap_or(&empty);
-            old_chains.extend(old.chains.iter().map(|c| (c.name.as_str(), c)));
-            new_chains.extend(new.chains.iter().map(|c| (c.name.as_str(), c)));
-            for (els, sign) in [(&old.elements, -1), (&new.elements, 1)] {
-                for e in els {
+            let old = installed.services.get(name).unwrap_or(empty);
+            let new = new.as_ref().unwrap_or(empty);
+            for (rules, sign) in [(old, -1), (new, 1)] {
+                for c in &rules.chains {
+                    chain_delta.entry(c.name.as_str()).or_insert((0, c)).0 += sign;
+                }
+                for e in &rules.elements {
                     if SHARED_SETS.contains(&e.set) {
-                        shared_delta
-                            .entry((e.set, e.key.as_str()))
-                            .or_insert((0, e))
-                            .0 += sign;
+                        shared_delta.entry((e.set, &e.key)).or_insert((0, e)).0 += sign;
                     } else if sign < 0 {
                         old_els.insert(e);
                     } else {
@@ -192,38 +217,18 @@ impl Transaction {
                 }
             }
         }
-        let added: Vec<&Chain> = new_chains
-            .values()
-            .filter(|c| !old_chains.contains_key(c.name.as_str()))
-            .copied()
-            .collect();
-        let changed: Vec<&Chain> = new_chains
-            .values()
-            .filter(|c| {
-                old_chains
-                    .get(c.name.as_str())
-                    .is_some_and(|o| o.rules != c.rules)
-            })
-            .copied()
-            .collect();
-        let removed: Vec<&str> = old_chains
-            .keys()
-            .filter(|n| !new_chains.contains_key(*n))
-            .copied()
-            .collect();
-
-        for c in &added {
-            w.line("add", "chain", &c.name);
-        }
-        for name in changed
-            .iter()
-            .map(|c| c.name.as_str())
-            .chain(removed.iter().copied())
-        {
-            w.line("flush", "chain", name);
-        }
-        for c in added.iter().chain(&changed) {
-            w.rules(c);
+        // Dispatch chains are shared: one is added when its first user comes and deleted when
+        // its last user goes. A chain's rules never change (its name says what they are).
+        let mut added: Vec<&Chain> = Vec::new();
+        let mut removed: Vec<&str> = Vec::new();
+        for (name, (delta, c)) in &chain_delta {
+            let before = installed.chain_users(name) as isize;
+            let after = before + delta;
+            if before <= 0 && after > 0 {
+                added.push(c);
+            } else if before > 0 && after <= 0 {
+                removed.push(name);
+            }
         }
         // Element changes: a key whose value changed is deleted and added again.
         let mut delete: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
@@ -243,20 +248,50 @@ impl Transaction {
                 add.entry(set).or_default().push(e);
             }
         }
-        for (set, els) in &delete {
+        Delta {
+            add_chains: added,
+            delete_chains: removed,
+            delete,
+            add,
+        }
+    }
+
+    /// True when only elements change (no chain, so no rule the kernel must validate).
+    pub fn elements_only(&self) -> bool {
+        self.add_chains.is_empty() && self.delete_chains.is_empty()
+    }
+
+    /// Elements added or deleted.
+    pub fn elements_changed(&self) -> usize {
+        self.delete
+            .values()
+            .chain(self.add.values())
+            .map(Vec::len)
+            .sum()
+    }
+
+    /// The `nft -f` text of this delta: chains first (a `goto` needs its chain), then element
+    /// deletions and additions, then chain deletions (no element refers to them any more).
+    pub fn transaction(&self, family: IpFamily) -> Transaction {
+        let mut w = Writer::new(family);
+        for c in &self.add_chains {
+            w.line("add", "chain", &c.name);
+        }
+        for name in &self.delete_chains {
+            w.line("flush", "chain", name);
+        }
+        for c in &self.add_chains {
+            w.rules(c);
+        }
+        for (set, els) in &self.delete {
             w.elements("delete", set, els, false);
         }
-        for (set, els) in &add {
+        for (set, els) in &self.add {
             w.elements("add", set, els, true);
         }
-        for name in &removed {
+        for name in &self.delete_chains {
             w.line("delete", "chain", name);
         }
         w.tx
-    }
-
-    /// True when the transaction does nothing.
-    pub fn is_empty(&self) -> bool {
-        self.text.is_empty()
     }
 }

@@ -79,7 +79,41 @@ fn rendering_is_deterministic() {
 }
 
 #[test]
-fn an_endpoint_change_rewrites_one_chain_and_no_maps() {
+fn an_endpoint_change_that_keeps_the_count_changes_endpoint_elements_only() {
+    let before = ruleset(
+        &seed_state(
+            TrafficPolicy::Cluster,
+            &["192.168.169.166", "192.168.169.168"],
+        ),
+        "k8s-node1",
+    );
+    let after = ruleset(
+        &seed_state(
+            TrafficPolicy::Cluster,
+            &["192.168.169.166", "192.168.169.170"],
+        ),
+        "k8s-node1",
+    );
+    let changes = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
+    let tx = Transaction::delta(&before, &changes);
+    assert_eq!(tx.chains_written, 0, "{}", tx.text);
+    assert!(!tx.text.contains("chain"), "no chain, no rule: {}", tx.text);
+    assert!(!tx.text.contains("service-ips"), "{}", tx.text);
+    assert!(
+        tx.text
+            .contains("delete element ip ferry hairpin { 192.168.169.168 . 192.168.169.168 }"),
+        "{}",
+        tx.text
+    );
+    assert!(
+        tx.text.contains(" . 1 : 192.168.169.170 . "),
+        "slot 1 now holds the new endpoint: {}",
+        tx.text
+    );
+}
+
+#[test]
+fn an_endpoint_count_change_moves_the_dispatch_element_to_another_chain() {
     let before = ruleset(
         &seed_state(
             TrafficPolicy::Cluster,
@@ -93,19 +127,54 @@ fn an_endpoint_change_rewrites_one_chain_and_no_maps() {
     );
     let changes = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
     let tx = Transaction::delta(&before, &changes);
-    assert_eq!(tx.chains_written, 1, "{}", tx.text);
-    assert!(!tx.text.contains("service-ips"), "{}", tx.text);
     assert!(
         tx.text
-            .contains("delete element ip ferry hairpin { 192.168.169.168 . 192.168.169.168 }"),
+            .contains("add chain ip ferry cluster-ip-cluster-1\n"),
         "{}",
         tx.text
     );
     assert!(
-        !tx.text.contains("add chain"),
-        "no new chain, so no jump to validate: {}",
+        tx.text
+            .contains("delete chain ip ferry cluster-ip-cluster-2\n"),
+        "{}",
         tx.text
     );
+    assert!(tx.text.contains("goto cluster-ip-cluster-1"), "{}", tx.text);
+}
+
+#[test]
+fn random_choice_is_uniform_over_the_slots() {
+    // `numgen random mod n` draws 0..n with equal probability; the endpoint map must hold
+    // exactly slots 0..n, one per endpoint, for every endpoint count.
+    for n in 1..=12usize {
+        let ips: Vec<String> = (0..n).map(|i| format!("192.168.169.{}", 100 + i)).collect();
+        let refs: Vec<&str> = ips.iter().map(String::as_str).collect();
+        let rs = ruleset(&seed_state(TrafficPolicy::Cluster, &refs), "k8s-node1");
+        let rules = &rs.services[&svc()];
+        let slots: Vec<(u32, std::net::SocketAddr)> = rules
+            .elements
+            .iter()
+            .filter(|e| e.set == "cluster-endpoints")
+            .filter_map(|e| match (&e.key, &e.value) {
+                (Key::FrontendSlot(_, _, _, i), Some(Value::Endpoint(ep))) => Some((*i, *ep)),
+                _ => None,
+            })
+            .collect();
+        let idx: Vec<u32> = slots.iter().map(|(i, _)| *i).collect();
+        assert_eq!(idx, (0..n as u32).collect::<Vec<_>>(), "n={n}");
+        let mut eps: Vec<String> = slots.iter().map(|(_, ep)| ep.ip().to_string()).collect();
+        eps.sort();
+        eps.dedup();
+        assert_eq!(eps.len(), n, "each endpoint in exactly one slot, n={n}");
+        let chain = &rules.chains[0];
+        assert!(
+            chain
+                .rules
+                .iter()
+                .any(|r| r.contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
+            "{chain:?}"
+        );
+    }
 }
 
 #[test]
@@ -136,7 +205,7 @@ fn shared_elements_stay_while_another_service_uses_them() {
     )));
     let before = ruleset(&state, "k8s-node1");
     assert_eq!(
-        before.shared_count("hairpin", "192.168.169.166 . 192.168.169.166"),
+        before.shared_count("hairpin", &hairpin_key("192.168.169.166")),
         2
     );
     let tx = Transaction::delta(&before, &BTreeMap::from([(svc(), None)]));
@@ -155,4 +224,9 @@ fn a_delta_to_the_same_rules_is_empty() {
     );
     let same = BTreeMap::from([(svc(), before.services.get(&svc()).cloned())]);
     assert!(Transaction::delta(&before, &same).is_empty());
+}
+
+fn hairpin_key(ip: &str) -> Key {
+    let ip: std::net::IpAddr = ip.parse().expect("ip");
+    Key::AddrPair(ip, ip)
 }

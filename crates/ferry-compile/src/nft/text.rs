@@ -31,10 +31,8 @@ impl fmt::Display for Ruleset {
         out.push_str("\tcomment \"rules for Ferry\"\n");
         let elements = self.all_elements();
         for s in &self.sets {
-            let kind = if s.value.is_some() { "map" } else { "set" };
-            let value = s.value.map(|v| format!(" : {v}")).unwrap_or_default();
-            let _ = writeln!(out, "\t{kind} {} {{", s.name);
-            let _ = writeln!(out, "\t\ttype {}{value}", s.key);
+            let _ = writeln!(out, "\t{} {} {{", s.kind(), s.name);
+            let _ = writeln!(out, "\t\t{}", s.decl);
             if s.interval {
                 out.push_str("\t\tflags interval\n");
             }
@@ -43,14 +41,7 @@ impl fmt::Display for Ruleset {
                 out.push_str("\t\telements = {");
                 for (i, e) in els.iter().enumerate() {
                     let sep = if i == 0 { " " } else { ",\n\t\t\t     " };
-                    match &e.value {
-                        Some(v) => {
-                            let _ = write!(out, "{sep}{} : {v}", e.key);
-                        }
-                        None => {
-                            let _ = write!(out, "{sep}{}", e.key);
-                        }
-                    }
+                    let _ = write!(out, "{sep}{e}");
                 }
                 out.push_str(" }\n");
             }
@@ -66,10 +57,8 @@ impl fmt::Display for Ruleset {
         for c in &self.chains {
             chain_block(&mut out, c, None);
         }
-        for s in self.services.values() {
-            for c in &s.chains {
-                chain_block(&mut out, c, None);
-            }
+        for c in self.dispatch_chains() {
+            chain_block(&mut out, c, None);
         }
         out.push_str("}\n");
         f.write_str(&out)

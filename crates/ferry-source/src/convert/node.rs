@@ -1,6 +1,6 @@
 //! `v1 Node` → [`ferry_model::Node`].
 
-use ferry_model::{Node, NodeAddress, NodeAddressType, ObjectRef};
+use ferry_model::{Node, NodeAddress, NodeAddressType, NodeTaint, ObjectRef};
 use k8s_openapi::api::core::v1 as k8s;
 
 use super::{cidr, ip, non_empty, UNNAMED};
@@ -8,7 +8,8 @@ use crate::InvalidObject;
 
 /// Converts a Node: name, labels, the `InternalIP` and `ExternalIP` entries of
 /// `status.addresses` (other types, such as `Hostname`, are ignored), and `spec.podCIDRs`
-/// (or `spec.podCIDR` when `podCIDRs` is unset).
+/// (or `spec.podCIDR` when `podCIDRs` is unset), `metadata.deletionTimestamp` and `spec.taints`
+/// (the proxy health server reports a node that is going away unhealthy).
 pub fn node(node: &k8s::Node) -> Result<Node, InvalidObject> {
     let Some(name) = non_empty(node.metadata.name.as_deref()) else {
         let object = ObjectRef::new("Node", "", UNNAMED);
@@ -48,10 +49,37 @@ pub fn node(node: &k8s::Node) -> Result<Node, InvalidObject> {
         },
     };
 
+    let mut taints = Vec::new();
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        if t.key.is_empty() {
+            return Err(InvalidObject::new(
+                &object,
+                format!("spec.taints[{i}].key"),
+                "must be set",
+            ));
+        }
+        taints.push(NodeTaint {
+            key: t.key.clone(),
+            value: t.value.clone().unwrap_or_default(),
+            effect: t.effect.clone(),
+        });
+    }
+
     Ok(Node {
         name: name.to_owned(),
         labels: node.metadata.labels.clone().unwrap_or_default(),
         addresses,
         pod_cidrs,
+        deletion_timestamp: node
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
+        taints,
     })
 }

@@ -1,5 +1,7 @@
 //! The `kubeproxy.config.k8s.io/v1alpha1` `KubeProxyConfiguration` file.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -8,8 +10,8 @@ use serde_json::{Map, Value};
 use ferry_compile::NodePortAddresses;
 
 use super::{
-    check_masquerade_bit, parse_cidrs, parse_duration, parse_node_port_addresses, ConfigError,
-    DetectLocalMode, ProxyMode,
+    check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration,
+    parse_node_port_addresses, ConfigError, DetectLocalMode, ProxyMode,
 };
 
 /// Prefix of the warning for a field KubeProxyConfiguration does not have.
@@ -36,6 +38,12 @@ pub struct FileConfig {
     pub sync_period: Option<Duration>,
     /// `minSyncPeriod` / `nftables.minSyncPeriod`.
     pub min_sync_period: Option<Duration>,
+    /// `healthzBindAddress` (`Some(None)`: set empty, the server is off).
+    pub healthz_bind_address: Option<Option<SocketAddr>>,
+    /// `metricsBindAddress` (`Some(None)`: set empty, the server is off).
+    pub metrics_bind_address: Option<Option<SocketAddr>>,
+    /// `clientConnection.kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
     /// Fields that are unknown, or known to kube-proxy but not used by Ferry: reported, not
     /// silently dropped.
     pub warnings: Vec<String>,
@@ -56,21 +64,21 @@ const USED: &[&str] = &[
     "iptables",
     "syncPeriod",
     "minSyncPeriod",
+    "healthzBindAddress",
+    "metricsBindAddress",
+    "clientConnection",
 ];
 
 /// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
 const NOT_USED: &[&str] = &[
     "bindAddress",
     "bindAddressHardFail",
-    "clientConnection",
     "configSyncPeriod",
     "conntrack",
     "enableProfiling",
     "featureGates",
-    "healthzBindAddress",
     "ipvs",
     "logging",
-    "metricsBindAddress",
     "oomScoreAdj",
     "portRange",
     "showHiddenMetricsForVersion",
@@ -227,6 +235,15 @@ impl FileConfig {
                 ))
             }
         };
+        for (field, slot) in [
+            ("healthzBindAddress", &mut out.healthz_bind_address),
+            ("metricsBindAddress", &mut out.metrics_bind_address),
+        ] {
+            if let Some(s) = r.string(&obj, field, field)? {
+                *slot = Some(parse_bind_address(&format!("{file}: {field}"), s)?);
+            }
+        }
+        out.kubeconfig = client_connection(&r, &obj, &mut out.warnings)?;
         out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
         out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
         // Per-mode sections: the section of the chosen mode (nftables by default) wins over the
@@ -266,4 +283,34 @@ impl FileConfig {
         }
         Ok(out)
     }
+}
+
+/// `clientConnection`: `kubeconfig` is used; kube-proxy's other fields (`qps`, `burst`,
+/// `contentType`, `acceptContentTypes`) are accepted with a warning.
+fn client_connection(
+    r: &Reader<'_>,
+    obj: &Map<String, Value>,
+    warnings: &mut Vec<String>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    let section = match obj.get("clientConnection") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(section)) => section,
+        Some(other) => {
+            return Err(r.err(
+                "clientConnection",
+                format!("must be an object, got {other}"),
+            ))
+        }
+    };
+    for key in section.keys().filter(|k| *k != "kubeconfig") {
+        warnings.push(format!(
+            "{}: clientConnection.{key}: accepted but not used by Ferry",
+            r.file
+        ));
+    }
+    Ok(
+        r.string(section, "kubeconfig", "clientConnection.kubeconfig")?
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from),
+    )
 }

@@ -115,3 +115,63 @@ fn cluster_cidr_flag_takes_a_comma_separated_list() {
     let err = parse_cidrs("--cluster-cidr", "10.0.0.1").expect_err("bare IP");
     assert!(err.to_string().contains("--cluster-cidr"), "{err}");
 }
+
+#[test]
+fn bind_addresses_are_read_and_empty_or_port_zero_disables() {
+    let f = parse(&format!(
+        "{HEAD}healthzBindAddress: 10.1.1.9:10256\nmetricsBindAddress: \"\"\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        f.healthz_bind_address,
+        Some(Some("10.1.1.9:10256".parse().expect("addr")))
+    );
+    assert_eq!(f.metrics_bind_address, Some(None));
+    assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+    assert_eq!(parse_bind_address("--x", "0.0.0.0:0"), Ok(None));
+    assert_eq!(
+        parse_bind_address("--x", "[::]:10256"),
+        Ok(Some("[::]:10256".parse().expect("addr")))
+    );
+}
+
+#[test]
+fn a_bad_bind_address_names_file_and_field() {
+    let err = parse(&format!("{HEAD}metricsBindAddress: 127.0.0.1\n")).expect_err("no port");
+    assert_eq!(err.place, "kube-proxy.yaml: metricsBindAddress");
+    let err = parse_bind_address("--healthz-bind-address", "localhost:10256").expect_err("name");
+    assert_eq!(err.place, "--healthz-bind-address");
+}
+
+#[test]
+fn default_servers_are_upstreams() {
+    let c = Config::default();
+    assert_eq!(
+        c.healthz_bind_address,
+        Some("0.0.0.0:10256".parse().expect("addr"))
+    );
+    assert_eq!(
+        c.metrics_bind_address,
+        Some("127.0.0.1:10249".parse().expect("addr"))
+    );
+}
+
+#[test]
+fn client_connection_kubeconfig_is_read_and_its_other_fields_reported() {
+    let f = parse(&format!(
+        "{HEAD}clientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n  qps: 5\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        f.kubeconfig.as_deref(),
+        Some(std::path::Path::new("/var/lib/kube-proxy/kubeconfig.conf"))
+    );
+    assert_eq!(f.warnings.len(), 1, "{:?}", f.warnings);
+    assert!(
+        f.warnings[0].contains("clientConnection.qps"),
+        "{:?}",
+        f.warnings
+    );
+    let e = parse(&format!("{HEAD}clientConnection:\n  kubeconfig: 7\n")).expect_err("bad");
+    assert!(e.place.ends_with("clientConnection.kubeconfig"), "{e}");
+}

@@ -79,19 +79,22 @@ fn an_endpoint_change_is_an_incremental_sync_of_that_service_only() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
     s.sync(false).expect("first sync");
-    assert!(s.handle(SourceEvent::Resync(seed_objects(&[
-        "192.168.169.166",
-        "192.168.169.168"
-    ]))));
+    // One endpoint replaced by another: same count, so map elements only.
+    assert!(s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.168"]))));
     assert_eq!(s.pending_services(), 1);
     let report = s.sync(false).expect("second sync");
     assert_eq!(report.kind, SyncKind::Partial);
+    assert_eq!(report.chains_written, 0);
     let scripts = rec.scripts.lock().expect("lock");
     let delta = &scripts[1];
-    assert!(delta.contains("dev/web/tcp/http"), "{delta}");
     assert!(
-        !delta.contains("dev/other"),
-        "unchanged service untouched: {delta}"
+        delta.contains("add element ip ferry cluster-endpoints { 10.96.198.86 . tcp . 8080 . 0 : 192.168.169.168"),
+        "{delta}"
+    );
+    assert!(!delta.contains("chain"), "no rule, no chain: {delta}");
+    assert!(
+        !delta.contains("service-ips"),
+        "dispatch unchanged: {delta}"
     );
 }
 
@@ -145,7 +148,7 @@ fn a_change_to_this_nodes_node_object_forces_a_full_sync() {
 }
 
 #[test]
-fn deleting_a_service_removes_its_chains() {
+fn deleting_a_service_removes_its_elements() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
     s.sync(false).expect("sync");
@@ -160,7 +163,45 @@ fn deleting_a_service_removes_its_chains() {
         .last()
         .cloned()
         .unwrap_or_default();
-    assert!(last.contains("delete chain ip ferry service-"), "{last}");
+    let delta = last.contains("delete element ip ferry service-ips");
+    let reload = last.contains("delete table ip ferry") && !last.contains("\"dev/web:http\"");
+    assert!(delta || reload, "{last}");
+}
+
+/// The Kubernetes API source's relist (after `410 Gone`) is a Resync of every kind: objects
+/// deleted while the watch was away go, and only the services that changed are rewritten.
+#[test]
+fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
+    let (mut s, rec) = syncer();
+    s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
+    s.sync(false).expect("sync");
+    let late = Object::Service(mk_service("dev", "late", "10.96.0.30", 80));
+    assert!(s.handle(SourceEvent::Apply(late)));
+    s.sync(false).expect("sync");
+    // Meanwhile `dev/other` and `dev/late` were deleted; the watch missed it and relisted.
+    let relisted: Vec<Object> = seed_objects(&["192.168.169.166"])
+        .into_iter()
+        .filter(|o| !matches!(o, Object::Service(svc) if svc.name.name == "other"))
+        .collect();
+    assert!(s.handle(SourceEvent::Resync(relisted)));
+    assert_eq!(s.pending_services(), 2, "dev/other and dev/late only");
+    let report = s.sync(false).expect("sync");
+    assert_eq!(report.kind, SyncKind::Partial);
+    let last = rec
+        .scripts
+        .lock()
+        .expect("lock")
+        .last()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        last.contains("10.96.0.20") && last.contains("10.96.0.30"),
+        "{last}"
+    );
+    assert!(
+        !last.contains("10.96.198.86"),
+        "unchanged services are not rewritten: {last}"
+    );
 }
 
 mod iptables;

@@ -61,8 +61,8 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
 }
 
 /// Case 4: Client → every node's NodePort with Cluster policy works; SNAT to the receiving node.
-pub fn cluster_policy_node_port_works_on_every_node_with_snat(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else {
+pub fn cluster_policy_node_port_works_on_every_node_with_snat(setup: impl Into<Setup>) {
+    let Some(seed) = SeedLab::start(setup, "Cluster") else {
         return;
     };
     for (node, ip) in NODES {
@@ -76,8 +76,8 @@ pub fn cluster_policy_node_port_works_on_every_node_with_snat(mode: Mode) {
 }
 
 /// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops.
-pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Local") else {
+pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: impl Into<Setup>) {
+    let Some(seed) = SeedLab::start(setup, "Local") else {
         return;
     };
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
@@ -274,4 +274,5 @@ pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
     );
 }
 
+#[allow(unused_imports, reason = "lab_kube runs only some cases")]
 pub use crate::ownership::*;

@@ -8,8 +8,9 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ferry_lab::spec::{MASTER, NODE1, NODE2};
+use ferry_lab::spec::{ClientSpec, MASTER, NODE1, NODE2};
 use ferry_lab::{CurlResult, Host, Lab, LabProcess, PodProgram};
+use ferry_testkit::FakeApiServer;
 
 pub const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 pub const CLUSTER_IP: &str = "10.96.198.86";
@@ -76,6 +77,88 @@ impl Mode {
         };
         vec!["--iptables-backend".into(), backend.into()]
     }
+}
+
+/// Where the nodes' Ferries take the cluster from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `--manifests DIR` (the manifests below).
+    Manifests,
+    /// `--master http://10.1.1.200:6443`: a fake API server in the lab, loaded with the same
+    /// manifests.
+    Api,
+}
+
+/// How a lab runs: the proxy mode and the source. A bare [`Mode`] means manifests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    pub mode: Mode,
+    pub source: Source,
+}
+
+impl From<Mode> for Setup {
+    fn from(mode: Mode) -> Self {
+        Setup {
+            mode,
+            source: Source::Manifests,
+        }
+    }
+}
+
+impl Mode {
+    /// This mode, with the state from the fake API server.
+    pub fn with_api(self) -> Setup {
+        Setup {
+            mode: self,
+            source: Source::Api,
+        }
+    }
+}
+
+/// The fake API server's host on the lab's LAN (a machine outside the cluster, as a
+/// control-plane load balancer would be).
+pub const APISERVER: &str = "apiserver";
+pub const APISERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 1, 1, 200);
+pub const APISERVER_PORT: u16 = 6443;
+
+/// Starts the fake API server inside the lab: its listening socket is created in the
+/// `apiserver` host's namespace (a socket stays in the namespace it was made in), and served
+/// from a thread of this process. Nothing is added to the root namespace.
+fn start_apiserver(lab: &mut Lab) -> FakeApiServer {
+    lab.add_client(&ClientSpec {
+        name: APISERVER.into(),
+        ip: APISERVER_IP,
+        pod_routes: false,
+    })
+    .expect("apiserver host");
+    let ns = lab
+        .netns_of(&Host::client(APISERVER))
+        .expect("apiserver netns")
+        .to_owned();
+    let listener = ferry_lab::netns::run_in(&ns, || {
+        std::net::TcpListener::bind((APISERVER_IP, APISERVER_PORT))
+    })
+    .expect("enter the apiserver namespace")
+    .expect("listen in the lab");
+    FakeApiServer::start(listener).expect("start the fake apiserver")
+}
+
+/// Every object in the manifest directory, as JSON (what the API server would store).
+fn manifest_objects(dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read manifests")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).expect("read manifest");
+            serde_saphyr::from_multiple::<serde_json::Value>(&text).expect("manifest YAML")
+        })
+        .filter(|v| !v.is_null())
+        .collect()
 }
 
 /// Returns None (and says why) when the lab cannot run here.
@@ -170,16 +253,24 @@ pub struct SeedLab {
     /// Extra `ferry run` flags every node gets.
     pub extra_args: Vec<String>,
     pub ferries: Vec<(&'static str, LabProcess)>,
+    /// The fake API server, with [`Source::Api`]; dropped after the lab's processes.
+    pub api: Option<FakeApiServer>,
 }
 
 impl SeedLab {
-    pub fn start(mode: Mode, policy: &'static str) -> Option<SeedLab> {
-        Self::start_with(mode, policy, &[])
+    pub fn start(setup: impl Into<Setup>, policy: &'static str) -> Option<SeedLab> {
+        Self::start_with(setup, policy, &[])
     }
 
     /// Like [`start`](Self::start), with extra `ferry run` flags (e.g. a short sync period).
-    pub fn start_with(mode: Mode, policy: &'static str, extra: &[&str]) -> Option<SeedLab> {
+    pub fn start_with(
+        setup: impl Into<Setup>,
+        policy: &'static str,
+        extra: &[&str],
+    ) -> Option<SeedLab> {
+        let Setup { mode, source } = setup.into();
         let mut lab = lab_or_skip()?;
+        let api = (source == Source::Api).then(|| start_apiserver(&mut lab));
         let program = PodProgram::ferry(FERRY);
         for (name, ip) in [POD_A, POD_B] {
             lab.add_echo_pod(
@@ -200,12 +291,16 @@ impl SeedLab {
         )
         .expect("pod on master");
         let manifests = Manifests::new(policy);
+        if let Some(api) = &api {
+            api.replace_all(manifest_objects(&manifests.path()));
+        }
         let mut seed = SeedLab {
             lab,
             manifests,
             mode,
             extra_args: extra.iter().map(|a| (*a).to_owned()).collect(),
             ferries: Vec::new(),
+            api,
         };
         for (node, _) in NODES {
             let p = seed.spawn_ferry(node);
@@ -218,11 +313,20 @@ impl SeedLab {
     }
 
     fn spawn_ferry(&self, node: &'static str) -> LabProcess {
-        let dir = self.manifests.path();
+        let source = match &self.api {
+            None => [
+                "--manifests".into(),
+                self.manifests.path().display().to_string(),
+            ],
+            Some(_) => [
+                "--master".into(),
+                format!("http://{APISERVER_IP}:{APISERVER_PORT}"),
+            ],
+        };
         let mut args: Vec<String> = vec![
             "run".into(),
-            "--manifests".into(),
-            dir.display().to_string(),
+            source[0].clone(),
+            source[1].clone(),
             "--hostname-override".into(),
             node.into(),
             "--proxy-mode".into(),
@@ -295,6 +399,9 @@ impl SeedLab {
         let before: Vec<usize> = NODES.iter().map(|(n, _)| self.syncs(n)).collect();
         edit(&mut self.manifests);
         self.manifests.write();
+        if let Some(api) = &self.api {
+            api.replace_all(manifest_objects(&self.manifests.path()));
+        }
         for ((node, _), n) in NODES.iter().zip(before) {
             self.wait_synced(node, n + 1);
         }

@@ -96,3 +96,54 @@ fn node_without_name_is_rejected() {
         "must be set",
     );
 }
+
+#[test]
+fn deletion_timestamp_and_taints_are_kept() {
+    let mut object = mk(
+        json!({"taints": [
+            {"key": "ToBeDeletedByClusterAutoscaler", "value": "1718000000", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        ]}),
+        json!([]),
+    );
+    let converted = node(&object).expect("valid");
+    assert_eq!(converted.deletion_timestamp, None);
+    assert_eq!(converted.taints.len(), 2);
+    assert_eq!(converted.taints[0].key, ferry_model::TO_BE_DELETED_TAINT);
+    assert_eq!(converted.taints[0].value, "1718000000");
+    assert_eq!(converted.taints[1].value, "");
+    assert!(converted.is_being_removed());
+
+    object.spec = None;
+    object.metadata.deletion_timestamp = Some(from_json(json!("2024-05-01T10:00:00Z")));
+    let converted = node(&object).expect("valid");
+    assert_eq!(
+        converted.deletion_timestamp.as_deref(),
+        Some("2024-05-01T10:00:00Z")
+    );
+    assert!(converted.taints.is_empty());
+    assert!(converted.is_being_removed());
+}
+
+#[test]
+fn a_node_without_deletion_or_autoscaler_taint_is_not_being_removed() {
+    let object = mk(
+        json!({"taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}),
+        json!([]),
+    );
+    assert!(!node(&object).expect("valid").is_being_removed());
+}
+
+#[test]
+fn taint_without_key_is_rejected() {
+    let object = mk(
+        json!({"taints": [{"key": "", "effect": "NoSchedule"}]}),
+        json!([]),
+    );
+    assert_rejected(
+        node(&object),
+        "Node k8s-node2",
+        "spec.taints[0].key",
+        "must be set",
+    );
+}

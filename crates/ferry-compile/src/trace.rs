@@ -1,0 +1,590 @@
+//! `trace`: where does the first packet of a new connection go on this node, and why?
+//!
+//! Computed from the same [`Plan`] and [`NodeView`] the dataplane is rendered from — not from a
+//! second implementation of the rules — so `ferry explain` agrees with what the kernel does.
+//! Each step names the decision (frontend, policy, endpoint set, masquerade, verdict), the
+//! Kubernetes rule behind it, and the nftables objects that implement it, so the user can check
+//! them with `nft list …`.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use ipnet::IpNet;
+
+use ferry_model::{Exclusion, NodeView, Protocol, ServicePortName, ServicePortView, TrafficPolicy};
+
+use crate::nft::dispatch::endpoint_map;
+use crate::nft::{Key, Ruleset, ServiceRules, Value, Verdict as NftVerdict};
+use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
+
+mod text;
+
+/// The first packet of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Destination port.
+    pub port: u16,
+    /// Protocol.
+    pub protocol: Protocol,
+}
+
+/// Where the packet comes from, as far as Kubernetes' rules care.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The node itself (one of its addresses): takes the output hook.
+    ThisNode,
+    /// A pod, per the local-traffic detector (cluster CIDR or this node's pod CIDR).
+    Pod(IpNet),
+    /// Anything else: a client outside the cluster (or a source the detector cannot place).
+    Outside,
+}
+
+/// How the packet reached a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frontend {
+    /// The ClusterIP.
+    ClusterIp,
+    /// A node port on one of this node's addresses.
+    NodePort,
+    /// An external IP.
+    ExternalIp,
+}
+
+/// One candidate endpoint, in or out of the set used, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Endpoint address.
+    pub addr: SocketAddr,
+    /// Its node.
+    pub node: Option<String>,
+    /// `None` when it may receive the packet; otherwise why not.
+    pub excluded: Option<String>,
+}
+
+/// The outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// DNATed to one of `targets`, chosen at random with equal probability.
+    Forwarded {
+        /// The endpoints it may go to.
+        targets: Vec<SocketAddr>,
+    },
+    /// Silently dropped (the client times out).
+    Dropped,
+    /// Rejected: ICMP port unreachable, the client sees "connection refused".
+    Rejected,
+    /// No service matches: Ferry leaves the packet alone.
+    NotAService,
+}
+
+/// One step of the explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// What happens.
+    pub what: String,
+    /// Why (the Kubernetes rule).
+    pub why: String,
+    /// The nftables objects involved, as `nft list` names them.
+    pub objects: Vec<String>,
+}
+
+/// The whole explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trace {
+    /// The packet.
+    pub packet: Packet,
+    /// The node.
+    pub node: String,
+    /// Where it comes from.
+    pub origin: Origin,
+    /// The service port it matched.
+    pub service: Option<ServicePortName>,
+    /// Through which frontend.
+    pub frontend: Option<Frontend>,
+    /// The steps, in packet order.
+    pub steps: Vec<Step>,
+    /// Every endpoint of the service port with why it is in or out.
+    pub candidates: Vec<Candidate>,
+    /// Why the packet is masqueraded (`None`: its source is kept). Hairpin traffic (a pod
+    /// landing on itself) is always masqueraded, whatever this says.
+    pub masquerade: Option<String>,
+    /// The outcome.
+    pub verdict: Verdict,
+}
+
+fn step(what: impl Into<String>, why: impl Into<String>, objects: Vec<String>) -> Step {
+    Step {
+        what: what.into(),
+        why: why.into(),
+        objects,
+    }
+}
+
+/// Traces `packet` through what this node programs.
+pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) -> Trace {
+    let origin = origin(view, plan, &packet.src);
+    let hook = match origin {
+        Origin::ThisNode => "nat-output",
+        _ => "nat-prerouting",
+    };
+    let mut t = Trace {
+        packet,
+        node: view.context.node_name.clone(),
+        origin: origin.clone(),
+        service: None,
+        frontend: None,
+        steps: Vec::new(),
+        candidates: Vec::new(),
+        masquerade: None,
+        verdict: Verdict::NotAService,
+    };
+    let Some((sp, frontend)) = find_frontend(view, plan, &packet, &origin) else {
+        not_a_service(plan, &packet, &mut t);
+        return t;
+    };
+    t.service = Some(sp.name.clone());
+    t.frontend = Some(frontend);
+    let (map, frontend_key) = match frontend {
+        Frontend::NodePort => (
+            "service-nodeports",
+            Key::NodePort(packet.protocol, packet.port),
+        ),
+        _ => (
+            "service-ips",
+            Key::Frontend(packet.dst, packet.protocol, packet.port),
+        ),
+    };
+    let objs = Objects {
+        rules: ruleset.services.get(&sp.name.service),
+        by_node_port: frontend == Frontend::NodePort,
+        key: frontend_key,
+        dispatch_map: map,
+    };
+    let what = match frontend {
+        Frontend::ClusterIp => format!(
+            "matches the ClusterIP of {} (port {})",
+            svc_label(sp),
+            sp.port
+        ),
+        Frontend::NodePort => format!(
+            "matches NodePort {}/{} of {}",
+            packet.port,
+            packet.protocol,
+            svc_label(sp)
+        ),
+        Frontend::ExternalIp => format!("matches external IP {} of {}", packet.dst, svc_label(sp)),
+    };
+    t.steps.push(step(
+        what,
+        format!(
+            "{hook} → services: dispatch by {} in one map lookup",
+            if frontend == Frontend::NodePort {
+                "protocol . port"
+            } else {
+                "address . protocol . port"
+            }
+        ),
+        vec![
+            format!("chain {hook}"),
+            "chain services".into(),
+            objs.element(map),
+        ],
+    ));
+    let sview = view.services.get(&sp.name);
+    match frontend {
+        Frontend::ClusterIp => internal(sp, sview, plan, &packet, &objs, &mut t),
+        _ => external(sp, sview, plan, &packet, &origin, &objs, &mut t),
+    }
+    t
+}
+
+fn svc_label(sp: &ServicePlan) -> String {
+    let port = if sp.name.port.is_empty() {
+        String::new()
+    } else {
+        format!(" port {}", sp.name.port)
+    };
+    format!("Service {}{port}", sp.name.service)
+}
+
+fn origin(view: &NodeView, plan: &Plan, src: &IpAddr) -> Origin {
+    let node_ips = view
+        .node
+        .iter()
+        .flat_map(|n| n.addresses.iter().map(|a| a.address));
+    if src.is_loopback() || node_ips.clone().any(|ip| ip == *src) {
+        return Origin::ThisNode;
+    }
+    let pod_nets = plan
+        .pod_cidrs
+        .iter()
+        .chain(view.node.iter().flat_map(|n| n.pod_cidrs.iter()));
+    for net in pod_nets {
+        if net.contains(src) {
+            return Origin::Pod(*net);
+        }
+    }
+    Origin::Outside
+}
+
+fn node_port_address(view: &NodeView, plan: &Plan, dst: &IpAddr) -> bool {
+    let local = view
+        .node
+        .iter()
+        .flat_map(|n| n.addresses.iter())
+        .any(|a| a.address == *dst);
+    match &plan.node_ports {
+        NodePortScope::AllLocal => local && !dst.is_loopback(),
+        NodePortScope::LocalWithin(nets) => nets.iter().any(|n| n.contains(dst)),
+    }
+}
+
+fn find_frontend<'a>(
+    view: &NodeView,
+    plan: &'a Plan,
+    p: &Packet,
+    _origin: &Origin,
+) -> Option<(&'a ServicePlan, Frontend)> {
+    let proto = |sp: &ServicePlan| sp.name.protocol == p.protocol;
+    let services = || plan.services.values().filter(|sp| proto(sp));
+    if let Some(sp) = services().find(|sp| sp.cluster_ip == p.dst && sp.port == p.port) {
+        return Some((sp, Frontend::ClusterIp));
+    }
+    if let Some(sp) = services().find(|sp| sp.port == p.port && sp.external_ips.contains(&p.dst)) {
+        return Some((sp, Frontend::ExternalIp));
+    }
+    if node_port_address(view, plan, &p.dst) {
+        if let Some(sp) = services().find(|sp| sp.node_port == Some(p.port)) {
+            return Some((sp, Frontend::NodePort));
+        }
+    }
+    None
+}
+
+fn not_a_service(plan: &Plan, p: &Packet, t: &mut Trace) {
+    if plan.services.values().any(|sp| sp.cluster_ip == p.dst) {
+        t.verdict = Verdict::Rejected;
+        t.steps.push(step(
+            format!(
+                "{} is a ClusterIP, but no service port is {}/{}",
+                p.dst, p.port, p.protocol
+            ),
+            "traffic to unknown ports of a ClusterIP is rejected, as upstream does",
+            vec![
+                "chain cluster-ips-check".into(),
+                format!("set cluster-ips element {}", p.dst),
+            ],
+        ));
+    } else {
+        t.steps.push(step(
+            "no Service matches this destination",
+            "Ferry only translates service addresses; the packet is routed normally",
+            vec!["map service-ips".into(), "map service-nodeports".into()],
+        ));
+    }
+}
+
+fn candidates(sview: Option<&ServicePortView>, set: Option<EndpointSet>) -> Vec<Candidate> {
+    let Some(sview) = sview else {
+        return Vec::new();
+    };
+    sview
+        .endpoints
+        .iter()
+        .map(|e| {
+            let membership = match set {
+                Some(EndpointSet::Local) => e.local,
+                Some(EndpointSet::Cluster) | None => e.cluster,
+            };
+            let excluded = match (membership, e.conditions.ready) {
+                (Ok(()), _) => None,
+                (Err(Exclusion::NotReady), _) => Some("not ready".to_owned()),
+                (Err(Exclusion::Terminating), _) => {
+                    Some("terminating (ready endpoints exist, so no fallback)".to_owned())
+                }
+                (Err(Exclusion::OtherNode), _) => Some(format!(
+                    "on another node ({})",
+                    e.node_name.as_deref().unwrap_or("unknown")
+                )),
+                (Err(Exclusion::SetUnused), true) => Some("not used by this policy".to_owned()),
+                (Err(Exclusion::SetUnused), false) => Some("not ready".to_owned()),
+            };
+            Candidate {
+                addr: e.addr,
+                node: e.node_name.clone(),
+                excluded,
+            }
+        })
+        .collect()
+}
+
+/// The nftables objects of the matched frontend, read from the compiled ruleset (the same one
+/// the dataplane applies), so the names shown are the names in the kernel.
+struct Objects<'a> {
+    rules: Option<&'a ServiceRules>,
+    by_node_port: bool,
+    key: Key,
+    dispatch_map: &'static str,
+}
+
+impl Objects<'_> {
+    /// `map M element K : V` as compiled (or says that there is none).
+    fn element(&self, map: &str) -> String {
+        let found = self.rules.and_then(|r| {
+            r.elements
+                .iter()
+                .find(|e| e.set == map && e.key == self.key)
+        });
+        match found.and_then(|e| e.value.as_ref()) {
+            Some(Value::Verdict(NftVerdict::Goto(c))) => {
+                format!("map {map} element {} : goto {c}", self.key)
+            }
+            Some(Value::Verdict(NftVerdict::Drop)) => {
+                format!("map {map} element {} : drop", self.key)
+            }
+            Some(Value::Endpoint(ep)) => format!("map {map} element {} : {ep}", self.key),
+            None if found.is_some() => format!("map {map} element {}", self.key),
+            None => format!("map {map} (no element {})", self.key),
+        }
+    }
+
+    /// The chain the frontend's dispatch element goes to.
+    fn chain(&self) -> String {
+        self.rules
+            .and_then(|r| {
+                r.elements
+                    .iter()
+                    .find(|e| e.set == self.dispatch_map && e.key == self.key)
+            })
+            .and_then(|e| match &e.value {
+                Some(Value::Verdict(NftVerdict::Goto(c))) => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "(none)".to_owned())
+    }
+
+    /// The endpoint map of a set, with the frontend's slots.
+    fn slots(&self, set: EndpointSet, n: usize) -> String {
+        let map = endpoint_map(self.by_node_port, set);
+        let last = n.saturating_sub(1);
+        format!("map {map} elements {} . 0..{last}", self.key)
+    }
+}
+
+fn forward(
+    sp: &ServicePlan,
+    set: EndpointSet,
+    p: &Packet,
+    objs: &Objects<'_>,
+    why: &str,
+    t: &mut Trace,
+) {
+    let targets = sp.endpoints(set).to_vec();
+    let label = match set {
+        EndpointSet::Cluster => "any ready endpoint in the cluster",
+        EndpointSet::Local => "a ready endpoint on this node",
+    };
+    t.steps.push(step(
+        format!(
+            "DNAT to {label}: one of {} at random, equal probability",
+            targets.len()
+        ),
+        format!("{why}; numgen picks a slot, the endpoint map holds the endpoint of each slot"),
+        vec![
+            format!("chain {}", objs.chain()),
+            objs.slots(set, targets.len()),
+        ],
+    ));
+    if targets.iter().any(|e| e.ip() == p.src) {
+        t.steps.push(step(
+            "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded",
+            "a pod reaching itself through its Service must see the node as the peer",
+            vec![
+                "chain masquerading".into(),
+                format!("set hairpin element {} . {}", p.src, p.src),
+            ],
+        ));
+    }
+    t.verdict = Verdict::Forwarded { targets };
+}
+
+fn internal(
+    sp: &ServicePlan,
+    sview: Option<&ServicePortView>,
+    plan: &Plan,
+    p: &Packet,
+    objs: &Objects<'_>,
+    t: &mut Trace,
+) {
+    let policy = sview.map(|v| v.internal_policy).unwrap_or_default();
+    match sp.internal {
+        Dispatch::Forward(set) => {
+            t.candidates = candidates(sview, Some(set));
+            let chain = objs.chain();
+            t.masquerade = match sp.cluster_ip_masquerade {
+                ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
+                ClusterIpMasquerade::NotFromPods
+                    if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
+                {
+                    Some(format!(
+                        "the source is not a pod (not in {})",
+                        list(&plan.pod_cidrs)
+                    ))
+                }
+                _ => None,
+            };
+            if let Some(why) = &t.masquerade {
+                t.steps.push(step(
+                    "marked for masquerade",
+                    format!("ClusterIP traffic is masqueraded when {why}, so replies come back through this node"),
+                    vec![format!("chain {chain}"), "chain mark-for-masquerade".into(), "chain masquerading".into()],
+                ));
+            }
+            let why = format!("internalTrafficPolicy {policy:?}");
+            forward(sp, set, p, objs, &why, t);
+        }
+        Dispatch::Drop => {
+            t.candidates = candidates(sview, Some(EndpointSet::Local));
+            t.verdict = Verdict::Dropped;
+            t.steps.push(step(
+                "dropped: no endpoint on this node",
+                "internalTrafficPolicy Local sends ClusterIP traffic only to this node's endpoints",
+                vec![objs.element("no-endpoint-services")],
+            ));
+        }
+        Dispatch::Reject => reject(sview, objs.element("no-endpoint-services"), t),
+    }
+}
+
+fn reject(sview: Option<&ServicePortView>, element: String, t: &mut Trace) {
+    t.candidates = candidates(sview, None);
+    t.verdict = Verdict::Rejected;
+    t.steps.push(step(
+        "rejected: the service has no ready (or serving terminating) endpoint anywhere",
+        "the client gets \"connection refused\" at once instead of a timeout",
+        vec![element, "chain reject-chain".into()],
+    ));
+}
+
+#[allow(clippy::too_many_arguments)]
+fn external(
+    sp: &ServicePlan,
+    sview: Option<&ServicePortView>,
+    plan: &Plan,
+    p: &Packet,
+    origin: &Origin,
+    objs: &Objects<'_>,
+    t: &mut Trace,
+) {
+    let Some(ext) = &sp.external else { return };
+    let no_ep_map = if objs.by_node_port {
+        "no-endpoint-nodeports"
+    } else {
+        "no-endpoint-services"
+    };
+    if ext.dispatch == Dispatch::Reject {
+        return reject(sview, objs.element(no_ep_map), t);
+    }
+    let chain = objs.chain();
+    let masq_objs = |c: &str| {
+        vec![
+            format!("chain {c}"),
+            "chain mark-for-masquerade".into(),
+            "chain masquerading".into(),
+        ]
+    };
+    match (ext.policy, origin) {
+        (TrafficPolicy::Cluster, _) => {
+            t.candidates = candidates(sview, Some(EndpointSet::Cluster));
+            t.masquerade = Some(
+                "externalTrafficPolicy Cluster: the endpoint may be on another node".to_owned(),
+            );
+            t.steps.push(step("marked for masquerade", "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it", masq_objs(&chain)));
+            forward(
+                sp,
+                EndpointSet::Cluster,
+                p,
+                objs,
+                "externalTrafficPolicy Cluster",
+                t,
+            );
+        }
+        (TrafficPolicy::Local, Origin::Pod(net))
+            if plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
+        {
+            t.candidates = candidates(sview, Some(EndpointSet::Cluster));
+            t.steps.push(step(
+                format!("short-circuit: the source is a pod ({net}), so the Local policy does not apply"),
+                "pod traffic to an external destination behaves as if it went out to a load balancer and came back",
+                vec![format!("chain {chain}")],
+            ));
+            forward(
+                sp,
+                EndpointSet::Cluster,
+                p,
+                objs,
+                "short-circuit to the cluster-wide endpoints",
+                t,
+            );
+        }
+        (TrafficPolicy::Local, Origin::ThisNode) => {
+            t.candidates = candidates(sview, Some(EndpointSet::Cluster));
+            t.masquerade = Some("the source is this node".to_owned());
+            t.steps.push(step(
+                "short-circuit: the source is this node, masqueraded",
+                "the node's own traffic is not subject to the Local policy; its source (a node address) must be SNATed",
+                masq_objs(&chain),
+            ));
+            forward(
+                sp,
+                EndpointSet::Cluster,
+                p,
+                objs,
+                "short-circuit to the cluster-wide endpoints",
+                t,
+            );
+        }
+        (TrafficPolicy::Local, _) => {
+            t.candidates = candidates(sview, Some(EndpointSet::Local));
+            match ext.dispatch {
+                Dispatch::Forward(set) => forward(sp, set, p, objs, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
+                _ => {
+                    t.verdict = Verdict::Dropped;
+                    t.steps.push(step(
+                        "dropped: externalTrafficPolicy Local and no endpoint on this node",
+                        "Local keeps the client's source IP by never forwarding to another node; with no local endpoint the packet is dropped (the client times out)",
+                        vec![
+                            format!("chain {chain} (no rule matches)"),
+                            "chain filter-input → nodeport-endpoints-check".into(),
+                            objs.element(no_ep_map),
+                        ],
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn list(nets: &[IpNet]) -> String {
+    nets.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::ThisNode => f.write_str("this node itself"),
+            Origin::Pod(net) => write!(f, "a pod (in {net})"),
+            Origin::Outside => f.write_str("outside the cluster"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,120 @@
+//! Renderings of a [`Trace`]: text for people, Mermaid for a picture.
+
+use std::fmt::Write as _;
+
+use super::{Frontend, Trace, Verdict};
+
+impl Trace {
+    /// A one-word verdict: `forwarded`, `dropped`, `rejected`, `not-a-service`.
+    pub fn verdict_word(&self) -> &'static str {
+        match self.verdict {
+            Verdict::Forwarded { .. } => "forwarded",
+            Verdict::Dropped => "dropped",
+            Verdict::Rejected => "rejected",
+            Verdict::NotAService => "not-a-service",
+        }
+    }
+
+    /// The explanation for people.
+    pub fn to_text(&self) -> String {
+        let p = &self.packet;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} → {}:{}/{} on node {}",
+            p.src, p.dst, p.port, p.protocol, self.node
+        );
+        let _ = writeln!(out, "from: {}", self.origin);
+        for (i, s) in self.steps.iter().enumerate() {
+            let _ = writeln!(out, "{}. {}", i + 1, s.what);
+            let _ = writeln!(out, "   why: {}", s.why);
+            for o in &s.objects {
+                let _ = writeln!(out, "   nft: {o}");
+            }
+        }
+        if !self.candidates.is_empty() {
+            out.push_str("endpoints:\n");
+            for c in &self.candidates {
+                let node = c.node.as_deref().unwrap_or("?");
+                match &c.excluded {
+                    None => {
+                        let _ = writeln!(out, "   + {} on {node}", c.addr);
+                    }
+                    Some(why) => {
+                        let _ = writeln!(out, "   - {} on {node}: {why}", c.addr);
+                    }
+                }
+            }
+        }
+        let masq = match &self.masquerade {
+            Some(why) => format!("yes: {why}"),
+            None => "no: the endpoint sees the original source".to_owned(),
+        };
+        if matches!(self.verdict, Verdict::Forwarded { .. }) {
+            let _ = writeln!(out, "masquerade: {masq}");
+        }
+        let verdict = match &self.verdict {
+            Verdict::Forwarded { targets } => {
+                let t: Vec<String> = targets.iter().map(ToString::to_string).collect();
+                format!("FORWARDED to one of {}", t.join(", "))
+            }
+            Verdict::Dropped => "DROPPED (the client times out)".to_owned(),
+            Verdict::Rejected => "REJECTED (connection refused)".to_owned(),
+            Verdict::NotAService => "NOT A SERVICE (left alone)".to_owned(),
+        };
+        let _ = writeln!(out, "verdict: {verdict}");
+        out
+    }
+
+    /// A Mermaid flowchart: client → node → chain → endpoints (or the drop / reject).
+    pub fn to_mermaid(&self) -> String {
+        let p = &self.packet;
+        let mut out = String::from("flowchart LR\n");
+        let _ = writeln!(out, "  src[\"{} ({})\"]", p.src, self.origin);
+        let entry = match self.frontend {
+            Some(Frontend::NodePort) => format!("{}:{} NodePort", p.dst, p.port),
+            Some(Frontend::ExternalIp) => format!("{}:{} external IP", p.dst, p.port),
+            Some(Frontend::ClusterIp) => format!("{}:{} ClusterIP", p.dst, p.port),
+            None => format!("{}:{}", p.dst, p.port),
+        };
+        let _ = writeln!(out, "  node[\"{}<br/>{entry}\"]", self.node);
+        out.push_str("  src --> node\n");
+        let mut last = "node".to_owned();
+        for (i, s) in self.steps.iter().enumerate() {
+            let id = format!("s{i}");
+            let label = s.objects.first().cloned().unwrap_or_else(|| s.what.clone());
+            let _ = writeln!(out, "  {id}[\"{}\"]", label.replace('"', "'"));
+            let _ = writeln!(out, "  {last} --> {id}");
+            last = id;
+        }
+        match &self.verdict {
+            Verdict::Forwarded { targets } => {
+                let via = if self.masquerade.is_some() {
+                    "DNAT + SNAT"
+                } else {
+                    "DNAT"
+                };
+                for (i, t) in targets.iter().enumerate() {
+                    let node = self
+                        .candidates
+                        .iter()
+                        .find(|c| c.addr == *t)
+                        .and_then(|c| c.node.clone())
+                        .unwrap_or_default();
+                    let _ = writeln!(out, "  ep{i}[\"{t}<br/>{node}\"]");
+                    let _ = writeln!(out, "  {last} -->|{via}| ep{i}");
+                }
+            }
+            Verdict::Dropped => {
+                let _ = writeln!(out, "  drop((dropped))\n  {last} --> drop");
+            }
+            Verdict::Rejected => {
+                let _ = writeln!(out, "  reject((connection refused))\n  {last} --> reject");
+            }
+            Verdict::NotAService => {
+                let _ = writeln!(out, "  route((routed normally))\n  {last} --> route");
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,81 @@
+use super::*;
+
+#[test]
+fn slot_keys_pad_every_field_to_a_register() {
+    let key = Key::FrontendSlot("10.96.0.1".parse().expect("ip"), Protocol::Tcp, 80, 3);
+    let mut want = vec![10, 96, 0, 1, 6, 0, 0, 0, 0, 80, 0, 0];
+    want.extend_from_slice(&3u32.to_ne_bytes());
+    assert_eq!(key_bytes(&key), Ok(want));
+    let np = Key::NodePortSlot(Protocol::Sctp, 30868, 0);
+    let mut want = vec![132, 0, 0, 0, 0x78, 0x94, 0, 0];
+    want.extend_from_slice(&0u32.to_ne_bytes());
+    assert_eq!(key_bytes(&np), Ok(want));
+    assert!(key_bytes(&Key::Net("10.0.0.0/8".parse().expect("net"))).is_err());
+}
+
+fn lengths_and_kinds(bytes: &[u8]) -> Vec<(usize, u16)> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        out.push((len, u16::from_ne_bytes([rest[4], rest[5]])));
+        rest = &rest[len..];
+    }
+    out
+}
+
+#[test]
+fn a_batch_is_framed_and_counts_its_acks() {
+    let ep = Element::new(
+        "cluster-endpoints",
+        Key::FrontendSlot("10.96.0.1".parse().expect("ip"), Protocol::Tcp, 80, 0),
+        Some(Value::Endpoint("10.0.0.1:8080".parse().expect("ep"))),
+    );
+    let mut b = Batch::new(7, IpFamily::V4, "ferry");
+    b.elements(false, "cluster-endpoints", &[&ep])
+        .expect("encodable");
+    b.elements(true, "cluster-endpoints", &[&ep])
+        .expect("encodable");
+    let (bytes, acks, next) = b.finish();
+    assert_eq!(acks, 2);
+    assert_eq!(next, 11, "begin, two messages, end");
+    let msgs = lengths_and_kinds(&bytes);
+    assert!(msgs.iter().all(|(len, _)| len % 4 == 0));
+    let kinds: Vec<u16> = msgs.iter().map(|(_, k)| *k).collect();
+    assert_eq!(kinds, vec![0x10, 0x0a0e, 0x0a0c, 0x11]);
+}
+
+#[test]
+fn many_elements_are_split_below_the_attribute_limit() {
+    let els: Vec<Element> = (0..5000u32)
+        .map(|i| {
+            Element::new(
+                "cluster-endpoints",
+                Key::FrontendSlot("10.96.0.1".parse().expect("ip"), Protocol::Tcp, 80, i),
+                Some(Value::Endpoint("10.0.0.1:8080".parse().expect("ep"))),
+            )
+        })
+        .collect();
+    let refs: Vec<&Element> = els.iter().collect();
+    let mut b = Batch::new(1, IpFamily::V4, "ferry");
+    b.elements(true, "cluster-endpoints", &refs)
+        .expect("encodable");
+    let (bytes, acks, _) = b.finish();
+    assert!(acks > 1, "split into several messages");
+    assert!(lengths_and_kinds(&bytes)
+        .iter()
+        .all(|(len, _)| *len < 65536));
+}
+
+#[test]
+fn errors_reads_acks_and_failures() {
+    let mut buf = Vec::new();
+    for code in [0i32, -2] {
+        buf.extend_from_slice(&36u32.to_ne_bytes());
+        buf.extend_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        buf.extend_from_slice(&[0; 10]);
+        buf.extend_from_slice(&code.to_ne_bytes());
+        buf.extend_from_slice(&[0; 16]);
+    }
+    assert_eq!(errors(&buf).expect("well formed"), vec![0, -2]);
+}

@@ -1,0 +1,233 @@
+//! The Kubernetes API source: kube-rs watchers for Services, EndpointSlices and this node's Node.
+//!
+//! Three `kube::runtime::watcher`s, like upstream kube-proxy's informers:
+//! - Services and EndpointSlices cluster-wide, with kube-proxy's label selector
+//!   ([`LABEL_SELECTOR`]: no slices or Services of headless Services, none handed to another
+//!   proxy with `service.kubernetes.io/service-proxy-name`);
+//! - this node's own Node, with the field selector `metadata.name=NODE` (its labels feed
+//!   topology, its addresses the NodePorts).
+//!
+//! Objects are converted with [`crate::convert`], so a bad one is reported with the same
+//! field-precise [`InvalidObject`] as in a manifest, and its last good version is kept
+//! ([`state::State`]). Watch bookmarks are requested, so a watch that ends resumes from a recent
+//! resourceVersion instead of relisting.
+//!
+//! Resilience comes from kube-rs's watcher: when the API server goes away, each watch retries
+//! with back-off (kube-rs's default: 0.8 s doubling to 30 s, jittered) and resumes from its last
+//! resourceVersion; on `410 Gone` it relists, and the relist ends in a [`SourceEvent::Resync`]
+//! that drops objects deleted meanwhile. Nothing is emitted while the server is away, so the
+//! rules in the kernel stay as they are.
+//!
+//! ```no_run
+//! use ferry_source::kube::{connect, Connection, KubeSource};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = connect(&Connection::default()).await?; // in-cluster service account
+//! let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+//! tokio::spawn(KubeSource::new(client, "k8s-node2").run(tx, |_| {}));
+//! let first = rx.recv().await; // a Resync, once every watch has listed once
+//! # Ok(()) }
+//! ```
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use ferry_model::{Object, ObjectKey, ServiceName};
+use futures::stream::{select_all, Stream, StreamExt as _};
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::discovery::v1 as discovery;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::utils::Backoff;
+use kube::runtime::{watcher, WatchStreamExt as _};
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+
+use crate::{convert, InvalidObject, SourceEvent};
+
+mod connect;
+pub mod state;
+
+pub use connect::{connect, ConnectError, Connection};
+use state::{Change, Converted, Kind, State};
+
+/// kube-proxy's informer label selector, for Services and EndpointSlices alike.
+pub const LABEL_SELECTOR: &str =
+    "!service.kubernetes.io/headless,!service.kubernetes.io/service-proxy-name";
+
+/// Watches Services, EndpointSlices and one Node through the Kubernetes API.
+pub struct KubeSource {
+    client: Client,
+    node_name: String,
+    retry: Option<Duration>,
+}
+
+impl KubeSource {
+    /// A source for node `node_name`; nothing is requested until [`KubeSource::run`].
+    pub fn new(client: Client, node_name: impl Into<String>) -> Self {
+        Self {
+            client,
+            node_name: node_name.into(),
+            retry: None,
+        }
+    }
+
+    /// Retries after a fixed `interval` instead of kube-rs's exponential back-off (tests).
+    pub fn with_retry_interval(mut self, interval: Duration) -> Self {
+        self.retry = Some(interval);
+        self
+    }
+
+    /// Watches until the receiver is dropped.
+    ///
+    /// The first event sent is a [`SourceEvent::Resync`] with every kind's objects, once every
+    /// watch has listed once; then `Apply`/`Delete` per change, and a `Resync` after each
+    /// relist. Every invalid object is logged with `tracing::warn!` and passed to `invalid`
+    /// (for metrics); API errors are logged and retried, never returned.
+    pub async fn run(self, tx: mpsc::Sender<SourceEvent>, mut invalid: impl FnMut(&InvalidObject)) {
+        let mut events = select_all([
+            self.watch::<core::Service>(Kind::Service, LABEL_SELECTOR, None),
+            self.watch::<discovery::EndpointSlice>(Kind::EndpointSlice, LABEL_SELECTOR, None),
+            self.watch::<core::Node>(
+                Kind::Node,
+                "",
+                Some(&format!("metadata.name={}", self.node_name)),
+            ),
+        ]);
+        tracing::info!(node = %self.node_name, "watching the Kubernetes API");
+        let mut state = State::default();
+        let mut report = |e: &InvalidObject| {
+            tracing::warn!(error = %e, "invalid object from the API server");
+            invalid(e);
+        };
+        loop {
+            let next = tokio::select! {
+                () = tx.closed() => return,
+                next = events.next() => next,
+            };
+            let Some((kind, item)) = next else { return };
+            let change = match item {
+                Ok(change) => change,
+                Err(e) => {
+                    tracing::warn!(?kind, error = %e, "Kubernetes API watch failed; retrying");
+                    continue;
+                }
+            };
+            let was_ready = state.is_ready();
+            let Some(event) = state.handle(kind, change, &mut report) else {
+                continue;
+            };
+            if let SourceEvent::Resync(objects) = &event {
+                let what = if was_ready { "relisted" } else { "listed" };
+                tracing::info!(?kind, objects = objects.len(), "{what} the Kubernetes API");
+            }
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One kind's watcher, its objects converted, tagged with the kind.
+    fn watch<K>(&self, kind: Kind, labels: &str, fields: Option<&str>) -> KindStream
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K: Convert,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let mut config = watcher::Config::default();
+        if !labels.is_empty() {
+            config = config.labels(labels);
+        }
+        if let Some(fields) = fields {
+            config = config.fields(fields);
+        }
+        let stream = watcher(api, config);
+        let backoff: Box<dyn Backoff> = match self.retry {
+            Some(interval) => Box::new(Fixed(interval)),
+            None => Box::new(watcher::DefaultBackoff::default()),
+        };
+        stream
+            .backoff(backoff)
+            .map(move |item| (kind, item.map(to_change::<K>)))
+            .boxed()
+    }
+}
+
+type KindStream =
+    Pin<Box<dyn Stream<Item = (Kind, Result<Change, watcher::Error>)> + Send + 'static>>;
+
+fn to_change<K: Convert>(event: watcher::Event<K>) -> Change {
+    match event {
+        watcher::Event::Apply(o) => Change::Apply(o.convert()),
+        watcher::Event::Delete(o) => Change::Delete(o.convert().key),
+        watcher::Event::Init => Change::Init,
+        watcher::Event::InitApply(o) => Change::InitApply(o.convert()),
+        watcher::Event::InitDone => Change::InitDone,
+    }
+}
+
+/// A k8s-openapi object the source watches: converted with [`convert`].
+trait Convert {
+    fn convert(&self) -> Converted;
+}
+
+fn namespace_and_name(meta: &ObjectMeta) -> (String, String) {
+    let namespace = meta
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| convert::DEFAULT_NAMESPACE.to_owned());
+    (namespace, meta.name.clone().unwrap_or_default())
+}
+
+impl Convert for core::Service {
+    fn convert(&self) -> Converted {
+        let (namespace, name) = namespace_and_name(&self.metadata);
+        Converted {
+            key: ObjectKey::Service(ServiceName::new(namespace, name)),
+            result: convert::service(self).map(|s| s.map(Object::Service)),
+        }
+    }
+}
+
+impl Convert for discovery::EndpointSlice {
+    fn convert(&self) -> Converted {
+        let (namespace, name) = namespace_and_name(&self.metadata);
+        Converted {
+            key: ObjectKey::EndpointSlice { namespace, name },
+            result: convert::endpoint_slice(self).map(|s| s.map(Object::EndpointSlice)),
+        }
+    }
+}
+
+impl Convert for core::Node {
+    fn convert(&self) -> Converted {
+        Converted {
+            key: ObjectKey::Node(self.metadata.name.clone().unwrap_or_default()),
+            result: convert::node(self).map(|n| Some(Object::Node(n))),
+        }
+    }
+}
+
+/// A constant retry delay.
+struct Fixed(Duration);
+
+impl Iterator for Fixed {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(self.0)
+    }
+}
+
+impl Backoff for Fixed {
+    fn reset(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests;

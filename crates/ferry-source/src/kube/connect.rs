@@ -1,0 +1,138 @@
+//! Finding and reaching the API server: kubeconfig, `--master`, or the in-cluster service account.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// How long [`connect`] waits for the API server to answer `GET /version`.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the API server is, as kube-proxy's `--kubeconfig` / `clientConnection.kubeconfig` and
+/// `--master` say. Both unset: the in-cluster service account (`KUBERNETES_SERVICE_HOST`/`PORT`
+/// and the token and CA mounted at `/var/run/secrets/kubernetes.io/serviceaccount`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Connection {
+    /// A kubeconfig file (its current context is used).
+    pub kubeconfig: Option<PathBuf>,
+    /// The API server's URL; overrides the kubeconfig's server. Alone (no kubeconfig), it is
+    /// used without credentials, like kube-proxy's `--master`.
+    pub master: Option<String>,
+}
+
+/// Why no API server could be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Neither a kubeconfig nor `--master`, and not running in a pod.
+    #[error(
+        "no Kubernetes API server: not running in a pod ({0}); pass --kubeconfig or --master, \
+         or --manifests to run from files"
+    )]
+    NoConfig(kube::config::InClusterError),
+    /// The kubeconfig file cannot be read or used.
+    #[error("--kubeconfig {}: {reason}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `--master` is not a URL.
+    #[error("--master {url:?}: not a URL: {reason}")]
+    Master {
+        /// The value given.
+        url: String,
+        /// The parser's complaint.
+        reason: String,
+    },
+    /// The client could not be built (e.g. a bad TLS setting).
+    #[error("cannot build a Kubernetes client for {url}")]
+    Client {
+        /// The API server's URL.
+        url: String,
+        /// What kube-rs reported.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server did not answer.
+    #[error("cannot reach the Kubernetes API server at {url}: {reason}")]
+    Unreachable {
+        /// The API server's URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// Builds a client and checks that the API server answers (`GET /version`, at most
+/// [`PROBE_TIMEOUT`]).
+pub async fn connect(connection: &Connection) -> Result<Client, ConnectError> {
+    let config = config(connection).await?;
+    let url = config.cluster_url.to_string();
+    let client = Client::try_from(config).map_err(|source| ConnectError::Client {
+        url: url.clone(),
+        source,
+    })?;
+    match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(version)) => {
+            tracing::info!(%url, version = %version.git_version, "connected to the Kubernetes API");
+            Ok(client)
+        }
+        Ok(Err(e)) => Err(ConnectError::Unreachable {
+            url,
+            reason: error_chain(&e),
+        }),
+        Err(_) => Err(ConnectError::Unreachable {
+            url,
+            reason: format!("no answer within {PROBE_TIMEOUT:?}"),
+        }),
+    }
+}
+
+async fn config(connection: &Connection) -> Result<Config, ConnectError> {
+    let master = connection
+        .master
+        .as_deref()
+        .filter(|m| !m.is_empty())
+        .map(|m| {
+            m.parse::<http::Uri>().map_err(|e| ConnectError::Master {
+                url: m.to_owned(),
+                reason: e.to_string(),
+            })
+        })
+        .transpose()?;
+    let mut config = match (&connection.kubeconfig, &master) {
+        (Some(path), _) => {
+            let bad = |reason: String| ConnectError::Kubeconfig {
+                path: path.clone(),
+                reason,
+            };
+            let file = Kubeconfig::read_from(path).map_err(|e| bad(error_chain(&e)))?;
+            Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| bad(error_chain(&e)))?
+        }
+        (None, Some(url)) => Config::new(url.clone()),
+        (None, None) => Config::incluster().map_err(ConnectError::NoConfig)?,
+    };
+    if let Some(url) = master {
+        config.cluster_url = url;
+    }
+    Ok(config)
+}
+
+/// `error: cause: cause`, for errors whose causes are not in their message.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,160 @@
+//! What the Kubernetes API source remembers: the last good model object of every watched object,
+//! per kind, and whether every watch has listed once. Pure: watcher events in, [`SourceEvent`]s
+//! out.
+
+use std::collections::BTreeMap;
+
+use ferry_model::{Object, ObjectKey};
+
+use crate::{InvalidObject, SourceEvent};
+
+/// The kinds of object the source watches; one watch each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// `v1 Service`.
+    Service,
+    /// `discovery.k8s.io/v1 EndpointSlice`.
+    EndpointSlice,
+    /// `v1 Node` (only this node's own object).
+    Node,
+}
+
+impl Kind {
+    /// Every kind, in the order their watches start.
+    pub const ALL: [Kind; 3] = [Kind::Service, Kind::EndpointSlice, Kind::Node];
+
+    fn index(self) -> usize {
+        match self {
+            Kind::Service => 0,
+            Kind::EndpointSlice => 1,
+            Kind::Node => 2,
+        }
+    }
+}
+
+/// One object as the API server sent it, already converted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Converted {
+    /// Where the object is stored, from its metadata alone (known even when it is invalid).
+    pub key: ObjectKey,
+    /// The model object, `Ok(None)` when kube-proxy ignores it (headless, ExternalName, FQDN
+    /// slices), or why it is invalid.
+    pub result: Result<Option<Object>, InvalidObject>,
+}
+
+/// A kube-rs watcher event of one kind, with its objects converted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Added or modified (`watcher::Event::Apply`).
+    Apply(Converted),
+    /// Deleted (`watcher::Event::Delete`).
+    Delete(ObjectKey),
+    /// A (re)list starts (`watcher::Event::Init`).
+    Init,
+    /// One listed object (`watcher::Event::InitApply`).
+    InitApply(Converted),
+    /// The list is complete (`watcher::Event::InitDone`).
+    InitDone,
+}
+
+#[derive(Debug, Default)]
+struct KindState {
+    /// Last good version of every object of this kind.
+    objects: BTreeMap<ObjectKey, Object>,
+    /// The list being received, between `Init` and `InitDone`.
+    listing: Option<BTreeMap<ObjectKey, Object>>,
+    /// Listed completely at least once.
+    listed: bool,
+}
+
+/// The source's memory across watch restarts.
+///
+/// - Before every kind has listed once, nothing is emitted; the first event is one
+///   [`SourceEvent::Resync`] with every kind's objects (so the first sync sees a whole node).
+/// - After that, `Apply`/`Delete` pass through as [`SourceEvent::Apply`]/[`SourceEvent::Delete`],
+///   and each relist of a kind (after a `410 Gone`, or a watcher restart) ends with a
+///   `Resync` of every kind's objects: objects deleted while the watch was away are gone from
+///   it, and the consumer removes them.
+/// - An invalid object is reported and its last good version kept (also across relists); an
+///   object that becomes ignored (e.g. turned headless) is deleted.
+#[derive(Debug, Default)]
+pub struct State {
+    kinds: [KindState; 3],
+    ready: bool,
+}
+
+impl State {
+    /// True once every kind has listed once (the first `Resync` has been emitted).
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Applies one watcher event; returns what to tell the consumer, if anything. `invalid` is
+    /// called with each invalid object.
+    pub fn handle(
+        &mut self,
+        kind: Kind,
+        change: Change,
+        invalid: &mut impl FnMut(&InvalidObject),
+    ) -> Option<SourceEvent> {
+        let ready = self.ready;
+        let k = &mut self.kinds[kind.index()];
+        match change {
+            Change::Apply(c) => match c.result {
+                Ok(Some(object)) => {
+                    if k.objects.get(&c.key) == Some(&object) {
+                        return None;
+                    }
+                    k.objects.insert(c.key, object.clone());
+                    ready.then_some(SourceEvent::Apply(object))
+                }
+                Ok(None) => {
+                    let was = k.objects.remove(&c.key).is_some();
+                    (ready && was).then_some(SourceEvent::Delete(c.key))
+                }
+                Err(e) => {
+                    invalid(&e);
+                    None
+                }
+            },
+            Change::Delete(key) => {
+                let was = k.objects.remove(&key).is_some();
+                (ready && was).then_some(SourceEvent::Delete(key))
+            }
+            Change::Init => {
+                k.listing = Some(BTreeMap::new());
+                None
+            }
+            Change::InitApply(c) => {
+                let listing = k.listing.get_or_insert_with(BTreeMap::new);
+                match c.result {
+                    Ok(Some(object)) => {
+                        listing.insert(c.key, object);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        invalid(&e);
+                        if let Some(old) = k.objects.get(&c.key) {
+                            listing.insert(c.key, old.clone());
+                        }
+                    }
+                }
+                None
+            }
+            Change::InitDone => {
+                k.objects = k.listing.take().unwrap_or_default();
+                k.listed = true;
+                self.ready = self.kinds.iter().all(|k| k.listed);
+                self.ready.then(|| SourceEvent::Resync(self.objects()))
+            }
+        }
+    }
+
+    /// Every object of every kind, sorted by key.
+    pub fn objects(&self) -> Vec<Object> {
+        let mut all: Vec<(&ObjectKey, &Object)> =
+            self.kinds.iter().flat_map(|k| k.objects.iter()).collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all.into_iter().map(|(_, o)| o.clone()).collect()
+    }
+}

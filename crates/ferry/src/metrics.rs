@@ -1,0 +1,394 @@
+//! Prometheus metrics, served on `metricsBindAddress` (`/metrics`).
+//!
+//! Where Ferry measures what kube-proxy measures, the name, type, labels and buckets are
+//! upstream's (`kubeproxy_` prefix, pkg/proxy/metrics), so existing dashboards and alerts keep
+//! working. Ferry-only metrics are prefixed `ferry_`. The text is OpenMetrics (counters are
+//! declared without their `_total` suffix and sampled with it), which Prometheus negotiates.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, linear_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use ferry_dataplane::SyncKind;
+
+use crate::sync::status::NoLocalEndpoints;
+use crate::sync::PendingChanges;
+
+/// The `Content-Type` of `/metrics`.
+pub const CONTENT_TYPE_OPENMETRICS: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upstream's value of the `ip_family` label for the family Ferry programs today.
+const IPV4: &str = "IPv4";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FamilyLabel {
+    ip_family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabels {
+    ip_family: String,
+    traffic_policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+type HistogramFamily = Family<FamilyLabel, Histogram, fn() -> Histogram>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Upstream `ExponentialBuckets(0.001, 2, 15)`: 1 ms … 16.4 s.
+fn sync_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+/// Upstream `MergeBuckets(LinearBuckets(0.25, 0.25, 2), LinearBuckets(1, 1, 59),
+/// LinearBuckets(60, 5, 12), LinearBuckets(120, 30, 7))`; MergeBuckets starts with a 0 bucket.
+fn programming_histogram() -> Histogram {
+    let buckets = std::iter::once(0.0)
+        .chain(linear_buckets(0.25, 0.25, 2))
+        .chain(linear_buckets(1.0, 1.0, 59))
+        .chain(linear_buckets(60.0, 5.0, 12))
+        .chain(linear_buckets(120.0, 30.0, 7));
+    Histogram::new(buckets)
+}
+
+struct Set {
+    sync_duration: HistogramFamily,
+    sync_full_duration: HistogramFamily,
+    sync_partial_duration: HistogramFamily,
+    last_timestamp: Family<FamilyLabel, FloatGauge>,
+    last_queued_timestamp: Family<FamilyLabel, FloatGauge>,
+    network_programming: HistogramFamily,
+    endpoint_changes_pending: Gauge,
+    endpoint_changes_total: Counter,
+    service_changes_pending: Gauge,
+    service_changes_total: Counter,
+    no_local_endpoints: Family<PolicyLabels, Gauge>,
+    healthz_total: Family<CodeLabel, Counter>,
+    livez_total: Family<CodeLabel, Counter>,
+    nftables_sync_failures: Family<FamilyLabel, Counter>,
+    invalid_objects: Family<KindLabel, Counter>,
+    health_check_servers: Gauge,
+}
+
+/// Every metric Ferry exports; cheap to clone (shared).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    set: Arc<Set>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn family() -> FamilyLabel {
+    FamilyLabel {
+        ip_family: IPV4.to_owned(),
+    }
+}
+
+fn seconds_since_epoch(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+impl Metrics {
+    /// Registers every metric (all start at zero).
+    pub fn new() -> Self {
+        let h = || HistogramFamily::new_with_constructor(sync_histogram as fn() -> Histogram);
+        let set = Set {
+            sync_duration: h(),
+            sync_full_duration: h(),
+            sync_partial_duration: h(),
+            last_timestamp: Family::default(),
+            last_queued_timestamp: Family::default(),
+            network_programming: HistogramFamily::new_with_constructor(programming_histogram),
+            endpoint_changes_pending: Gauge::default(),
+            endpoint_changes_total: Counter::default(),
+            service_changes_pending: Gauge::default(),
+            service_changes_total: Counter::default(),
+            no_local_endpoints: Family::default(),
+            healthz_total: Family::default(),
+            livez_total: Family::default(),
+            nftables_sync_failures: Family::default(),
+            invalid_objects: Family::default(),
+            health_check_servers: Gauge::default(),
+        };
+        let mut registry = Registry::default();
+        let kp = registry.sub_registry_with_prefix("kubeproxy");
+        kp.register(
+            "sync_proxy_rules_duration_seconds",
+            "SyncProxyRules latency in seconds",
+            set.sync_duration.clone(),
+        );
+        kp.register(
+            "sync_full_proxy_rules_duration_seconds",
+            "SyncProxyRules latency in seconds for full resyncs",
+            set.sync_full_duration.clone(),
+        );
+        kp.register(
+            "sync_partial_proxy_rules_duration_seconds",
+            "SyncProxyRules latency in seconds for partial resyncs",
+            set.sync_partial_duration.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_last_timestamp_seconds",
+            "The last time proxy rules were successfully synced",
+            set.last_timestamp.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_last_queued_timestamp_seconds",
+            "The last time a sync of proxy rules was queued",
+            set.last_queued_timestamp.clone(),
+        );
+        kp.register(
+            "network_programming_duration_seconds",
+            "In Cluster Network Programming Latency in seconds",
+            set.network_programming.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_endpoint_changes_pending",
+            "Pending proxy rules Endpoint changes",
+            set.endpoint_changes_pending.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_endpoint_changes",
+            "Cumulative proxy rules Endpoint changes",
+            set.endpoint_changes_total.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_service_changes_pending",
+            "Pending proxy rules Service changes",
+            set.service_changes_pending.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_service_changes",
+            "Cumulative proxy rules Service changes",
+            set.service_changes_total.clone(),
+        );
+        // A gauge despite its name, as upstream.
+        kp.register(
+            "sync_proxy_rules_no_local_endpoints_total",
+            "Number of services with a Local traffic policy and no endpoints",
+            set.no_local_endpoints.clone(),
+        );
+        kp.register(
+            "proxy_healthz",
+            "Cumulative proxy healthz HTTP status",
+            set.healthz_total.clone(),
+        );
+        kp.register(
+            "proxy_livez",
+            "Cumulative proxy livez HTTP status",
+            set.livez_total.clone(),
+        );
+        kp.register(
+            "sync_proxy_rules_nftables_sync_failures",
+            "Cumulative proxy nftables sync failures",
+            set.nftables_sync_failures.clone(),
+        );
+        let ferry = registry.sub_registry_with_prefix("ferry");
+        ferry.register("invalid_objects", "Objects rejected by the sources (each report), by kind (file: a whole file could not be read)", set.invalid_objects.clone());
+        ferry.register(
+            "service_health_check_servers",
+            "Health-check NodePort servers open on this node",
+            set.health_check_servers.clone(),
+        );
+        // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
+        // HTTP code or object kind appear with their first event, as upstream's do).
+        let f = family();
+        let _ = set.last_timestamp.get_or_create(&f);
+        let _ = set.last_queued_timestamp.get_or_create(&f);
+        let _ = set.nftables_sync_failures.get_or_create(&f);
+        for h in [
+            &set.sync_duration,
+            &set.sync_full_duration,
+            &set.sync_partial_duration,
+            &set.network_programming,
+        ] {
+            let _ = h.get_or_create(&f);
+        }
+        for policy in ["internal", "external"] {
+            let _ = set.no_local_endpoints.get_or_create(&PolicyLabels {
+                ip_family: IPV4.to_owned(),
+                traffic_policy: policy.to_owned(),
+            });
+        }
+        Self {
+            registry: Arc::new(registry),
+            set: Arc::new(set),
+        }
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!("encoding metrics: {e}");
+        }
+        out
+    }
+
+    /// A change was queued for the next sync, at wall-clock time `now`.
+    pub fn sync_queued(&self, now: SystemTime) {
+        self.set
+            .last_queued_timestamp
+            .get_or_create(&family())
+            .set(seconds_since_epoch(now));
+    }
+
+    /// A sync ran for `elapsed`; `kind` is `None` when it failed.
+    pub fn sync_ran(&self, kind: Option<SyncKind>, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        let f = family();
+        self.set.sync_duration.get_or_create(&f).observe(secs);
+        match kind {
+            Some(SyncKind::Full) => self.set.sync_full_duration.get_or_create(&f).observe(secs),
+            Some(SyncKind::Partial) => self
+                .set
+                .sync_partial_duration
+                .get_or_create(&f)
+                .observe(secs),
+            None => {
+                self.set.nftables_sync_failures.get_or_create(&f).inc();
+            }
+        }
+    }
+
+    /// A sync succeeded at wall-clock time `now`; `trigger_times` are the RFC 3339
+    /// last-change-trigger-times of the EndpointSlice changes it carried.
+    pub fn sync_succeeded(&self, now: SystemTime, trigger_times: &[String]) {
+        let f = family();
+        self.set
+            .last_timestamp
+            .get_or_create(&f)
+            .set(seconds_since_epoch(now));
+        let now = seconds_since_epoch(now);
+        for t in trigger_times {
+            match t.parse::<jiff::Timestamp>() {
+                Ok(t) => {
+                    let since = now - t.as_nanosecond() as f64 / 1e9;
+                    // A trigger time in the future is clock skew between nodes: skip it.
+                    if since >= 0.0 {
+                        self.set
+                            .network_programming
+                            .get_or_create(&f)
+                            .observe(since);
+                    }
+                }
+                Err(e) => tracing::debug!("ignoring last-change-trigger-time {t:?}: {e}"),
+            }
+        }
+    }
+
+    /// The pending changes and running totals.
+    pub fn changes(&self, changes: &PendingChanges) {
+        let s = &self.set;
+        s.service_changes_pending.set(changes.services.len() as i64);
+        s.endpoint_changes_pending.set(changes.slices.len() as i64);
+        catch_up(&s.service_changes_total, changes.services_total);
+        catch_up(&s.endpoint_changes_total, changes.slices_total);
+    }
+
+    /// Service ports with a Local policy and no local endpoint, after a sync.
+    pub fn no_local_endpoints(&self, n: NoLocalEndpoints) {
+        for (policy, count) in [("internal", n.internal), ("external", n.external)] {
+            self.set
+                .no_local_endpoints
+                .get_or_create(&PolicyLabels {
+                    ip_family: IPV4.to_owned(),
+                    traffic_policy: policy.to_owned(),
+                })
+                .set(count as i64);
+        }
+    }
+
+    /// `/healthz` answered `code`.
+    pub fn healthz(&self, code: u16) {
+        self.set
+            .healthz_total
+            .get_or_create(&CodeLabel {
+                code: code.to_string(),
+            })
+            .inc();
+    }
+
+    /// `/livez` answered `code`.
+    pub fn livez(&self, code: u16) {
+        self.set
+            .livez_total
+            .get_or_create(&CodeLabel {
+                code: code.to_string(),
+            })
+            .inc();
+    }
+
+    /// A source rejected an object of `kind` (empty: a whole file).
+    pub fn invalid_object(&self, kind: &str) {
+        let kind = if kind.is_empty() { "file" } else { kind };
+        self.set
+            .invalid_objects
+            .get_or_create(&KindLabel {
+                kind: kind.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Health-check NodePort servers now open.
+    pub fn health_check_servers(&self, n: usize) {
+        self.set.health_check_servers.set(n as i64);
+    }
+}
+
+/// Counters only go up: add what the running total gained since the last call.
+fn catch_up(counter: &Counter, total: u64) {
+    let seen = counter.get();
+    if total > seen {
+        counter.inc_by(total - seen);
+    }
+}
+
+/// The metrics server: `/metrics`, and `/proxyMode` as kube-proxy serves it.
+pub fn router(metrics: Metrics) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move { ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], metrics.encode()) }
+            }),
+        )
+        .route("/proxyMode", get(|| async { "nftables" }))
+}
+
+#[cfg(test)]
+mod tests;

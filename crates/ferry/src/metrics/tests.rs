@@ -1,0 +1,233 @@
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use ferry_dataplane::SyncKind;
+
+use super::*;
+use crate::serve::testing::get;
+use crate::serve::Server;
+
+/// `# TYPE name type` lines of an exposition.
+fn types(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, t)| (n.to_owned(), t.to_owned()))
+        .collect()
+}
+
+/// The value of the sample `series` (name with labels, exactly as written).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn every_metric_is_declared_with_upstreams_name_and_type() {
+    let m = Metrics::new();
+    m.healthz(200);
+    m.livez(200);
+    m.invalid_object("Service");
+    let text = m.encode();
+    let declared = types(&text);
+    for (name, kind) in [
+        ("kubeproxy_sync_proxy_rules_duration_seconds", "histogram"),
+        (
+            "kubeproxy_sync_full_proxy_rules_duration_seconds",
+            "histogram",
+        ),
+        (
+            "kubeproxy_sync_partial_proxy_rules_duration_seconds",
+            "histogram",
+        ),
+        ("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "gauge"),
+        (
+            "kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds",
+            "gauge",
+        ),
+        (
+            "kubeproxy_network_programming_duration_seconds",
+            "histogram",
+        ),
+        (
+            "kubeproxy_sync_proxy_rules_endpoint_changes_pending",
+            "gauge",
+        ),
+        ("kubeproxy_sync_proxy_rules_endpoint_changes", "counter"),
+        (
+            "kubeproxy_sync_proxy_rules_service_changes_pending",
+            "gauge",
+        ),
+        ("kubeproxy_sync_proxy_rules_service_changes", "counter"),
+        (
+            "kubeproxy_sync_proxy_rules_no_local_endpoints_total",
+            "gauge",
+        ),
+        ("kubeproxy_proxy_healthz", "counter"),
+        ("kubeproxy_proxy_livez", "counter"),
+        (
+            "kubeproxy_sync_proxy_rules_nftables_sync_failures",
+            "counter",
+        ),
+        ("ferry_invalid_objects", "counter"),
+        ("ferry_service_health_check_servers", "gauge"),
+    ] {
+        assert_eq!(
+            declared.get(name).map(String::as_str),
+            Some(kind),
+            "{name}:\n{text}"
+        );
+    }
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics");
+    // Counters are sampled with `_total`, so the series names are upstream's.
+    assert_eq!(
+        sample(&text, "kubeproxy_sync_proxy_rules_service_changes_total"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}"#
+        ),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
+    let m = Metrics::new();
+    m.sync_ran(Some(SyncKind::Full), Duration::from_millis(3));
+    m.sync_ran(Some(SyncKind::Partial), Duration::from_millis(1));
+    m.sync_ran(None, Duration::from_millis(2));
+    let text = m.encode();
+    let count = |name: &str| sample(&text, &format!(r#"{name}_count{{ip_family="IPv4"}}"#));
+    assert_eq!(
+        count("kubeproxy_sync_proxy_rules_duration_seconds"),
+        Some(3.0)
+    );
+    assert_eq!(
+        count("kubeproxy_sync_full_proxy_rules_duration_seconds"),
+        Some(1.0)
+    );
+    assert_eq!(
+        count("kubeproxy_sync_partial_proxy_rules_duration_seconds"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}"#
+        ),
+        Some(1.0)
+    );
+    // Upstream's buckets: 1 ms doubling 15 times.
+    for le in ["0.001", "0.002", "0.004", "16.384", "+Inf"] {
+        let series = format!(
+            r#"kubeproxy_sync_full_proxy_rules_duration_seconds_bucket{{le="{le}",ip_family="IPv4"}}"#
+        );
+        assert!(sample(&text, &series).is_some(), "{series}:\n{text}");
+    }
+}
+
+#[test]
+fn network_programming_latency_comes_from_trigger_times() {
+    let m = Metrics::new();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_714_557_610);
+    m.sync_succeeded(
+        now,
+        &[
+            "2024-05-01T10:00:00Z".to_owned(), // 10 s before
+            "2024-05-01T10:00:20Z".to_owned(), // in the future: skew, skipped
+            "yesterday".to_owned(),            // unparseable, skipped
+        ],
+    );
+    let text = m.encode();
+    let h = "kubeproxy_network_programming_duration_seconds";
+    assert_eq!(
+        sample(&text, &format!(r#"{h}_count{{ip_family="IPv4"}}"#)),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, &format!(r#"{h}_sum{{ip_family="IPv4"}}"#)),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!(r#"{h}_bucket{{le="10.0",ip_family="IPv4"}}"#)
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!(r#"{h}_bucket{{le="9.0",ip_family="IPv4"}}"#)
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            r#"kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}"#
+        ),
+        Some(1_714_557_610.0)
+    );
+}
+
+#[test]
+fn changes_and_invalid_objects_are_counted() {
+    let m = Metrics::new();
+    let mut changes = crate::sync::PendingChanges::default();
+    changes
+        .services
+        .insert(ferry_model::ServiceName::new("dev", "web"));
+    changes.services_total = 3;
+    changes.slices_total = 5;
+    m.changes(&changes);
+    m.changes(&changes);
+    m.invalid_object("Service");
+    m.invalid_object("Service");
+    m.invalid_object("");
+    m.no_local_endpoints(NoLocalEndpoints {
+        internal: 1,
+        external: 2,
+    });
+    let text = m.encode();
+    for (series, value) in [
+        ("kubeproxy_sync_proxy_rules_service_changes_pending", 1.0),
+        ("kubeproxy_sync_proxy_rules_service_changes_total", 3.0),
+        ("kubeproxy_sync_proxy_rules_endpoint_changes_pending", 0.0),
+        ("kubeproxy_sync_proxy_rules_endpoint_changes_total", 5.0),
+        (r#"ferry_invalid_objects_total{kind="Service"}"#, 2.0),
+        (r#"ferry_invalid_objects_total{kind="file"}"#, 1.0),
+        (
+            r#"kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"}"#,
+            2.0,
+        ),
+    ] {
+        assert_eq!(sample(&text, series), Some(value), "{series}:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn the_server_serves_metrics_text() {
+    let m = Metrics::new();
+    m.sync_ran(Some(SyncKind::Full), Duration::from_millis(3));
+    let server = Server::start(
+        "metrics",
+        "127.0.0.1:0".parse().expect("addr"),
+        router(m.clone()),
+    )
+    .await
+    .expect("bind");
+    let r = get(server.local_addr(), "/metrics").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some(CONTENT_TYPE_OPENMETRICS));
+    assert!(types(&r.body).contains_key("kubeproxy_sync_proxy_rules_duration_seconds"));
+    assert_eq!(
+        get(server.local_addr(), "/proxyMode").await.body,
+        "nftables"
+    );
+    server.stop().await;
+}

@@ -1,0 +1,239 @@
+//! Per-service figures operators watch, kept up to date by each successful sync: the
+//! health-check NodePort and local ready endpoints of `externalTrafficPolicy: Local`
+//! LoadBalancer Services, and the service ports whose Local policy has no local endpoint.
+//!
+//! Computed from the node view ([`NodeView::build_service_ports`]) of the services a sync
+//! touched, so an incremental sync costs only its changed services, as the rules do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName, ServiceType, TrafficPolicy};
+
+/// A service's health-check NodePort and what it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// `spec.healthCheckNodePort`.
+    pub port: u16,
+    /// Ready endpoints on this node, counted once per IP (upstream `LocalReadyEndpoints`:
+    /// an endpoint serving two ports is one endpoint).
+    pub local_endpoints: usize,
+}
+
+/// Service ports with a Local traffic policy and no local endpoint (upstream's
+/// `sync_proxy_rules_no_local_endpoints_total`, by `traffic_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NoLocalEndpoints {
+    /// `internalTrafficPolicy: Local` ports without a local endpoint.
+    pub internal: usize,
+    /// `externalTrafficPolicy: Local` externally reachable ports without a local endpoint.
+    pub external: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Entry {
+    health_check: Option<HealthCheck>,
+    no_local: NoLocalEndpoints,
+}
+
+/// The figures of every service, as of the last successful sync.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceStatus {
+    entries: BTreeMap<ServiceName, Entry>,
+}
+
+impl ServiceStatus {
+    /// Recomputes every service.
+    pub fn rebuild(&mut self, state: &ClusterState, ctx: &NodeContext) {
+        self.entries.clear();
+        for svc in state.services() {
+            self.recompute(state, ctx, &svc.name);
+        }
+    }
+
+    /// Recomputes the named services (a service that is gone is dropped).
+    pub fn update(
+        &mut self,
+        state: &ClusterState,
+        ctx: &NodeContext,
+        names: &BTreeSet<ServiceName>,
+    ) {
+        for name in names {
+            self.recompute(state, ctx, name);
+        }
+    }
+
+    fn recompute(&mut self, state: &ClusterState, ctx: &NodeContext, name: &ServiceName) {
+        let entry = entry(state, ctx, name);
+        if entry == Entry::default() {
+            self.entries.remove(name);
+        } else {
+            self.entries.insert(name.clone(), entry);
+        }
+    }
+
+    /// Services that need a health-check NodePort server on this node.
+    pub fn health_checks(&self) -> BTreeMap<ServiceName, HealthCheck> {
+        self.entries
+            .iter()
+            .filter_map(|(name, e)| e.health_check.map(|hc| (name.clone(), hc)))
+            .collect()
+    }
+
+    /// Totals over all services.
+    pub fn no_local_endpoints(&self) -> NoLocalEndpoints {
+        self.entries
+            .values()
+            .fold(NoLocalEndpoints::default(), |acc, e| NoLocalEndpoints {
+                internal: acc.internal + e.no_local.internal,
+                external: acc.external + e.no_local.external,
+            })
+    }
+}
+
+fn entry(state: &ClusterState, ctx: &NodeContext, name: &ServiceName) -> Entry {
+    let Some(svc) = state.service(name) else {
+        return Entry::default();
+    };
+    let ports = NodeView::build_service_ports(state, ctx, name);
+    let mut out = Entry::default();
+    for view in &ports {
+        if view.internal_policy == TrafficPolicy::Local && view.internal_endpoints().is_empty() {
+            out.no_local.internal += 1;
+        }
+        if view.externally_accessible()
+            && view.external_policy == TrafficPolicy::Local
+            && view.external_endpoints().is_empty()
+        {
+            out.no_local.external += 1;
+        }
+    }
+    // Upstream `NeedsHealthCheck`: only LoadBalancer Services with the Local external policy
+    // get a health-check server; the API server allocates the port for exactly those.
+    let needs_health_check = svc.service_type == ServiceType::LoadBalancer
+        && svc.external_traffic_policy == TrafficPolicy::Local;
+    if let (true, Some(port), false) = (
+        needs_health_check,
+        svc.health_check_node_port,
+        ports.is_empty(),
+    ) {
+        // Ready only: a node left with only terminating endpoints must fail the check, so
+        // load balancers stop sending new connections there (KEP-1669).
+        let local: BTreeSet<IpAddr> = ports
+            .iter()
+            .flat_map(|p| &p.endpoints)
+            .filter(|e| e.is_local && e.conditions.ready)
+            .map(|e| e.addr.ip())
+            .collect();
+        out.health_check = Some(HealthCheck {
+            port,
+            local_endpoints: local.len(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_model::fixtures::*;
+    use ferry_model::{IpFamily, Object, Service};
+
+    use super::*;
+
+    fn ctx(node: &str) -> NodeContext {
+        NodeContext {
+            node_name: node.into(),
+            family: IpFamily::V4,
+        }
+    }
+
+    fn lb_local(hc_port: Option<u16>) -> Service {
+        let mut svc = with_node_port(
+            mk_service("dev", "web", "10.96.0.10", 80),
+            32000,
+            TrafficPolicy::Local,
+        );
+        svc.service_type = ServiceType::LoadBalancer;
+        svc.health_check_node_port = hc_port;
+        svc
+    }
+
+    fn state(svc: Service) -> ClusterState {
+        let mut state = ClusterState::new();
+        state.apply(Object::Service(svc));
+        state.apply(Object::EndpointSlice(mk_slice(
+            "dev",
+            "web",
+            8080,
+            vec![
+                mk_endpoint("10.0.0.1", "node-a"),
+                mk_endpoint("10.0.0.2", "node-a"),
+                mk_endpoint_with("10.0.0.3", "node-a", false, true, true),
+                mk_endpoint("10.0.0.4", "node-b"),
+            ],
+        )));
+        state
+    }
+
+    #[test]
+    fn local_load_balancer_counts_this_nodes_ready_endpoints() {
+        let state = state(lb_local(Some(30123)));
+        let mut status = ServiceStatus::default();
+        status.rebuild(&state, &ctx("node-a"));
+        let hc = status.health_checks();
+        let want = HealthCheck {
+            port: 30123,
+            local_endpoints: 2,
+        };
+        assert_eq!(hc.get(&ServiceName::new("dev", "web")), Some(&want));
+        status.rebuild(&state, &ctx("node-c"));
+        assert_eq!(
+            status.health_checks()[&ServiceName::new("dev", "web")].local_endpoints,
+            0
+        );
+        assert_eq!(status.no_local_endpoints().external, 1);
+    }
+
+    #[test]
+    fn only_local_load_balancers_with_a_port_get_a_health_check() {
+        let mut cluster = lb_local(Some(30123));
+        cluster.external_traffic_policy = TrafficPolicy::Cluster;
+        let mut node_port = lb_local(Some(30123));
+        node_port.service_type = ServiceType::NodePort;
+        for svc in [cluster, node_port, lb_local(None)] {
+            let mut status = ServiceStatus::default();
+            status.rebuild(&state(svc.clone()), &ctx("node-a"));
+            assert!(status.health_checks().is_empty(), "{svc:?}");
+        }
+    }
+
+    #[test]
+    fn an_update_drops_a_deleted_service() {
+        let mut state = state(lb_local(Some(30123)));
+        let mut status = ServiceStatus::default();
+        status.rebuild(&state, &ctx("node-a"));
+        let name = ServiceName::new("dev", "web");
+        state.delete(&ferry_model::ObjectKey::Service(name.clone()));
+        status.update(&state, &ctx("node-a"), &BTreeSet::from([name]));
+        assert!(status.health_checks().is_empty());
+        assert_eq!(status.no_local_endpoints(), NoLocalEndpoints::default());
+    }
+
+    #[test]
+    fn internal_local_without_local_endpoints_is_counted() {
+        let mut svc = mk_service("dev", "web", "10.96.0.10", 80);
+        svc.internal_traffic_policy = TrafficPolicy::Local;
+        let state = state(svc);
+        let mut status = ServiceStatus::default();
+        status.rebuild(&state, &ctx("node-c"));
+        assert_eq!(
+            status.no_local_endpoints(),
+            NoLocalEndpoints {
+                internal: 1,
+                external: 0
+            }
+        );
+        status.rebuild(&state, &ctx("node-a"));
+        assert_eq!(status.no_local_endpoints(), NoLocalEndpoints::default());
+    }
+}

@@ -1,0 +1,84 @@
+//! Golden outputs of `ferry explain` (text, JSON, Mermaid), including the seed question:
+//! client → k8s-node1:32223 with the Local and the Cluster policy. `FERRY_BLESS=1` rewrites them.
+
+use std::path::Path;
+use std::process::Command;
+
+#[path = "support/seed.rs"]
+mod seed;
+
+const CASES: &[(&str, &str, &str, &str, &str)] = &[
+    // name, policy, node, from, to
+    (
+        "seed-local-node1",
+        "Local",
+        "k8s-node1",
+        "10.1.1.100",
+        "10.1.1.17:32223",
+    ),
+    (
+        "seed-cluster-node1",
+        "Cluster",
+        "k8s-node1",
+        "10.1.1.100",
+        "10.1.1.17:32223",
+    ),
+    (
+        "seed-local-node2",
+        "Local",
+        "k8s-node2",
+        "10.1.1.100",
+        "10.1.1.9:32223/tcp",
+    ),
+    (
+        "pod-to-cluster-ip",
+        "Cluster",
+        "k8s-master",
+        "192.168.235.200",
+        "10.96.198.86:8080",
+    ),
+];
+
+#[test]
+fn explain_outputs_match_the_golden_files() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/explain");
+    let bless = std::env::var_os("FERRY_BLESS").is_some();
+    let mut failures = Vec::new();
+    for (name, policy, node, from, to) in CASES {
+        let manifests = seed::Manifests::new(policy);
+        let dir = manifests.path().display().to_string();
+        for (output, ext) in [("text", "txt"), ("json", "json"), ("mermaid", "mmd")] {
+            let out = Command::new(seed::FERRY)
+                .args([
+                    "explain",
+                    "--manifests",
+                    &dir,
+                    "--node",
+                    node,
+                    "--from",
+                    from,
+                    "--to",
+                    to,
+                ])
+                .args(["--cluster-cidr", "192.168.0.0/16", "--output", output])
+                .output()
+                .expect("run ferry explain");
+            assert!(
+                out.status.success(),
+                "{name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let got = String::from_utf8_lossy(&out.stdout).into_owned();
+            let path = golden.join(format!("{name}.{ext}"));
+            if bless {
+                std::fs::write(&path, &got).expect("write golden");
+            } else if std::fs::read_to_string(&path).unwrap_or_default() != got {
+                failures.push(format!(
+                    "{} differs (FERRY_BLESS=1 rewrites):\n{got}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

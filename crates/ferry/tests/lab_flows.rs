@@ -1,0 +1,116 @@
+//! Every seed flow (tests/support/flows.rs) with real packets, nftables mode. Needs root.
+
+#[path = "support/flows.rs"]
+mod flows;
+#[path = "support/seed.rs"]
+mod seed;
+
+use ferry_lab::{CurlResult, Host};
+use flows::{Expect, From, Peer, FLOWS, SERVERS};
+use seed::{Hello, Mode, SeedLab};
+
+fn host(from: From) -> Host {
+    match from {
+        From::Client => Host::default_client(),
+        From::Node(n) => Host::node(n),
+        From::Pod(name, _, _) => Host::pod(name),
+    }
+}
+
+fn run(policy: &'static str) {
+    let Some(seed) = SeedLab::start(Mode::Nftables, policy) else {
+        return;
+    };
+    for f in FLOWS.iter().filter(|f| f.policy == policy) {
+        let from = host(f.from);
+        match f.expect {
+            Expect::Dropped => assert_eq!(
+                seed.curl(&from, &f.url()),
+                CurlResult::TimedOut,
+                "{}",
+                f.name
+            ),
+            Expect::Rejected => assert_eq!(
+                seed.curl(&from, &f.url()),
+                CurlResult::Refused,
+                "{}",
+                f.name
+            ),
+            Expect::Forwarded(peer) => {
+                for _ in 0..8 {
+                    let h: Hello = seed.hello(&from, &f.url());
+                    assert!(SERVERS.contains(&h.server_ip.as_str()), "{}: {h:?}", f.name);
+                    let want = match peer {
+                        Peer::Source => f.src(),
+                        Peer::Node(ip) => ip,
+                        Peer::HairpinOr(ip) if h.server_ip == f.src() => ip,
+                        Peer::HairpinOr(_) => f.src(),
+                    };
+                    assert_eq!(h.client_ip, want, "{}: {h:?}", f.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cluster_policy_flows_behave_as_explained() {
+    run("Cluster");
+}
+
+#[test]
+fn local_policy_flows_behave_as_explained() {
+    run("Local");
+}
+
+/// `ferry explain --live` inside a node reads the kernel's table: it agrees with what Ferry
+/// compiled, and reports a difference made by hand.
+#[test]
+fn explain_live_reads_the_kernel_and_reports_differences() {
+    let Some(seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
+        return;
+    };
+    let dir = seed.manifests.path().display().to_string();
+    let explain = || {
+        seed.lab
+            .exec(
+                "k8s-node1",
+                [
+                    seed::FERRY,
+                    "explain",
+                    "--live",
+                    "--manifests",
+                    &dir,
+                    "--node",
+                    "k8s-node1",
+                    "--from",
+                    "10.1.1.100",
+                    "--to",
+                    "10.1.1.17:32223",
+                    "--cluster-cidr",
+                    "192.168.0.0/16",
+                ],
+            )
+            .expect("ferry explain --live")
+    };
+    let out = explain();
+    assert!(out.contains("agrees with the compiled rules"), "{out}");
+    assert!(
+        out.contains("192.168.169.166:56010, 192.168.169.168:56010"),
+        "{out}"
+    );
+    seed.lab
+        .exec(
+            "k8s-node1",
+            [
+                "nft",
+                "delete element ip ferry nodeport-cluster-endpoints { tcp . 32223 . 1 }",
+            ],
+        )
+        .expect("delete an element by hand");
+    let out = explain();
+    assert!(
+        out.contains("DIFFERS: map nodeport-cluster-endpoints lacks element tcp . 32223 . 1"),
+        "{out}"
+    );
+}

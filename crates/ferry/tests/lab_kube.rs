@@ -1,0 +1,75 @@
+//! The seed lab with every node's Ferry taking its state from a fake Kubernetes API server
+//! (`--master`) instead of manifests. Needs root (skips otherwise).
+
+#[allow(dead_code, reason = "only the NodePort cases run against the API")]
+#[path = "support/matrix.rs"]
+mod matrix;
+#[allow(dead_code, reason = "the ownership cases run in the per-mode lab files")]
+#[path = "support/ownership.rs"]
+mod ownership;
+#[path = "support/seed.rs"]
+mod seed;
+
+use std::time::{Duration, Instant};
+
+use ferry_lab::spec::NODE2;
+use ferry_lab::{CurlResult, Host};
+use seed::{Mode, SeedLab};
+
+#[test]
+fn api_cluster_policy_node_port_works_on_every_node_with_snat() {
+    matrix::cluster_policy_node_port_works_on_every_node_with_snat(Mode::Nftables.with_api());
+}
+
+#[test]
+fn api_local_policy_keeps_client_ip_and_drops_where_no_local_endpoint() {
+    matrix::local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(
+        Mode::Nftables.with_api(),
+    );
+}
+
+/// The API server goes away: traffic keeps flowing on the rules in the kernel. Meanwhile the
+/// EndpointSlice is deleted and the history compacted, so the watches get `410 Gone` when the
+/// server is back, relist, and every node converges: the Service now refuses connections.
+#[test]
+fn an_api_outage_keeps_the_rules_and_a_relist_converges() {
+    let Some(mut seed) = SeedLab::start(Mode::Nftables.with_api(), "Cluster") else {
+        return;
+    };
+    let node_port = seed::node_port_url("10.1.1.9");
+    seed.hello(&Host::default_client(), &node_port);
+    let api = seed.api.as_ref().expect("api");
+    api.set_down(true);
+    // Every node's three watches have failed at least once: each Ferry has seen the outage.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while api.refused() < 9 {
+        assert!(Instant::now() < deadline, "the Ferries never retried");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let during = seed.hello(&Host::default_client(), &node_port);
+    assert!(
+        during.server_ip == seed::POD_A.1 || during.server_ip == seed::POD_B.1,
+        "the rules stay during the outage: {during:?}"
+    );
+    let before: Vec<usize> = seed::NODES.iter().map(|(n, _)| seed.syncs(n)).collect();
+    let api = seed.api.as_ref().expect("api");
+    assert!(api.delete("EndpointSlice", "dev", "url-analysis-7x2kq"));
+    api.compact();
+    api.set_down(false);
+    for ((node, _), n) in seed::NODES.iter().zip(before) {
+        seed.wait_synced(node, n + 1);
+    }
+    assert_eq!(
+        seed.curl(&Host::node(NODE2), &seed::cluster_url()),
+        CurlResult::Refused,
+        "after the relist the Service has no endpoints\n{}",
+        seed.logs()
+    );
+    assert!(
+        seed.ferry(NODE2)
+            .log()
+            .contains("relisted the Kubernetes API"),
+        "{}",
+        seed.logs()
+    );
+}

@@ -1,0 +1,216 @@
+//! The seed flows as data: one list, run with real packets in the lab (`lab_flows.rs`) and
+//! predicted by `ferry explain` (`explain_flows.rs`), so the two must agree.
+
+#![allow(dead_code)]
+
+use crate::seed::{CLUSTER_IP, EMPTY_CLUSTER_IP, MASTER_POD, NODE_PORT, POD_A, POD_B};
+
+/// Who sends the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    /// The client outside the cluster (10.1.1.100).
+    Client,
+    /// A node itself.
+    Node(&'static str),
+    /// A pod: (name, ip, node).
+    Pod(&'static str, &'static str, &'static str),
+}
+
+/// The source address the endpoint sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// The original source (no SNAT).
+    Source,
+    /// This node address (SNAT).
+    Node(&'static str),
+    /// The original source, except when the pod lands on itself: then this node address.
+    HairpinOr(&'static str),
+}
+
+/// What happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Answered by one of the url-analysis pods; the pod sees `Peer`.
+    Forwarded(Peer),
+    /// Dropped: the client times out.
+    Dropped,
+    /// Rejected: connection refused.
+    Rejected,
+}
+
+/// One flow of the seed matrix.
+#[derive(Debug, Clone, Copy)]
+pub struct Flow {
+    pub name: &'static str,
+    /// externalTrafficPolicy of url-analysis.
+    pub policy: &'static str,
+    pub from: From,
+    /// The node whose rules the packet meets first.
+    pub node: &'static str,
+    pub dst: &'static str,
+    pub port: u16,
+    pub expect: Expect,
+}
+
+pub const MASTER_POD_FROM: From = From::Pod(MASTER_POD.0, MASTER_POD.1, "k8s-master");
+pub const POD_A_FROM: From = From::Pod(POD_A.0, POD_A.1, "k8s-node2");
+pub const SERVERS: [&str; 2] = [POD_A.1, POD_B.1];
+
+const fn flow(
+    name: &'static str,
+    policy: &'static str,
+    from: From,
+    node: &'static str,
+    dst: &'static str,
+    port: u16,
+    expect: Expect,
+) -> Flow {
+    Flow {
+        name,
+        policy,
+        from,
+        node,
+        dst,
+        port,
+        expect,
+    }
+}
+
+pub const FLOWS: &[Flow] = &[
+    flow(
+        "pod → ClusterIP",
+        "Cluster",
+        MASTER_POD_FROM,
+        "k8s-master",
+        CLUSTER_IP,
+        8080,
+        Expect::Forwarded(Peer::Source),
+    ),
+    flow(
+        "node → ClusterIP",
+        "Cluster",
+        From::Node("k8s-master"),
+        "k8s-master",
+        CLUSTER_IP,
+        8080,
+        Expect::Forwarded(Peer::Node("10.1.1.12")),
+    ),
+    flow(
+        "pod → own Service (hairpin)",
+        "Cluster",
+        POD_A_FROM,
+        "k8s-node2",
+        CLUSTER_IP,
+        8080,
+        Expect::Forwarded(Peer::HairpinOr("10.1.1.9")),
+    ),
+    flow(
+        "client → master NodePort, Cluster",
+        "Cluster",
+        From::Client,
+        "k8s-master",
+        "10.1.1.12",
+        NODE_PORT,
+        Expect::Forwarded(Peer::Node("10.1.1.12")),
+    ),
+    flow(
+        "client → node1 NodePort, Cluster",
+        "Cluster",
+        From::Client,
+        "k8s-node1",
+        "10.1.1.17",
+        NODE_PORT,
+        Expect::Forwarded(Peer::Node("10.1.1.17")),
+    ),
+    flow(
+        "client → node2 NodePort, Cluster",
+        "Cluster",
+        From::Client,
+        "k8s-node2",
+        "10.1.1.9",
+        NODE_PORT,
+        Expect::Forwarded(Peer::Node("10.1.1.9")),
+    ),
+    flow(
+        "client → Service without endpoints",
+        "Cluster",
+        MASTER_POD_FROM,
+        "k8s-master",
+        EMPTY_CLUSTER_IP,
+        80,
+        Expect::Rejected,
+    ),
+    flow(
+        "node → Service without endpoints",
+        "Cluster",
+        From::Node("k8s-node1"),
+        "k8s-node1",
+        EMPTY_CLUSTER_IP,
+        80,
+        Expect::Rejected,
+    ),
+    flow(
+        "client → node2 NodePort, Local",
+        "Local",
+        From::Client,
+        "k8s-node2",
+        "10.1.1.9",
+        NODE_PORT,
+        Expect::Forwarded(Peer::Source),
+    ),
+    flow(
+        "client → node1 NodePort, Local",
+        "Local",
+        From::Client,
+        "k8s-node1",
+        "10.1.1.17",
+        NODE_PORT,
+        Expect::Dropped,
+    ),
+    flow(
+        "client → master NodePort, Local",
+        "Local",
+        From::Client,
+        "k8s-master",
+        "10.1.1.12",
+        NODE_PORT,
+        Expect::Dropped,
+    ),
+    flow(
+        "pod → master NodePort, Local (short-circuit)",
+        "Local",
+        MASTER_POD_FROM,
+        "k8s-master",
+        "10.1.1.12",
+        NODE_PORT,
+        Expect::Forwarded(Peer::Source),
+    ),
+    flow(
+        "node → own NodePort, Local (short-circuit)",
+        "Local",
+        From::Node("k8s-master"),
+        "k8s-master",
+        "10.1.1.12",
+        NODE_PORT,
+        Expect::Forwarded(Peer::Node("10.1.1.12")),
+    ),
+];
+
+impl Flow {
+    /// The source address.
+    pub fn src(&self) -> &'static str {
+        match self.from {
+            From::Client => "10.1.1.100",
+            From::Node(n) => crate::seed::NODES
+                .iter()
+                .find(|(name, _)| *name == n)
+                .map(|(_, ip)| *ip)
+                .expect("node"),
+            From::Pod(_, ip, _) => ip,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}:{}/hello", self.dst, self.port)
+    }
+}
