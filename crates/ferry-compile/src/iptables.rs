@@ -12,7 +12,7 @@
 
 mod base;
 mod model;
-mod names;
+pub(crate) mod names;
 mod render;
 mod restore;
 

@@ -17,6 +17,7 @@ use crate::nft::dispatch::endpoint_map;
 use crate::nft::{Key, Ruleset, ServiceRules, Value, Verdict as NftVerdict};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
 
+mod iptables;
 mod text;
 
 /// The first packet of a connection.
@@ -81,9 +82,43 @@ pub enum Verdict {
     NotAService,
 }
 
+/// Which dataplane's objects an explanation names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// nftables (`nft list table ip ferry`).
+    Nft,
+    /// iptables (`iptables -t nat -vnL …`).
+    Iptables,
+}
+
+/// What a step is, so each backend can name its own objects for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// The service dispatch matched a frontend.
+    Dispatch,
+    /// Marked for masquerade.
+    Masquerade,
+    /// Pod or node traffic skips the Local policy.
+    ShortCircuit,
+    /// DNAT to one endpoint of a set.
+    Forward(EndpointSet),
+    /// Hairpin: masqueraded if the endpoint is the sender.
+    Hairpin,
+    /// Dropped for lack of a local endpoint.
+    Dropped,
+    /// Rejected for lack of any endpoint.
+    Rejected,
+    /// A ClusterIP, but not a service port: rejected.
+    UnknownPort,
+    /// Not a service.
+    NotAService,
+}
+
 /// One step of the explanation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
+    /// What kind of step.
+    pub kind: StepKind,
     /// What happens.
     pub what: String,
     /// Why (the Kubernetes rule).
@@ -116,8 +151,14 @@ pub struct Trace {
     pub verdict: Verdict,
 }
 
-fn step(what: impl Into<String>, why: impl Into<String>, objects: Vec<String>) -> Step {
+fn step(
+    kind: StepKind,
+    what: impl Into<String>,
+    why: impl Into<String>,
+    objects: Vec<String>,
+) -> Step {
     Step {
+        kind,
         what: what.into(),
         why: why.into(),
         objects,
@@ -179,13 +220,19 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         Frontend::ExternalIp => format!("matches external IP {} of {}", packet.dst, svc_label(sp)),
     };
     t.steps.push(step(
+        StepKind::Dispatch,
         what,
         format!(
-            "{hook} → services: dispatch by {} in one map lookup",
-            if frontend == Frontend::NodePort {
-                "protocol . port"
+            "{}: new connections are matched by {} before routing",
+            if hook == "nat-output" {
+                "the node's own traffic (output)"
             } else {
-                "address . protocol . port"
+                "prerouting"
+            },
+            if frontend == Frontend::NodePort {
+                "protocol and port on a node address"
+            } else {
+                "address, protocol and port"
             }
         ),
         vec![
@@ -269,6 +316,7 @@ fn not_a_service(plan: &Plan, p: &Packet, t: &mut Trace) {
     if plan.services.values().any(|sp| sp.cluster_ip == p.dst) {
         t.verdict = Verdict::Rejected;
         t.steps.push(step(
+            StepKind::UnknownPort,
             format!(
                 "{} is a ClusterIP, but no service port is {}/{}",
                 p.dst, p.port, p.protocol
@@ -281,6 +329,7 @@ fn not_a_service(plan: &Plan, p: &Packet, t: &mut Trace) {
         ));
     } else {
         t.steps.push(step(
+            StepKind::NotAService,
             "no Service matches this destination",
             "Ferry only translates service addresses; the packet is routed normally",
             vec!["map service-ips".into(), "map service-nodeports".into()],
@@ -389,11 +438,12 @@ fn forward(
         EndpointSet::Local => "a ready endpoint on this node",
     };
     t.steps.push(step(
+        StepKind::Forward(set),
         format!(
             "DNAT to {label}: one of {} at random, equal probability",
             targets.len()
         ),
-        format!("{why}; numgen picks a slot, the endpoint map holds the endpoint of each slot"),
+        format!("{why}; the choice is made once per connection (conntrack keeps it)"),
         vec![
             format!("chain {}", objs.chain()),
             objs.slots(set, targets.len()),
@@ -401,6 +451,7 @@ fn forward(
     ));
     if targets.iter().any(|e| e.ip() == p.src) {
         t.steps.push(step(
+            StepKind::Hairpin,
             "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded",
             "a pod reaching itself through its Service must see the node as the peer",
             vec![
@@ -439,6 +490,7 @@ fn internal(
             };
             if let Some(why) = &t.masquerade {
                 t.steps.push(step(
+StepKind::Masquerade,
                     "marked for masquerade",
                     format!("ClusterIP traffic is masqueraded when {why}, so replies come back through this node"),
                     vec![format!("chain {chain}"), "chain mark-for-masquerade".into(), "chain masquerading".into()],
@@ -451,6 +503,7 @@ fn internal(
             t.candidates = candidates(sview, Some(EndpointSet::Local));
             t.verdict = Verdict::Dropped;
             t.steps.push(step(
+                StepKind::Dropped,
                 "dropped: no endpoint on this node",
                 "internalTrafficPolicy Local sends ClusterIP traffic only to this node's endpoints",
                 vec![objs.element("no-endpoint-services")],
@@ -464,6 +517,7 @@ fn reject(sview: Option<&ServicePortView>, element: String, t: &mut Trace) {
     t.candidates = candidates(sview, None);
     t.verdict = Verdict::Rejected;
     t.steps.push(step(
+        StepKind::Rejected,
         "rejected: the service has no ready (or serving terminating) endpoint anywhere",
         "the client gets \"connection refused\" at once instead of a timeout",
         vec![element, "chain reject-chain".into()],
@@ -503,7 +557,8 @@ fn external(
             t.masquerade = Some(
                 "externalTrafficPolicy Cluster: the endpoint may be on another node".to_owned(),
             );
-            t.steps.push(step("marked for masquerade", "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it", masq_objs(&chain)));
+            t.steps.push(step(
+StepKind::Masquerade,"marked for masquerade", "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it", masq_objs(&chain)));
             forward(
                 sp,
                 EndpointSet::Cluster,
@@ -518,6 +573,7 @@ fn external(
         {
             t.candidates = candidates(sview, Some(EndpointSet::Cluster));
             t.steps.push(step(
+StepKind::ShortCircuit,
                 format!("short-circuit: the source is a pod ({net}), so the Local policy does not apply"),
                 "pod traffic to an external destination behaves as if it went out to a load balancer and came back",
                 vec![format!("chain {chain}")],
@@ -535,6 +591,7 @@ fn external(
             t.candidates = candidates(sview, Some(EndpointSet::Cluster));
             t.masquerade = Some("the source is this node".to_owned());
             t.steps.push(step(
+StepKind::ShortCircuit,
                 "short-circuit: the source is this node, masqueraded",
                 "the node's own traffic is not subject to the Local policy; its source (a node address) must be SNATed",
                 masq_objs(&chain),
@@ -555,6 +612,7 @@ fn external(
                 _ => {
                     t.verdict = Verdict::Dropped;
                     t.steps.push(step(
+StepKind::Dropped,
                         "dropped: externalTrafficPolicy Local and no endpoint on this node",
                         "Local keeps the client's source IP by never forwarding to another node; with no local endpoint the packet is dropped (the client times out)",
                         vec![
@@ -574,6 +632,27 @@ fn list(nets: &[IpNet]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+impl Trace {
+    /// The explanation as the given backend programs it. iptables mode (like upstream's) has no
+    /// rule rejecting unknown ports of a ClusterIP: such a packet is routed as is.
+    pub fn for_backend(mut self, backend: Backend) -> Trace {
+        if backend == Backend::Iptables
+            && self.steps.iter().any(|s| s.kind == StepKind::UnknownPort)
+        {
+            self.verdict = Verdict::NotAService;
+        }
+        self
+    }
+
+    /// The objects of one step, named by `backend`.
+    pub fn objects(&self, step: &Step, backend: Backend) -> Vec<String> {
+        match backend {
+            Backend::Nft => step.objects.clone(),
+            Backend::Iptables => self.iptables_objects(step),
+        }
+    }
 }
 
 impl fmt::Display for Origin {

@@ -15,4 +15,4 @@ mod nft;
 mod read_back;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};
-pub use read_back::{read_back, LiveTable};
+pub use read_back::{read_back, read_back_iptables, LiveTable};

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use ferry_compile::nft::Ruleset;
-use ferry_compile::trace::{trace, Frontend, Packet, Trace, Verdict};
+use ferry_compile::trace::{trace, Backend, Frontend, Packet, Trace, Verdict};
 use ferry_compile::Plan;
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Protocol};
 
@@ -92,18 +92,23 @@ pub fn explain(
 }
 
 /// Renders a trace, with the live comparison when there is one.
-pub fn render(t: &Trace, live: Option<&live::LiveReport>, output: Output) -> String {
+pub fn render(
+    t: &Trace,
+    live: Option<&live::LiveReport>,
+    output: Output,
+    backend: Backend,
+) -> String {
     match output {
         Output::Text => {
-            let mut s = t.to_text();
+            let mut s = t.to_text_for(backend);
             if let Some(l) = live {
                 s.push_str(&l.to_text());
             }
             s
         }
-        Output::Mermaid => t.to_mermaid(),
+        Output::Mermaid => t.to_mermaid_for(backend),
         Output::Json => {
-            let mut v = to_json(t);
+            let mut v = to_json(t, backend);
             if let (Some(l), Value::Object(map)) = (live, &mut v) {
                 map.insert(
                     "live".into(),
@@ -122,7 +127,11 @@ pub fn render(t: &Trace, live: Option<&live::LiveReport>, output: Output) -> Str
     }
 }
 
-fn to_json(t: &Trace) -> Value {
+fn to_json(t: &Trace, backend: Backend) -> Value {
+    let key = match backend {
+        Backend::Nft => "nft",
+        Backend::Iptables => "iptables",
+    };
     let targets: Vec<String> = match &t.verdict {
         Verdict::Forwarded { targets } => targets.iter().map(ToString::to_string).collect(),
         _ => Vec::new(),
@@ -144,7 +153,7 @@ fn to_json(t: &Trace) -> Value {
             Frontend::NodePort => "NodePort",
             Frontend::ExternalIp => "ExternalIP",
         }),
-        "steps": t.steps.iter().map(|s| json!({"what": s.what, "why": s.why, "nft": s.objects})).collect::<Vec<_>>(),
+        "steps": t.steps.iter().map(|s| json!({"what": s.what, "why": s.why, key: t.objects(s, backend)})).collect::<Vec<_>>(),
         "endpoints": t.candidates.iter().map(|c| json!({
             "address": c.addr.to_string(), "node": c.node, "used": c.excluded.is_none(), "excluded": c.excluded,
         })).collect::<Vec<_>>(),

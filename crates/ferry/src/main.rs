@@ -152,7 +152,22 @@ fn main() -> ExitCode {
             };
             let manifests = manifests.unwrap_or_default();
             let (trace, ruleset) = explain::explain(&config, &manifests, args.from, to);
-            let live = if args.live {
+            let backend = match config.mode {
+                config::ProxyMode::Nftables => ferry_compile::trace::Backend::Nft,
+                config::ProxyMode::Iptables => ferry_compile::trace::Backend::Iptables,
+            };
+            let trace = trace.for_backend(backend);
+            let live = if !args.live {
+                None
+            } else if backend == ferry_compile::trace::Backend::Iptables {
+                match ferry_dataplane::read_back_iptables() {
+                    Ok(save) => Some(explain::live::check_iptables(&trace, &save)),
+                    Err(e) => {
+                        eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
                 match ferry_dataplane::read_back(ferry_model::IpFamily::of(&to.0)) {
                     Ok(table) => Some(explain::live::check(&trace, &ruleset, table.as_ref())),
                     Err(e) => {
@@ -160,10 +175,11 @@ fn main() -> ExitCode {
                         return ExitCode::FAILURE;
                     }
                 }
-            } else {
-                None
             };
-            print!("{}", explain::render(&trace, live.as_ref(), args.output));
+            print!(
+                "{}",
+                explain::render(&trace, live.as_ref(), args.output, backend)
+            );
             ExitCode::SUCCESS
         }
         Command::Lab(cmd) => lab_cmd::run(cmd),

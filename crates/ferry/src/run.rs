@@ -270,11 +270,7 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
 
 /// A change is waiting for a sync: start the health clock, export the pending changes, and
 /// follow this node's eligibility (its Node may be what changed).
-fn queued<D: Dataplane>(
-    syncer: &Syncer<D>,
-    health: &ProxyHealth,
-    metrics: &Metrics,
-) {
+fn queued<D: Dataplane>(syncer: &Syncer<D>, health: &ProxyHealth, metrics: &Metrics) {
     health.queued_update();
     health.sync_node(syncer.this_node());
     metrics.sync_queued(SystemTime::now());

@@ -13,6 +13,12 @@ use flows::{Expect, Peer, FLOWS, SERVERS};
 
 #[test]
 fn explain_predicts_every_lab_flow() {
+    for mode in ["nftables", "iptables"] {
+        predict(mode);
+    }
+}
+
+fn predict(mode: &str) {
     for policy in ["Cluster", "Local"] {
         let manifests = seed::Manifests::new(if policy == "Local" {
             "Local"
@@ -34,7 +40,14 @@ fn explain_predicts_every_lab_flow() {
                     "--to",
                     &to,
                 ])
-                .args(["--cluster-cidr", "192.168.0.0/16", "--output", "json"])
+                .args([
+                    "--cluster-cidr",
+                    "192.168.0.0/16",
+                    "--output",
+                    "json",
+                    "--proxy-mode",
+                    mode,
+                ])
                 .output()
                 .expect("run ferry explain");
             assert!(

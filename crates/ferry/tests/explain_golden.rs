@@ -7,14 +7,15 @@ use std::process::Command;
 #[path = "support/seed.rs"]
 mod seed;
 
-const CASES: &[(&str, &str, &str, &str, &str)] = &[
-    // name, policy, node, from, to
+const CASES: &[(&str, &str, &str, &str, &str, &str)] = &[
+    // name, policy, node, from, to, proxy mode
     (
         "seed-local-node1",
         "Local",
         "k8s-node1",
         "10.1.1.100",
         "10.1.1.17:32223",
+        "nftables",
     ),
     (
         "seed-cluster-node1",
@@ -22,6 +23,7 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
         "k8s-node1",
         "10.1.1.100",
         "10.1.1.17:32223",
+        "nftables",
     ),
     (
         "seed-local-node2",
@@ -29,6 +31,7 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
         "k8s-node2",
         "10.1.1.100",
         "10.1.1.9:32223/tcp",
+        "nftables",
     ),
     (
         "pod-to-cluster-ip",
@@ -36,6 +39,23 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
         "k8s-master",
         "192.168.235.200",
         "10.96.198.86:8080",
+        "nftables",
+    ),
+    (
+        "seed-local-node1-iptables",
+        "Local",
+        "k8s-node1",
+        "10.1.1.100",
+        "10.1.1.17:32223",
+        "iptables",
+    ),
+    (
+        "seed-cluster-node1-iptables",
+        "Cluster",
+        "k8s-node1",
+        "10.1.1.100",
+        "10.1.1.17:32223",
+        "iptables",
     ),
 ];
 
@@ -44,7 +64,7 @@ fn explain_outputs_match_the_golden_files() {
     let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/explain");
     let bless = std::env::var_os("FERRY_BLESS").is_some();
     let mut failures = Vec::new();
-    for (name, policy, node, from, to) in CASES {
+    for (name, policy, node, from, to, mode) in CASES {
         let manifests = seed::Manifests::new(policy);
         let dir = manifests.path().display().to_string();
         for (output, ext) in [("text", "txt"), ("json", "json"), ("mermaid", "mmd")] {
@@ -60,7 +80,14 @@ fn explain_outputs_match_the_golden_files() {
                     "--to",
                     to,
                 ])
-                .args(["--cluster-cidr", "192.168.0.0/16", "--output", output])
+                .args([
+                    "--cluster-cidr",
+                    "192.168.0.0/16",
+                    "--output",
+                    output,
+                    "--proxy-mode",
+                    mode,
+                ])
                 .output()
                 .expect("run ferry explain");
             assert!(

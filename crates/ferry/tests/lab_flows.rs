@@ -1,4 +1,4 @@
-//! Every seed flow (tests/support/flows.rs) with real packets, nftables mode. Needs root.
+//! Every seed flow (tests/support/flows.rs) with real packets, in every proxy mode. Needs root.
 
 #[path = "support/flows.rs"]
 mod flows;
@@ -17,8 +17,8 @@ fn host(from: From) -> Host {
     }
 }
 
-fn run(policy: &'static str) {
-    let Some(seed) = SeedLab::start(Mode::Nftables, policy) else {
+fn run(mode: Mode, policy: &'static str) {
+    let Some(seed) = SeedLab::start(mode, policy) else {
         return;
     };
     for f in FLOWS.iter().filter(|f| f.policy == policy) {
@@ -53,14 +53,19 @@ fn run(policy: &'static str) {
     }
 }
 
-#[test]
-fn cluster_policy_flows_behave_as_explained() {
-    run("Cluster");
+macro_rules! modes {
+    ($($name:ident: $mode:expr, $policy:expr;)*) => {
+        $( #[test] fn $name() { run($mode, $policy) } )*
+    };
 }
 
-#[test]
-fn local_policy_flows_behave_as_explained() {
-    run("Local");
+modes! {
+    nftables_cluster_policy_flows_behave_as_explained: Mode::Nftables, "Cluster";
+    nftables_local_policy_flows_behave_as_explained: Mode::Nftables, "Local";
+    iptables_nft_cluster_policy_flows_behave_as_explained: Mode::IptablesNft, "Cluster";
+    iptables_nft_local_policy_flows_behave_as_explained: Mode::IptablesNft, "Local";
+    iptables_legacy_cluster_policy_flows_behave_as_explained: Mode::IptablesLegacy, "Cluster";
+    iptables_legacy_local_policy_flows_behave_as_explained: Mode::IptablesLegacy, "Local";
 }
 
 /// `ferry explain --live` inside a node reads the kernel's table: it agrees with what Ferry

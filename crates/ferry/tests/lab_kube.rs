@@ -4,7 +4,10 @@
 #[allow(dead_code, reason = "only the NodePort cases run against the API")]
 #[path = "support/matrix.rs"]
 mod matrix;
-#[allow(dead_code, reason = "the ownership cases run in the per-mode lab files")]
+#[allow(
+    dead_code,
+    reason = "the ownership cases run in the per-mode lab files"
+)]
 #[path = "support/ownership.rs"]
 mod ownership;
 #[path = "support/seed.rs"]

@@ -114,7 +114,7 @@ pub fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveRep
 impl LiveReport {
     /// The report for people.
     pub fn to_text(&self) -> String {
-        let mut out = String::from("kernel (table ip ferry in this network namespace):\n");
+        let mut out = String::from("kernel (this network namespace):\n");
         if self.differences.is_empty() {
             out.push_str(&format!(
                 "   agrees with the compiled rules ({} objects checked)\n",
@@ -138,3 +138,48 @@ impl LiveReport {
 
 #[cfg(test)]
 mod tests;
+
+/// iptables mode: every chain the explanation names must exist in `iptables-save` output, and
+/// the endpoint chains' DNAT targets are the endpoints the kernel holds.
+pub fn check_iptables(t: &Trace, save: &str) -> LiveReport {
+    let mut report = LiveReport {
+        table_present: true,
+        checked: 0,
+        differences: Vec::new(),
+        endpoints: Vec::new(),
+    };
+    let mut chains: Vec<String> = Vec::new();
+    for step in &t.steps {
+        for obj in t.iptables_objects(step) {
+            for word in obj.split(|c: char| c.is_whitespace() || c == '(' || c == ')') {
+                if word.starts_with("KUBE-") && !chains.iter().any(|c| c == word) {
+                    chains.push(word.to_owned());
+                }
+            }
+        }
+    }
+    for chain in &chains {
+        report.checked += 1;
+        if !save.lines().any(|l| l.starts_with(&format!(":{chain} "))) {
+            report
+                .differences
+                .push(format!("chain {chain} is missing from the kernel"));
+        }
+        if chain.starts_with("KUBE-SEP-") {
+            let rule = format!("-A {chain} ");
+            for line in save.lines().filter(|l| l.starts_with(&rule)) {
+                if let Some(dest) = line.split("--to-destination ").nth(1) {
+                    let ep = dest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    if !report.endpoints.contains(&ep) {
+                        report.endpoints.push(ep);
+                    }
+                }
+            }
+        }
+    }
+    report
+}

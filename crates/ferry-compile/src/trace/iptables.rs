@@ -1,0 +1,87 @@
+//! The iptables objects behind each step, named as upstream kube-proxy's iptables mode (and
+//! Ferry's `--proxy-mode iptables`) names them, for `iptables -t nat -vnL …`.
+
+use crate::iptables::names::{
+    endpoint_chain, service_chain, EXTERNAL_PREFIX, KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ,
+    KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_SERVICES, LOCAL_PREFIX, SVC_PREFIX,
+};
+use crate::plan::EndpointSet;
+
+use super::{Frontend, Step, StepKind, Trace, Verdict};
+
+impl Trace {
+    /// The iptables chains involved in `step`.
+    pub fn iptables_objects(&self, step: &Step) -> Vec<String> {
+        let Some(name) = &self.service else {
+            return vec![format!("nat {KUBE_SERVICES} (no rule matches)")];
+        };
+        let svc = service_chain(SVC_PREFIX, name);
+        let svl = service_chain(LOCAL_PREFIX, name);
+        let ext = service_chain(EXTERNAL_PREFIX, name);
+        let external = self.frontend != Some(Frontend::ClusterIp);
+        let forwarded_set = self.steps.iter().find_map(|s| match s.kind {
+            StepKind::Forward(set) => Some(set),
+            _ => None,
+        });
+        match step.kind {
+            StepKind::Dispatch => match (self.frontend, forwarded_set) {
+                (Some(Frontend::NodePort), _) => {
+                    vec![format!("nat {KUBE_SERVICES} → {KUBE_NODEPORTS} → {ext}")]
+                }
+                (Some(Frontend::ExternalIp), _) => vec![format!("nat {KUBE_SERVICES} → {ext}")],
+                (_, Some(EndpointSet::Local)) => vec![format!("nat {KUBE_SERVICES} → {svl}")],
+                (_, Some(EndpointSet::Cluster)) => vec![format!("nat {KUBE_SERVICES} → {svc}")],
+                (_, None) => vec![format!("filter {KUBE_SERVICES}")],
+            },
+            StepKind::Masquerade => {
+                let from = if external { ext } else { svc };
+                vec![
+                    format!("nat {from} → {KUBE_MARK_MASQ} (MARK or 0x4000)"),
+                    format!("nat {KUBE_POSTROUTING} (MASQUERADE --random-fully)"),
+                ]
+            }
+            StepKind::ShortCircuit => vec![
+                format!("nat {ext} → {svc}"),
+                format!("nat {KUBE_MARK_MASQ} for the node's own traffic (-m addrtype --src-type LOCAL)"),
+            ],
+            StepKind::Forward(set) => {
+                let chain = match set {
+                    EndpointSet::Cluster => svc,
+                    EndpointSet::Local => svl,
+                };
+                let mut out = vec![format!("nat {chain} (-m statistic --mode random)")];
+                if let Verdict::Forwarded { targets } = &self.verdict {
+                    out.extend(
+                        targets
+                            .iter()
+                            .map(|ep| format!("nat {} (DNAT to {ep})", endpoint_chain(name, ep))),
+                    );
+                }
+                out
+            }
+            StepKind::Hairpin => {
+                let me = self.candidates.iter().find(|c| c.addr.ip() == self.packet.src);
+                match me {
+                    Some(c) => vec![format!(
+                        "nat {} (-s {} -j {KUBE_MARK_MASQ})",
+                        endpoint_chain(name, &c.addr),
+                        c.addr.ip()
+                    )],
+                    None => vec![format!("nat {KUBE_MARK_MASQ}")],
+                }
+            }
+            StepKind::Dropped if external => vec![
+                format!("nat {ext} (no rule matches)"),
+                format!("filter {KUBE_EXTERNAL_SERVICES} (DROP: has no local endpoints)"),
+            ],
+            StepKind::Dropped => vec![format!("filter {KUBE_SERVICES} (DROP: has no local endpoints)")],
+            StepKind::Rejected if external => {
+                vec![format!("filter {KUBE_EXTERNAL_SERVICES} (REJECT: has no endpoints)")]
+            }
+            StepKind::Rejected => vec![format!("filter {KUBE_SERVICES} (REJECT: has no endpoints)")],
+            StepKind::UnknownPort | StepKind::NotAService => {
+                vec![format!("nat {KUBE_SERVICES} (no rule matches)")]
+            }
+        }
+    }
+}
