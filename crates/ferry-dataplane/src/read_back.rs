@@ -123,6 +123,31 @@ fn text(v: &Value) -> String {
     }
 }
 
+/// `iptables-save` of the nat and filter tables, from the backend that holds the rules (the
+/// same detection the iptables mode uses), for `ferry explain --live` in iptables mode.
+pub fn read_back_iptables() -> Result<String, ApplyError> {
+    let program = crate::iptables::detect_backend().program("iptables-save");
+    let mut text = String::new();
+    for table in ["nat", "filter"] {
+        let out = Command::new(&program)
+            .args(["-t", table])
+            .output()
+            .map_err(|source| ApplyError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(ApplyError::Rejected {
+                program: program.clone(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            });
+        }
+        text.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,29 +179,4 @@ mod tests {
         assert_eq!(get("nodeport-ips", "10.1.1.0/24"), Some(None));
         assert_eq!(get("nodeport-ips", "10.1.1.9"), Some(None));
     }
-}
-
-/// `iptables-save` of the nat and filter tables, from the backend that holds the rules (the
-/// same detection the iptables mode uses), for `ferry explain --live` in iptables mode.
-pub fn read_back_iptables() -> Result<String, ApplyError> {
-    let program = crate::iptables::detect_backend().program("iptables-save");
-    let mut text = String::new();
-    for table in ["nat", "filter"] {
-        let out = Command::new(&program)
-            .args(["-t", table])
-            .output()
-            .map_err(|source| ApplyError::Spawn {
-                program: program.clone(),
-                source,
-            })?;
-        if !out.status.success() {
-            return Err(ApplyError::Rejected {
-                program: program.clone(),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        text.push_str(&String::from_utf8_lossy(&out.stdout));
-    }
-    Ok(text)
 }
