@@ -245,6 +245,9 @@ fn quick_run_succeeds() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("BENCH mode=nftables n=100 m=10 "), "{stdout}");
+    assert!(
+        stdout.contains("BENCH mode=nftables n=100 m=10 "),
+        "{stdout}"
+    );
     assert!(stdout.contains("status=ok"), "{stdout}");
 }

@@ -86,6 +86,8 @@ struct Set {
     healthz_total: Family<CodeLabel, Counter>,
     livez_total: Family<CodeLabel, Counter>,
     nftables_sync_failures: Family<FamilyLabel, Counter>,
+    iptables_restore_failures: Family<FamilyLabel, Counter>,
+    iptables_mode: std::sync::atomic::AtomicBool,
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
 }
@@ -140,6 +142,8 @@ impl Metrics {
             healthz_total: Family::default(),
             livez_total: Family::default(),
             nftables_sync_failures: Family::default(),
+            iptables_restore_failures: Family::default(),
+            iptables_mode: std::sync::atomic::AtomicBool::new(false),
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
         };
@@ -216,6 +220,11 @@ impl Metrics {
             "Cumulative proxy nftables sync failures",
             set.nftables_sync_failures.clone(),
         );
+        kp.register(
+            "sync_proxy_rules_iptables_restore_failures",
+            "Cumulative proxy iptables restore failures",
+            set.iptables_restore_failures.clone(),
+        );
         let ferry = registry.sub_registry_with_prefix("ferry");
         ferry.register("invalid_objects", "Objects rejected by the sources (each report), by kind (file: a whole file could not be read)", set.invalid_objects.clone());
         ferry.register(
@@ -229,6 +238,7 @@ impl Metrics {
         let _ = set.last_timestamp.get_or_create(&f);
         let _ = set.last_queued_timestamp.get_or_create(&f);
         let _ = set.nftables_sync_failures.get_or_create(&f);
+        let _ = set.iptables_restore_failures.get_or_create(&f);
         for h in [
             &set.sync_duration,
             &set.sync_full_duration,
@@ -278,10 +288,24 @@ impl Metrics {
                 .sync_partial_duration
                 .get_or_create(&f)
                 .observe(secs),
+            None if self
+                .set
+                .iptables_mode
+                .load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                self.set.iptables_restore_failures.get_or_create(&f).inc();
+            }
             None => {
                 self.set.nftables_sync_failures.get_or_create(&f).inc();
             }
         }
+    }
+
+    /// Failed syncs count as iptables restore failures from now on (iptables mode).
+    pub fn set_iptables_mode(&self, iptables: bool) {
+        self.set
+            .iptables_mode
+            .store(iptables, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A sync succeeded at wall-clock time `now`; `trigger_times` are the RFC 3339

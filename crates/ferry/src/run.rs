@@ -109,6 +109,7 @@ pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
 
 async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let metrics = Metrics::new();
+    metrics.set_iptables_mode(config.mode == ProxyMode::Iptables);
     // Upstream's health timeout: a change may wait two sync periods before the proxy counts
     // as unhealthy.
     let health = ProxyHealth::new(2 * config.sync_period);

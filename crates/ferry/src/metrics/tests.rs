@@ -231,3 +231,15 @@ async fn the_server_serves_metrics_text() {
     );
     server.stop().await;
 }
+
+#[test]
+fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
+    let m = Metrics::new();
+    m.set_iptables_mode(true);
+    m.sync_ran(None, Duration::from_millis(5));
+    let text = m.encode();
+    let ipt = r#"kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}"#;
+    let nft = r#"kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}"#;
+    assert_eq!(sample(&text, ipt), Some(1.0), "{text}");
+    assert_eq!(sample(&text, nft), Some(0.0), "{text}");
+}
