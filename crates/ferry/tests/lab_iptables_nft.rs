@@ -1,32 +1,5 @@
 //! The seed matrix with real packets, iptables mode on the nft backend (`iptables-nft`). Needs root (skips otherwise).
 
-#[path = "support/matrix.rs"]
-mod matrix;
-#[path = "support/ownership.rs"]
-mod ownership;
-#[path = "support/seed.rs"]
-mod seed;
+const MODE: seed::Mode = seed::Mode::IptablesNft;
 
-macro_rules! cases {
-    ($mode:expr; $($name:ident),* $(,)?) => {
-        $( #[test] fn $name() { matrix::$name($mode) } )*
-    };
-}
-
-cases!(seed::Mode::IptablesNft;
-    pod_to_cluster_ip_reaches_every_endpoint_without_snat,
-    node_to_cluster_ip_works_and_is_masqueraded,
-    hairpin_traffic_is_masqueraded,
-    cluster_policy_node_port_works_on_every_node_with_snat,
-    local_policy_keeps_client_ip_and_drops_where_no_local_endpoint,
-    local_policy_short_circuits_pod_traffic,
-    service_without_endpoints_refuses_connections,
-    readiness_changes_take_effect_without_restart,
-    restarting_ferry_keeps_established_connections,
-    seed_curl_table,
-    seed_commands_show_the_seeds_chains,
-    an_invalid_edit_keeps_the_last_good_rules,
-    cleanup_removes_only_ferrys_rules,
-    flushed_chains_are_repaired_within_one_sync_period,
-    deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync,
-);
+include!("support/cases.rs");
