@@ -9,13 +9,11 @@
 pub(crate) mod dispatch;
 mod element;
 mod model;
-mod names;
 mod render;
 mod script;
 mod text;
 
 pub use model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict};
-pub use names::{chain_base, EXTERNAL_PREFIX, LOCAL_PREFIX, SERVICE_PREFIX};
 pub use render::{render, render_base, render_service, RenderContext};
 pub use script::{Delta, Transaction, TABLE};
 

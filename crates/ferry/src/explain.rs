@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 use std::path::Path;
+use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
@@ -89,6 +90,55 @@ pub fn explain(
         },
     );
     (t, ruleset)
+}
+
+/// `ferry explain`: trace the packet, optionally compare with the kernel, print.
+pub fn run(mut args: crate::cli::ExplainArgs) -> ExitCode {
+    if let Some(node) = args.node.take() {
+        args.run.hostname_override = Some(node);
+    }
+    if args.run.manifests.is_none() {
+        eprintln!("ferry: --manifests: required");
+        return ExitCode::from(crate::EXIT_USAGE);
+    }
+    let Some((config, manifests)) = crate::resolve(&args.run, |w| eprintln!("warning: {w}")) else {
+        return ExitCode::from(crate::EXIT_USAGE);
+    };
+    let to = match parse_to(&args.to) {
+        Ok(to) => to,
+        Err(e) => {
+            eprintln!("ferry: {e}");
+            return ExitCode::from(crate::EXIT_USAGE);
+        }
+    };
+    let manifests = manifests.unwrap_or_default();
+    let (trace, ruleset) = explain(&config, &manifests, args.from, to);
+    let backend = match config.mode {
+        crate::config::ProxyMode::Nftables => ferry_compile::trace::Backend::Nft,
+        crate::config::ProxyMode::Iptables => ferry_compile::trace::Backend::Iptables,
+    };
+    let trace = trace.for_backend(backend);
+    let live = if !args.live {
+        None
+    } else if backend == ferry_compile::trace::Backend::Iptables {
+        match ferry_dataplane::read_back_iptables() {
+            Ok(save) => Some(live::check_iptables(&trace, &save)),
+            Err(e) => {
+                eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        match ferry_dataplane::read_back(ferry_model::IpFamily::of(&to.0)) {
+            Ok(table) => Some(live::check(&trace, &ruleset, table.as_ref())),
+            Err(e) => {
+                eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    print!("{}", render(&trace, live.as_ref(), args.output, backend));
+    ExitCode::SUCCESS
 }
 
 /// Renders a trace, with the live comparison when there is one.

@@ -131,57 +131,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-        Command::Explain(mut args) => {
-            if let Some(node) = args.node.take() {
-                args.run.hostname_override = Some(node);
-            }
-            if args.run.manifests.is_none() {
-                eprintln!("ferry: --manifests: required");
-                return ExitCode::from(EXIT_USAGE);
-            }
-            let Some((config, manifests)) = resolve(&args.run, |w| eprintln!("warning: {w}"))
-            else {
-                return ExitCode::from(EXIT_USAGE);
-            };
-            let to = match explain::parse_to(&args.to) {
-                Ok(to) => to,
-                Err(e) => {
-                    eprintln!("ferry: {e}");
-                    return ExitCode::from(EXIT_USAGE);
-                }
-            };
-            let manifests = manifests.unwrap_or_default();
-            let (trace, ruleset) = explain::explain(&config, &manifests, args.from, to);
-            let backend = match config.mode {
-                config::ProxyMode::Nftables => ferry_compile::trace::Backend::Nft,
-                config::ProxyMode::Iptables => ferry_compile::trace::Backend::Iptables,
-            };
-            let trace = trace.for_backend(backend);
-            let live = if !args.live {
-                None
-            } else if backend == ferry_compile::trace::Backend::Iptables {
-                match ferry_dataplane::read_back_iptables() {
-                    Ok(save) => Some(explain::live::check_iptables(&trace, &save)),
-                    Err(e) => {
-                        eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            } else {
-                match ferry_dataplane::read_back(ferry_model::IpFamily::of(&to.0)) {
-                    Ok(table) => Some(explain::live::check(&trace, &ruleset, table.as_ref())),
-                    Err(e) => {
-                        eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            };
-            print!(
-                "{}",
-                explain::render(&trace, live.as_ref(), args.output, backend)
-            );
-            ExitCode::SUCCESS
-        }
+        Command::Explain(args) => explain::run(args),
         Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Cleanup => {
             // Both modes: whatever this node ran last, nothing of Ferry's is left.

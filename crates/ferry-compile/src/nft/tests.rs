@@ -55,18 +55,6 @@ fn svc() -> ServiceName {
 }
 
 #[test]
-fn chain_names_carry_a_hash_and_the_readable_service_port() {
-    let name = ferry_model::ServicePortName {
-        service: ServiceName::new("ns1", "svc1"),
-        port: "p80".into(),
-        protocol: ferry_model::Protocol::Tcp,
-    };
-    let base = chain_base(&name);
-    assert!(base.ends_with("-ns1/svc1/tcp/p80"), "{base}");
-    assert_eq!(base.len(), 8 + "-ns1/svc1/tcp/p80".len());
-}
-
-#[test]
 fn rendering_is_deterministic() {
     let state = seed_state(
         TrafficPolicy::Cluster,

@@ -1,0 +1,311 @@
+//! The steps after the frontend matched: endpoint sets, masquerade, forward, drop, reject —
+//! each naming the nft objects, read from the compiled ruleset.
+
+use ipnet::IpNet;
+
+use ferry_model::{Exclusion, ServicePortView, TrafficPolicy};
+
+use super::{step, Candidate, Origin, Packet, StepKind, Trace, Verdict};
+use crate::nft::dispatch::endpoint_map;
+use crate::nft::{Key, ServiceRules, Value, Verdict as NftVerdict};
+use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
+
+pub(super) fn candidates(
+    sview: Option<&ServicePortView>,
+    set: Option<EndpointSet>,
+) -> Vec<Candidate> {
+    let Some(sview) = sview else {
+        return Vec::new();
+    };
+    sview
+        .endpoints
+        .iter()
+        .map(|e| {
+            let membership = match set {
+                Some(EndpointSet::Local) => e.local,
+                Some(EndpointSet::Cluster) | None => e.cluster,
+            };
+            let excluded = match (membership, e.conditions.ready) {
+                (Ok(()), _) => None,
+                (Err(Exclusion::NotReady), _) => Some("not ready".to_owned()),
+                (Err(Exclusion::Terminating), _) => {
+                    Some("terminating (ready endpoints exist, so no fallback)".to_owned())
+                }
+                (Err(Exclusion::OtherNode), _) => Some(format!(
+                    "on another node ({})",
+                    e.node_name.as_deref().unwrap_or("unknown")
+                )),
+                (Err(Exclusion::SetUnused), true) => Some("not used by this policy".to_owned()),
+                (Err(Exclusion::SetUnused), false) => Some("not ready".to_owned()),
+            };
+            Candidate {
+                addr: e.addr,
+                node: e.node_name.clone(),
+                excluded,
+            }
+        })
+        .collect()
+}
+
+/// The nftables objects of the matched frontend, read from the compiled ruleset (the same one
+/// the dataplane applies), so the names shown are the names in the kernel.
+pub(super) struct Objects<'a> {
+    pub(super) rules: Option<&'a ServiceRules>,
+    pub(super) by_node_port: bool,
+    pub(super) key: Key,
+    pub(super) dispatch_map: &'static str,
+}
+
+impl Objects<'_> {
+    /// `map M element K : V` as compiled (or says that there is none).
+    pub(super) fn element(&self, map: &str) -> String {
+        let found = self.rules.and_then(|r| {
+            r.elements
+                .iter()
+                .find(|e| e.set == map && e.key == self.key)
+        });
+        match found.and_then(|e| e.value.as_ref()) {
+            Some(Value::Verdict(NftVerdict::Goto(c))) => {
+                format!("map {map} element {} : goto {c}", self.key)
+            }
+            Some(Value::Verdict(NftVerdict::Drop)) => {
+                format!("map {map} element {} : drop", self.key)
+            }
+            Some(Value::Endpoint(ep)) => format!("map {map} element {} : {ep}", self.key),
+            None if found.is_some() => format!("map {map} element {}", self.key),
+            None => format!("map {map} (no element {})", self.key),
+        }
+    }
+
+    /// The chain the frontend's dispatch element goes to.
+    fn chain(&self) -> String {
+        self.rules
+            .and_then(|r| {
+                r.elements
+                    .iter()
+                    .find(|e| e.set == self.dispatch_map && e.key == self.key)
+            })
+            .and_then(|e| match &e.value {
+                Some(Value::Verdict(NftVerdict::Goto(c))) => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| "(none)".to_owned())
+    }
+
+    /// The endpoint map of a set, with the frontend's slots.
+    fn slots(&self, set: EndpointSet, n: usize) -> String {
+        let map = endpoint_map(self.by_node_port, set);
+        let last = n.saturating_sub(1);
+        format!("map {map} elements {} . 0..{last}", self.key)
+    }
+}
+
+fn forward(
+    sp: &ServicePlan,
+    set: EndpointSet,
+    p: &Packet,
+    objs: &Objects<'_>,
+    why: &str,
+    t: &mut Trace,
+) {
+    let targets = sp.endpoints(set).to_vec();
+    let label = match set {
+        EndpointSet::Cluster => "any ready endpoint in the cluster",
+        EndpointSet::Local => "a ready endpoint on this node",
+    };
+    t.steps.push(step(
+        StepKind::Forward(set),
+        format!(
+            "DNAT to {label}: one of {} at random, equal probability",
+            targets.len()
+        ),
+        format!("{why}; the choice is made once per connection (conntrack keeps it)"),
+        vec![
+            format!("chain {}", objs.chain()),
+            objs.slots(set, targets.len()),
+        ],
+    ));
+    if targets.iter().any(|e| e.ip() == p.src) {
+        t.steps.push(step(
+            StepKind::Hairpin,
+            "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded",
+            "a pod reaching itself through its Service must see the node as the peer",
+            vec![
+                "chain masquerading".into(),
+                format!("set hairpin element {} . {}", p.src, p.src),
+            ],
+        ));
+    }
+    t.verdict = Verdict::Forwarded { targets };
+}
+
+pub(super) fn internal(
+    sp: &ServicePlan,
+    sview: Option<&ServicePortView>,
+    plan: &Plan,
+    p: &Packet,
+    objs: &Objects<'_>,
+    t: &mut Trace,
+) {
+    let policy = sview.map(|v| v.internal_policy).unwrap_or_default();
+    match sp.internal {
+        Dispatch::Forward(set) => {
+            t.candidates = candidates(sview, Some(set));
+            let chain = objs.chain();
+            t.masquerade = match sp.cluster_ip_masquerade {
+                ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
+                ClusterIpMasquerade::NotFromPods
+                    if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
+                {
+                    Some(format!(
+                        "the source is not a pod (not in {})",
+                        list(&plan.pod_cidrs)
+                    ))
+                }
+                _ => None,
+            };
+            if let Some(why) = &t.masquerade {
+                t.steps.push(step(
+StepKind::Masquerade,
+                    "marked for masquerade",
+                    format!("ClusterIP traffic is masqueraded when {why}, so replies come back through this node"),
+                    vec![format!("chain {chain}"), "chain mark-for-masquerade".into(), "chain masquerading".into()],
+                ));
+            }
+            let why = format!("internalTrafficPolicy {policy:?}");
+            forward(sp, set, p, objs, &why, t);
+        }
+        Dispatch::Drop => {
+            t.candidates = candidates(sview, Some(EndpointSet::Local));
+            t.verdict = Verdict::Dropped;
+            t.steps.push(step(
+                StepKind::Dropped,
+                "dropped: no endpoint on this node",
+                "internalTrafficPolicy Local sends ClusterIP traffic only to this node's endpoints",
+                vec![objs.element("no-endpoint-services")],
+            ));
+        }
+        Dispatch::Reject => reject(sview, objs.element("no-endpoint-services"), t),
+    }
+}
+
+fn reject(sview: Option<&ServicePortView>, element: String, t: &mut Trace) {
+    t.candidates = candidates(sview, None);
+    t.verdict = Verdict::Rejected;
+    t.steps.push(step(
+        StepKind::Rejected,
+        "rejected: the service has no ready (or serving terminating) endpoint anywhere",
+        "the client gets \"connection refused\" at once instead of a timeout",
+        vec![element, "chain reject-chain".into()],
+    ));
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn external(
+    sp: &ServicePlan,
+    sview: Option<&ServicePortView>,
+    plan: &Plan,
+    p: &Packet,
+    origin: &Origin,
+    objs: &Objects<'_>,
+    t: &mut Trace,
+) {
+    let Some(ext) = &sp.external else { return };
+    let no_ep_map = if objs.by_node_port {
+        "no-endpoint-nodeports"
+    } else {
+        "no-endpoint-services"
+    };
+    if ext.dispatch == Dispatch::Reject {
+        return reject(sview, objs.element(no_ep_map), t);
+    }
+    let chain = objs.chain();
+    let masq_objs = |c: &str| {
+        vec![
+            format!("chain {c}"),
+            "chain mark-for-masquerade".into(),
+            "chain masquerading".into(),
+        ]
+    };
+    match (ext.policy, origin) {
+        (TrafficPolicy::Cluster, _) => {
+            t.candidates = candidates(sview, Some(EndpointSet::Cluster));
+            t.masquerade = Some(
+                "externalTrafficPolicy Cluster: the endpoint may be on another node".to_owned(),
+            );
+            t.steps.push(step(
+StepKind::Masquerade,"marked for masquerade", "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it", masq_objs(&chain)));
+            forward(
+                sp,
+                EndpointSet::Cluster,
+                p,
+                objs,
+                "externalTrafficPolicy Cluster",
+                t,
+            );
+        }
+        (TrafficPolicy::Local, Origin::Pod(net))
+            if plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
+        {
+            t.candidates = candidates(sview, Some(EndpointSet::Cluster));
+            t.steps.push(step(
+StepKind::ShortCircuit,
+                format!("short-circuit: the source is a pod ({net}), so the Local policy does not apply"),
+                "pod traffic to an external destination behaves as if it went out to a load balancer and came back",
+                vec![format!("chain {chain}")],
+            ));
+            forward(
+                sp,
+                EndpointSet::Cluster,
+                p,
+                objs,
+                "short-circuit to the cluster-wide endpoints",
+                t,
+            );
+        }
+        (TrafficPolicy::Local, Origin::ThisNode) => {
+            t.candidates = candidates(sview, Some(EndpointSet::Cluster));
+            t.masquerade = Some("the source is this node".to_owned());
+            t.steps.push(step(
+StepKind::ShortCircuit,
+                "short-circuit: the source is this node, masqueraded",
+                "the node's own traffic is not subject to the Local policy; its source (a node address) must be SNATed",
+                masq_objs(&chain),
+            ));
+            forward(
+                sp,
+                EndpointSet::Cluster,
+                p,
+                objs,
+                "short-circuit to the cluster-wide endpoints",
+                t,
+            );
+        }
+        (TrafficPolicy::Local, _) => {
+            t.candidates = candidates(sview, Some(EndpointSet::Local));
+            match ext.dispatch {
+                Dispatch::Forward(set) => forward(sp, set, p, objs, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
+                _ => {
+                    t.verdict = Verdict::Dropped;
+                    t.steps.push(step(
+StepKind::Dropped,
+                        "dropped: externalTrafficPolicy Local and no endpoint on this node",
+                        "Local keeps the client's source IP by never forwarding to another node; with no local endpoint the packet is dropped (the client times out)",
+                        vec![
+                            format!("chain {chain} (no rule matches)"),
+                            "chain filter-input → nodeport-endpoints-check".into(),
+                            objs.element(no_ep_map),
+                        ],
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn list(nets: &[IpNet]) -> String {
+    nets.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
