@@ -207,15 +207,27 @@ fn node_port_scope(view: &NodeView, cfg: &CompileConfig) -> NodePortScope {
     let npa = &cfg.node_port_addresses;
     let primary = npa.primary || npa.is_default();
     let mut nets = of_family(npa.cidrs.iter().copied(), cfg.family);
+    if !npa.cidrs.is_empty() && nets.is_empty() && !npa.primary {
+        // CIDRs given, none of this family: upstream's `NewNodePortAddresses` then matches
+        // every address of the family (its zero CIDR), so a v4-only list leaves IPv6
+        // NodePorts open on all (non-loopback) addresses, as kube-proxy does.
+        return NodePortScope::AllLocal;
+    }
+    let node_ips: Vec<IpAddr> = view.node.iter().flat_map(|n| n.primary_ips()).collect();
     if primary {
-        let ips = view.node.iter().flat_map(|n| n.primary_ips());
-        nets.extend(of_family(ips.map(IpNet::from), cfg.family));
+        nets.extend(of_family(
+            node_ips.iter().map(|ip| IpNet::from(*ip)),
+            cfg.family,
+        ));
         nets.sort();
         nets.dedup();
     }
-    if nets.is_empty() && npa.is_default() {
+    if nets.is_empty() && npa.is_default() && node_ips.is_empty() {
         // The default asks for primary IPs, but this node's Node object (or its InternalIP)
-        // is unknown: fall back to every local address, as upstream iptables mode does.
+        // is unknown: fall back to every local address, as upstream iptables mode does. A
+        // node whose primary IPs are all of the other family opens no NodePort in this one
+        // (upstream's primary IP of a missing family is the loopback address, never a
+        // NodePort address).
         NodePortScope::AllLocal
     } else {
         NodePortScope::LocalWithin(nets)

@@ -1,5 +1,7 @@
 //! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
-//! `<case>/<node>.nft` and `<case>/<node>.iptables`, checked into git.
+//! `<case>/<node>.nft` and `<case>/<node>.iptables` (IPv4), and for IPv6 cases
+//! `<case>/<node>.ip6.nft` and `<case>/<node>.ip6tables` (the `ip6 ferry` table and the
+//! `ip6tables-restore` input), checked into git.
 //! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden` rewrites them; review the diff. As
 //! root, each nft file is also checked with `nft -c -f`, and each iptables file loaded with
 //! `iptables-restore --noflush` (both backends), inside a throw-away network namespace.
@@ -17,6 +19,45 @@ struct Case {
     dir: &'static str,
     node: &'static str,
     config: CompileConfig,
+}
+
+impl Case {
+    /// The golden file of a backend: `<node>.nft` / `<node>.iptables` for IPv4,
+    /// `<node>.ip6.nft` / `<node>.ip6tables` for IPv6.
+    fn file(&self, backend: Backend) -> PathBuf {
+        let name = match (self.config.family, backend) {
+            (IpFamily::V4, Backend::Nft) => format!("{}.nft", self.node),
+            (IpFamily::V4, Backend::Iptables) => format!("{}.iptables", self.node),
+            (IpFamily::V6, Backend::Nft) => format!("{}.ip6.nft", self.node),
+            (IpFamily::V6, Backend::Iptables) => format!("{}.ip6tables", self.node),
+        };
+        golden_dir().join(self.dir).join(name)
+    }
+
+    /// The restore tool of a backend for this case's family.
+    fn restore(&self, backend: &str) -> String {
+        match self.config.family {
+            IpFamily::V4 => format!("iptables-{backend}-restore"),
+            IpFamily::V6 => format!("ip6tables-{backend}-restore"),
+        }
+    }
+}
+
+/// The dual-stack case, compiled for one family: both families' pod CIDRs given, as
+/// kube-proxy's comma-separated `--cluster-cidr` does.
+fn dual_stack(family: IpFamily) -> Case {
+    Case {
+        dir: "dual-stack",
+        node: "node-a",
+        config: CompileConfig {
+            family,
+            local_detector: LocalDetector::ClusterCidr(vec![
+                "10.244.0.0/16".parse().expect("cidr"),
+                "fd00:10:244::/48".parse().expect("cidr"),
+            ]),
+            ..CompileConfig::default()
+        },
+    }
 }
 
 fn cluster_cidr(cidr: &str) -> CompileConfig {
@@ -58,6 +99,8 @@ fn cases() -> Vec<Case> {
                 ..CompileConfig::default()
             },
         },
+        dual_stack(IpFamily::V4),
+        dual_stack(IpFamily::V6),
     ]
 }
 
@@ -65,20 +108,11 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-/// The file extension of a backend's golden file.
+/// The backend of a golden file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Nft,
     Iptables,
-}
-
-impl Backend {
-    fn ext(self) -> &'static str {
-        match self {
-            Backend::Nft => "nft",
-            Backend::Iptables => "iptables",
-        }
-    }
 }
 
 fn compile(case: &Case, backend: Backend) -> String {
@@ -90,7 +124,7 @@ fn compile(case: &Case, backend: Backend) -> String {
     }
     let ctx = NodeContext {
         node_name: case.node.into(),
-        family: IpFamily::V4,
+        family: case.config.family,
     };
     let plan = Plan::build(&NodeView::build(&state, &ctx), &case.config);
     match backend {
@@ -114,9 +148,7 @@ fn rulesets_match_the_golden_files() {
             "{}: output must be deterministic",
             case.dir
         );
-        let path = golden_dir()
-            .join(case.dir)
-            .join(format!("{}.{}", case.node, backend.ext()));
+        let path = case.file(backend);
         if bless {
             std::fs::write(&path, &got).expect("write golden file");
             continue;
@@ -170,9 +202,7 @@ fn golden_files_are_valid_nftables() {
     }
     let ns = Netns::create("nft");
     for case in cases() {
-        let path = golden_dir()
-            .join(case.dir)
-            .join(format!("{}.nft", case.node));
+        let path = case.file(Backend::Nft);
         let out = Command::new("ip")
             .args(["netns", "exec", &ns.0, "nft", "-c", "-f"])
             .arg(&path)
@@ -193,17 +223,17 @@ fn golden_files_load_with_iptables_restore_on_both_backends() {
         eprintln!("skipping: needs root");
         return;
     }
-    for restore in ["iptables-nft-restore", "iptables-legacy-restore"] {
-        if Command::new(restore).arg("--version").output().is_err() {
-            eprintln!("skipping {restore}: not installed");
-            continue;
-        }
+    for backend in ["nft", "legacy"] {
         for case in cases() {
+            let restore = case.restore(backend);
+            let restore = restore.as_str();
+            if Command::new(restore).arg("--version").output().is_err() {
+                eprintln!("skipping {restore}: not installed");
+                continue;
+            }
             // A fresh namespace per file: each must load on its own, as a first sync does.
             let ns = Netns::create(case.node);
-            let path = golden_dir()
-                .join(case.dir)
-                .join(format!("{}.iptables", case.node));
+            let path = case.file(Backend::Iptables);
             let input = std::fs::File::open(&path).expect("open golden file");
             let out = Command::new("ip")
                 .args(["netns", "exec", &ns.0, restore, "--noflush"])

@@ -24,6 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 pub use crate::error::InvalidObject;
 
 mod endpoints;
+mod family;
 mod node;
 mod service;
 mod slice;

@@ -197,3 +197,4 @@ fn node_port_cidrs_are_used_as_given() {
         NodePortScope::LocalWithin(vec!["10.1.1.0/24".parse().expect("net")])
     );
 }
+mod family;

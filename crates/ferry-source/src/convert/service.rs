@@ -52,6 +52,7 @@ pub fn service(svc: &k8s::Service) -> Result<Option<Service>, InvalidObject> {
     let Some(cluster_ips) = cluster_ips(spec, &object)? else {
         return Ok(None);
     };
+    super::family::check(spec, &cluster_ips, &object)?;
     let ports = ports(spec, service_type, &object)?;
     let external_traffic_policy = traffic_policy(
         spec.external_traffic_policy.as_deref(),

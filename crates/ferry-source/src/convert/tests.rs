@@ -5,6 +5,7 @@ use serde_json::Value;
 use crate::InvalidObject;
 
 mod endpoints;
+mod family;
 mod node;
 mod service;
 mod slice;
