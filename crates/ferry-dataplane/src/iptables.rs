@@ -37,6 +37,11 @@ impl IptablesDataplane<IptablesCli> {
     pub fn new(backend: Backend) -> Self {
         Self::with_runner(IptablesCli::new(backend))
     }
+
+    /// An applier of `family`'s chains (`ip6tables` for IPv6) using `backend`'s tools.
+    pub fn for_family(backend: Backend, family: ferry_model::IpFamily) -> Self {
+        Self::with_runner(IptablesCli::for_family(backend, family))
+    }
 }
 
 /// Names of chains in an `iptables-save` output of one table.

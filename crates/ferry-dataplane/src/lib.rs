@@ -13,6 +13,7 @@ pub mod iptables;
 mod netlink;
 mod nft;
 mod read_back;
+pub mod support;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};
-pub use read_back::{read_back, read_back_iptables, LiveTable};
+pub use read_back::{read_back, read_back_iptables, read_back_iptables_of, LiveTable};

@@ -111,6 +111,14 @@ pub fn run(mut args: crate::cli::ExplainArgs) -> ExitCode {
             return ExitCode::from(crate::EXIT_USAGE);
         }
     };
+    if IpFamily::of(&args.from) != IpFamily::of(&to.0) {
+        eprintln!(
+            "ferry: --from: {} and --to {} are of different IP families; each family has its own \
+             rules (ip ferry / ip6 ferry)",
+            args.from, to.0
+        );
+        return ExitCode::from(crate::EXIT_USAGE);
+    }
     let manifests = manifests.unwrap_or_default();
     let (trace, ruleset) = explain(&config, &manifests, args.from, to);
     let backend = match config.mode {
@@ -121,7 +129,7 @@ pub fn run(mut args: crate::cli::ExplainArgs) -> ExitCode {
     let live = if !args.live {
         None
     } else if backend == ferry_compile::trace::Backend::Iptables {
-        match ferry_dataplane::read_back_iptables() {
+        match ferry_dataplane::read_back_iptables_of(IpFamily::of(&to.0)) {
             Ok(save) => Some(live::check_iptables(&trace, &save)),
             Err(e) => {
                 eprintln!("ferry explain --live: cannot read the kernel's rules: {e}");

@@ -16,6 +16,7 @@ mod check;
 mod cli;
 mod config;
 mod explain;
+mod families;
 mod health;
 mod healthcheck;
 mod lab_cmd;

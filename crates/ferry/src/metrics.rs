@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 use ferry_dataplane::SyncKind;
+use ferry_model::IpFamily;
 
 use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
@@ -28,8 +29,16 @@ use crate::sync::PendingChanges;
 pub const CONTENT_TYPE_OPENMETRICS: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Upstream's value of the `ip_family` label for the family Ferry programs today.
+/// Upstream's value of the `ip_family` label of IPv4 (the series created at start).
 const IPV4: &str = "IPv4";
+
+/// Upstream's value of the `ip_family` label of a family.
+fn family_name(f: IpFamily) -> &'static str {
+    match f {
+        IpFamily::V4 => IPV4,
+        IpFamily::V6 => "IPv6",
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FamilyLabel {
@@ -112,8 +121,12 @@ impl Default for Metrics {
 }
 
 fn family() -> FamilyLabel {
+    family_of(IpFamily::V4)
+}
+
+fn family_of(f: IpFamily) -> FamilyLabel {
     FamilyLabel {
-        ip_family: IPV4.to_owned(),
+        ip_family: family_name(f).to_owned(),
     }
 }
 
@@ -270,16 +283,21 @@ impl Metrics {
 
     /// A change was queued for the next sync, at wall-clock time `now`.
     pub fn sync_queued(&self, now: SystemTime) {
+        self.sync_queued_for(IpFamily::V4, now);
+    }
+
+    /// A change was queued for the next sync of `family`'s rules.
+    pub fn sync_queued_for(&self, family: IpFamily, now: SystemTime) {
         self.set
             .last_queued_timestamp
-            .get_or_create(&family())
+            .get_or_create(&family_of(family))
             .set(seconds_since_epoch(now));
     }
 
-    /// A sync ran for `elapsed`; `kind` is `None` when it failed.
-    pub fn sync_ran(&self, kind: Option<SyncKind>, elapsed: Duration) {
+    /// A sync of `family`'s rules ran for `elapsed`; `kind` is `None` when it failed.
+    pub fn sync_ran_for(&self, family: IpFamily, kind: Option<SyncKind>, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
-        let f = family();
+        let f = family_of(family);
         self.set.sync_duration.get_or_create(&f).observe(secs);
         match kind {
             Some(SyncKind::Full) => self.set.sync_full_duration.get_or_create(&f).observe(secs),
@@ -308,10 +326,10 @@ impl Metrics {
             .store(iptables, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// A sync succeeded at wall-clock time `now`; `trigger_times` are the RFC 3339
-    /// last-change-trigger-times of the EndpointSlice changes it carried.
-    pub fn sync_succeeded(&self, now: SystemTime, trigger_times: &[String]) {
-        let f = family();
+    /// A sync of `family`'s rules succeeded at wall-clock time `now`; `trigger_times` are the
+    /// RFC 3339 last-change-trigger-times of the EndpointSlice changes it carried.
+    pub fn sync_succeeded_for(&self, family: IpFamily, now: SystemTime, trigger_times: &[String]) {
+        let f = family_of(family);
         self.set
             .last_timestamp
             .get_or_create(&f)
@@ -343,13 +361,13 @@ impl Metrics {
         catch_up(&s.endpoint_changes_total, changes.slices_total);
     }
 
-    /// Service ports with a Local policy and no local endpoint, after a sync.
-    pub fn no_local_endpoints(&self, n: NoLocalEndpoints) {
+    /// Service ports of `family` with a Local policy and no local endpoint, after a sync.
+    pub fn no_local_endpoints_for(&self, family: IpFamily, n: NoLocalEndpoints) {
         for (policy, count) in [("internal", n.internal), ("external", n.external)] {
             self.set
                 .no_local_endpoints
                 .get_or_create(&PolicyLabels {
-                    ip_family: IPV4.to_owned(),
+                    ip_family: family_name(family).to_owned(),
                     traffic_policy: policy.to_owned(),
                 })
                 .set(count as i64);

@@ -16,6 +16,7 @@ use ferry_source::manifest::ManifestSource;
 use ferry_source::SourceEvent;
 
 use crate::config::{Config, IptablesBackend, ProxyMode};
+use crate::families::FamilySyncers;
 use crate::health::ProxyHealth;
 use crate::healthcheck::ServiceHealthServers;
 use crate::metrics::Metrics;
@@ -25,10 +26,10 @@ use crate::sync::{Dataplane, Syncer};
 /// After a failed sync, retry this soon (upstream's retry interval is 1 s).
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
-fn context(config: &Config) -> NodeContext {
+fn context(config: &Config, family: IpFamily) -> NodeContext {
     NodeContext {
         node_name: config.node_name.clone(),
-        family: IpFamily::V4,
+        family,
     }
 }
 
@@ -41,23 +42,30 @@ fn iptables_backend(config: &Config) -> Backend {
     }
 }
 
-/// The dataplane of the configured mode. `ferry rules` never looks at the kernel, so the
-/// iptables backend is only detected when `detect` is set (the rules are the same for both).
-fn dataplane(config: &Config, detect: bool) -> Box<dyn Dataplane> {
+/// The dataplane of the configured mode for one family (`ip`/`ip6` table, `iptables` /
+/// `ip6tables`), with the iptables backend to use in iptables mode. `ferry rules` never looks
+/// at the kernel (the rules are the same for both backends).
+fn dataplane(config: &Config, family: IpFamily, backend: Backend) -> Box<dyn Dataplane> {
     match config.mode {
         ProxyMode::Nftables => Box::new(NftDataplane::new()),
-        ProxyMode::Iptables => {
-            let backend = if detect {
-                iptables_backend(config)
-            } else {
-                Backend::Nft
-            };
-            if detect {
-                tracing::info!(backend = backend.as_str(), "iptables backend");
-            }
-            Box::new(IptablesDataplane::new(backend))
-        }
+        ProxyMode::Iptables => Box::new(IptablesDataplane::for_family(backend, family)),
     }
+}
+
+/// One syncer per family.
+fn syncers(config: &Config, families: &[IpFamily], backend: Backend) -> FamilySyncers {
+    FamilySyncers::new(
+        families
+            .iter()
+            .map(|&f| {
+                Syncer::new(
+                    context(config, f),
+                    config.compile_config(f),
+                    dataplane(config, f, backend),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// Removes what the other mode left (a node switched from one mode to the other), as upstream
@@ -78,13 +86,9 @@ pub fn rules(config: &Config, manifests: &Path) -> String {
     for e in &scan.errors {
         eprintln!("warning: {e}");
     }
-    let mut syncer = Syncer::new(
-        context(config),
-        config.compile_config(IpFamily::V4),
-        dataplane(config, false),
-    );
-    syncer.handle(SourceEvent::Resync(scan.objects));
-    syncer.desired()
+    let mut syncers = syncers(config, &[IpFamily::V4, IpFamily::V6], Backend::Nft);
+    syncers.handle(SourceEvent::Resync(scan.objects));
+    syncers.desired(config.mode)
 }
 
 /// Where the cluster's objects come from.
@@ -170,13 +174,17 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
         }
     }
 
-    let dataplane = dataplane(&config, true);
+    let backend = match config.mode {
+        ProxyMode::Nftables => Backend::Nft,
+        ProxyMode::Iptables => {
+            let backend = iptables_backend(&config);
+            tracing::info!(backend = backend.as_str(), "iptables backend");
+            backend
+        }
+    };
+    let families = crate::families::supported(&config, backend);
+    let mut syncer = syncers(&config, &families, backend);
     cleanup_other_mode(config.mode);
-    let mut syncer = Syncer::new(
-        context(&config),
-        config.compile_config(IpFamily::V4),
-        dataplane,
-    );
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .context("installing the SIGTERM handler")?;
 
@@ -225,40 +233,58 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
         }
         let full = Instant::now() >= next_full;
         let services = syncer.pending_services();
-        let trigger_times = syncer.pending_changes().trigger_times.clone();
         let started = Instant::now();
         last_sync = Some(started);
-        let result = syncer.sync(full);
-        let elapsed = started.elapsed();
-        metrics.sync_ran(result.as_ref().ok().map(|r| r.kind), elapsed);
-        match result {
-            Ok(report) => {
-                pending = false;
-                retry_at = None;
-                if report.kind == SyncKind::Full {
-                    next_full = started + config.sync_period;
+        let mut round = Round::default();
+        for family_syncer in syncer.iter_mut() {
+            let family = family_syncer.family();
+            let trigger_times = family_syncer.pending_changes().trigger_times.clone();
+            let began = Instant::now();
+            let result = family_syncer.sync(full);
+            let took = began.elapsed();
+            metrics.sync_ran_for(family, result.as_ref().ok().map(|r| r.kind), took);
+            match result {
+                Ok(report) => {
+                    metrics.sync_succeeded_for(family, SystemTime::now(), &trigger_times);
+                    metrics.no_local_endpoints_for(
+                        family,
+                        family_syncer.status().no_local_endpoints(),
+                    );
+                    round.add(&report);
                 }
-                health.updated();
-                metrics.sync_succeeded(SystemTime::now(), &trigger_times);
-                metrics.changes(syncer.pending_changes());
-                metrics.no_local_endpoints(syncer.status().no_local_endpoints());
-                health_checks.sync(&syncer.status().health_checks()).await;
-                metrics.health_check_servers(health_checks.open().len());
-                tracing::info!(
-                    kind = ?report.kind,
-                    services_changed = services,
-                    duration_ms = elapsed.as_secs_f64() * 1e3,
-                    chains_written = report.chains_written,
-                    elements_changed = report.elements_changed,
-                    script_bytes = report.script_bytes,
-                    "synced rules"
-                );
-            }
-            Err(e) => {
-                retry_at = Some(Instant::now() + RETRY_INTERVAL);
-                tracing::error!("sync failed, keeping the last good rules and retrying: {e}");
+                Err(e) => {
+                    round.failed = true;
+                    tracing::error!(
+                        ip_family = crate::families::name(family),
+                        "sync failed, keeping the last good rules and retrying: {e}"
+                    );
+                }
             }
         }
+        let elapsed = started.elapsed();
+        if round.failed {
+            retry_at = Some(Instant::now() + RETRY_INTERVAL);
+            continue;
+        }
+        pending = false;
+        retry_at = None;
+        if round.full {
+            next_full = started + config.sync_period;
+        }
+        health.updated();
+        metrics.changes(syncer.primary().pending_changes());
+        health_checks.sync(&syncer.health_checks()).await;
+        metrics.health_check_servers(health_checks.open().len());
+        tracing::info!(
+            kind = ?if round.full { SyncKind::Full } else { SyncKind::Partial },
+            services_changed = services,
+            duration_ms = elapsed.as_secs_f64() * 1e3,
+            chains_written = round.chains_written,
+            elements_changed = round.elements_changed,
+            script_bytes = round.script_bytes,
+            families = round.families,
+            "synced rules"
+        );
     }
     tracing::info!("ferry stopping; rules stay in place (run `ferry cleanup` to remove them)");
     let _ = stop_servers.send(true);
@@ -269,9 +295,33 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What one sync round (every family) did, for its log line.
+#[derive(Default)]
+struct Round {
+    failed: bool,
+    /// Any family's sync was full.
+    full: bool,
+    chains_written: usize,
+    elements_changed: usize,
+    script_bytes: usize,
+    /// Number of families synced.
+    families: usize,
+}
+
+impl Round {
+    fn add(&mut self, r: &ferry_dataplane::SyncReport) {
+        self.full |= r.kind == SyncKind::Full;
+        self.chains_written += r.chains_written;
+        self.elements_changed += r.elements_changed;
+        self.script_bytes += r.script_bytes;
+        self.families += 1;
+    }
+}
+
 /// A change is waiting for a sync: start the health clock, export the pending changes, and
 /// follow this node's eligibility (its Node may be what changed).
-fn queued<D: Dataplane>(syncer: &Syncer<D>, health: &ProxyHealth, metrics: &Metrics) {
+fn queued<D: Dataplane>(syncers: &FamilySyncers<D>, health: &ProxyHealth, metrics: &Metrics) {
+    let syncer = syncers.primary();
     health.queued_update();
     health.sync_node(syncer.this_node());
     metrics.sync_queued(SystemTime::now());

@@ -159,6 +159,16 @@ impl<D: Dataplane> Syncer<D> {
         &self.status
     }
 
+    /// The IP family this syncer programs.
+    pub fn family(&self) -> ferry_model::IpFamily {
+        self.context.family
+    }
+
+    /// True when this family has a service port to program on this node.
+    pub fn has_services(&self) -> bool {
+        !self.compiler().plan(&self.state).services.is_empty()
+    }
+
     /// This node's Node object, when the sources delivered one.
     pub fn this_node(&self) -> Option<&ferry_model::Node> {
         self.state.node(&self.context.node_name)

@@ -30,8 +30,11 @@ impl Trace {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{} → {}:{}/{} on node {}",
-            p.src, p.dst, p.port, p.protocol, self.node
+            "{} → {}/{} on node {}",
+            p.src,
+            std::net::SocketAddr::new(p.dst, p.port),
+            p.protocol,
+            self.node
         );
         let _ = writeln!(out, "from: {}", self.origin);
         for (i, s) in self.steps.iter().enumerate() {

@@ -7,6 +7,8 @@ use ferry_compile::iptables::{
     jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, SERVICE_CHAIN_PREFIXES,
 };
 
+use ferry_model::IpFamily;
+
 use super::chains_in;
 use super::cli::{Backend, IptablesCli, IptablesRunner};
 use crate::nft::ApplyError;
@@ -84,14 +86,16 @@ pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> 
     Ok(())
 }
 
-/// Removes Ferry's iptables chains and jumps from both backends in the current network
-/// namespace. A backend whose tools are not installed is skipped.
+/// Removes Ferry's iptables and ip6tables chains and jumps from both backends in the current
+/// network namespace. A tool that is not installed is skipped.
 pub fn cleanup() -> Result<(), ApplyError> {
-    for backend in Backend::ALL {
-        let mut cli = IptablesCli::new(backend);
-        match cleanup_with(&mut cli) {
-            Err(ApplyError::Spawn { .. }) => continue,
-            other => other?,
+    for family in [IpFamily::V4, IpFamily::V6] {
+        for backend in Backend::ALL {
+            let mut cli = IptablesCli::for_family(backend, family);
+            match cleanup_with(&mut cli) {
+                Err(ApplyError::Spawn { .. }) => continue,
+                other => other?,
+            }
         }
     }
     Ok(())

@@ -4,6 +4,7 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use ferry_compile::iptables::Table;
+use ferry_model::IpFamily;
 
 use crate::nft::ApplyError;
 
@@ -31,7 +32,16 @@ impl Backend {
 
     /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
     pub fn program(self, tool: &str) -> String {
-        format!("iptables-{}{tool}", self.as_str())
+        self.program_for(IpFamily::V4, tool)
+    }
+
+    /// The program for `tool` of `family`'s tools: `ip6tables-nft-restore` for IPv6, ….
+    pub fn program_for(self, family: IpFamily, tool: &str) -> String {
+        let base = match family {
+            IpFamily::V4 => "iptables",
+            IpFamily::V6 => "ip6tables",
+        };
+        format!("{base}-{}{tool}", self.as_str())
     }
 }
 
@@ -51,12 +61,18 @@ pub trait IptablesRunner: Send {
 #[derive(Debug, Clone)]
 pub struct IptablesCli {
     backend: Backend,
+    family: IpFamily,
 }
 
 impl IptablesCli {
-    /// The tools of `backend`.
+    /// The IPv4 tools of `backend` (`iptables-nft`, …).
     pub fn new(backend: Backend) -> Self {
-        Self { backend }
+        Self::for_family(backend, IpFamily::V4)
+    }
+
+    /// The tools of `backend` for `family` (`ip6tables-legacy`, … for IPv6).
+    pub fn for_family(backend: Backend, family: IpFamily) -> Self {
+        Self { backend, family }
     }
 
     /// The backend.
@@ -70,7 +86,7 @@ impl IptablesCli {
         args: &[&str],
         stdin: Option<&str>,
     ) -> Result<std::process::Output, ApplyError> {
-        let program = self.backend.program(tool);
+        let program = self.backend.program_for(self.family, tool);
         let spawn_err = |source| ApplyError::Spawn {
             program: program.clone(),
             source,
@@ -94,7 +110,11 @@ impl IptablesCli {
 
     fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> ApplyError {
         ApplyError::Rejected {
-            program: format!("{} {}", self.backend.program(tool), args.join(" ")),
+            program: format!(
+                "{} {}",
+                self.backend.program_for(self.family, tool),
+                args.join(" ")
+            ),
             status: out.status.to_string(),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         }

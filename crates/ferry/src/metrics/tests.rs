@@ -6,6 +6,7 @@ use ferry_dataplane::SyncKind;
 use super::*;
 use crate::serve::testing::get;
 use crate::serve::Server;
+use ferry_model::IpFamily;
 
 /// `# TYPE name type` lines of an exposition.
 fn types(text: &str) -> BTreeMap<String, String> {
@@ -97,9 +98,13 @@ fn every_metric_is_declared_with_upstreams_name_and_type() {
 #[test]
 fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
     let m = Metrics::new();
-    m.sync_ran(Some(SyncKind::Full), Duration::from_millis(3));
-    m.sync_ran(Some(SyncKind::Partial), Duration::from_millis(1));
-    m.sync_ran(None, Duration::from_millis(2));
+    m.sync_ran_for(IpFamily::V4, Some(SyncKind::Full), Duration::from_millis(3));
+    m.sync_ran_for(
+        IpFamily::V4,
+        Some(SyncKind::Partial),
+        Duration::from_millis(1),
+    );
+    m.sync_ran_for(IpFamily::V4, None, Duration::from_millis(2));
     let text = m.encode();
     let count = |name: &str| sample(&text, &format!(r#"{name}_count{{ip_family="IPv4"}}"#));
     assert_eq!(
@@ -134,7 +139,8 @@ fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
 fn network_programming_latency_comes_from_trigger_times() {
     let m = Metrics::new();
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_714_557_610);
-    m.sync_succeeded(
+    m.sync_succeeded_for(
+        IpFamily::V4,
         now,
         &[
             "2024-05-01T10:00:00Z".to_owned(), // 10 s before
@@ -189,10 +195,13 @@ fn changes_and_invalid_objects_are_counted() {
     m.invalid_object("Service");
     m.invalid_object("Service");
     m.invalid_object("");
-    m.no_local_endpoints(NoLocalEndpoints {
-        internal: 1,
-        external: 2,
-    });
+    m.no_local_endpoints_for(
+        IpFamily::V4,
+        NoLocalEndpoints {
+            internal: 1,
+            external: 2,
+        },
+    );
     let text = m.encode();
     for (series, value) in [
         ("kubeproxy_sync_proxy_rules_service_changes_pending", 1.0),
@@ -213,7 +222,7 @@ fn changes_and_invalid_objects_are_counted() {
 #[tokio::test]
 async fn the_server_serves_metrics_text() {
     let m = Metrics::new();
-    m.sync_ran(Some(SyncKind::Full), Duration::from_millis(3));
+    m.sync_ran_for(IpFamily::V4, Some(SyncKind::Full), Duration::from_millis(3));
     let server = Server::start(
         "metrics",
         "127.0.0.1:0".parse().expect("addr"),
@@ -236,10 +245,36 @@ async fn the_server_serves_metrics_text() {
 fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
     let m = Metrics::new();
     m.set_iptables_mode(true);
-    m.sync_ran(None, Duration::from_millis(5));
+    m.sync_ran_for(IpFamily::V4, None, Duration::from_millis(5));
     let text = m.encode();
     let ipt = r#"kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}"#;
     let nft = r#"kubeproxy_sync_proxy_rules_nftables_sync_failures_total{ip_family="IPv4"}"#;
     assert_eq!(sample(&text, ipt), Some(1.0), "{text}");
     assert_eq!(sample(&text, nft), Some(0.0), "{text}");
+}
+
+#[test]
+fn ipv6_syncs_are_labelled_with_their_family() {
+    let m = Metrics::new();
+    m.sync_ran_for(IpFamily::V6, Some(SyncKind::Full), Duration::from_millis(3));
+    m.no_local_endpoints_for(
+        IpFamily::V6,
+        NoLocalEndpoints {
+            internal: 0,
+            external: 2,
+        },
+    );
+    let text = m.encode();
+    assert!(
+        text.contains(
+            "kubeproxy_sync_full_proxy_rules_duration_seconds_count{ip_family=\"IPv6\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family=\"IPv6\",traffic_policy=\"external\"} 2"
+        ),
+        "{text}"
+    );
 }
