@@ -17,9 +17,9 @@ use crate::InvalidObject;
 /// `spec.ipFamilyPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Policy {
-    SingleStack,
-    PreferDualStack,
-    RequireDualStack,
+    Single,
+    PreferDual,
+    RequireDual,
 }
 
 fn family_name(f: IpFamily) -> &'static str {
@@ -43,9 +43,9 @@ pub(super) fn check(
 ) -> Result<(), InvalidObject> {
     let policy = match non_empty(spec.ip_family_policy.as_deref()) {
         None => None,
-        Some("SingleStack") => Some(Policy::SingleStack),
-        Some("PreferDualStack") => Some(Policy::PreferDualStack),
-        Some("RequireDualStack") => Some(Policy::RequireDualStack),
+        Some("SingleStack") => Some(Policy::Single),
+        Some("PreferDualStack") => Some(Policy::PreferDual),
+        Some("RequireDualStack") => Some(Policy::RequireDual),
         Some(other) => {
             return Err(InvalidObject::new(
                 object,
@@ -102,7 +102,7 @@ pub(super) fn check(
         }
     }
     match policy {
-        Some(Policy::SingleStack) if cluster_ips.len() > 1 || families.len() > 1 => {
+        Some(Policy::Single) if cluster_ips.len() > 1 || families.len() > 1 => {
             Err(InvalidObject::new(
                 object,
                 "spec.ipFamilyPolicy",
@@ -110,7 +110,7 @@ pub(super) fn check(
                  RequireDualStack for two",
             ))
         }
-        Some(Policy::RequireDualStack) if cluster_ips.len() < 2 => Err(InvalidObject::new(
+        Some(Policy::RequireDual) if cluster_ips.len() < 2 => Err(InvalidObject::new(
             object,
             "spec.clusterIPs",
             "RequireDualStack needs one ClusterIP per family: in standalone mode nothing \
