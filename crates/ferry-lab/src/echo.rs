@@ -139,8 +139,9 @@ fn read_request(r: &mut impl BufRead) -> io::Result<Option<Request>> {
 }
 
 fn handle_conn(name: &str, stream: TcpStream) -> io::Result<()> {
-    let peer = stream.peer_addr()?;
-    let local = stream.local_addr()?;
+    // A server listening on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`: report them as IPv4.
+    let peer = SocketAddr::new(stream.peer_addr()?.ip().to_canonical(), 0);
+    let local = SocketAddr::new(stream.local_addr()?.ip().to_canonical(), 0);
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = stream;
     while let Some(req) = read_request(&mut reader)? {

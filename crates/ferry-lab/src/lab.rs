@@ -3,6 +3,7 @@
 //! lab in `lab/run.rs`, teardown and leftover cleanup in `lab/teardown.rs`.
 
 mod build;
+pub mod ipv6;
 mod pods;
 mod run;
 mod teardown;
@@ -191,6 +192,7 @@ pub struct Lab {
     next_log: AtomicUsize,
     dir: Option<tempfile::TempDir>,
     armed: bool,
+    ipv6: ipv6::Ipv6State,
 }
 
 /// True when running as root (labs need it; tests skip otherwise).
@@ -232,6 +234,7 @@ impl Lab {
             next_log: AtomicUsize::new(0),
             dir: Some(dir),
             armed: true,
+            ipv6: ipv6::Ipv6State::default(),
         };
         // On error `lab` is dropped here, which tears down what exists.
         lab.setup()?;

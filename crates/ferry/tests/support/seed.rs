@@ -331,11 +331,12 @@ impl SeedLab {
             node.into(),
             "--proxy-mode".into(),
             self.mode.flag().into(),
-            "--cluster-cidr".into(),
-            "192.168.0.0/16".into(),
-            "--min-sync-period".into(),
-            "100ms".into(),
         ];
+        // The seed's cluster CIDR, unless the extra flags give their own (dual-stack labs).
+        if !self.extra_args.iter().any(|a| a == "--cluster-cidr") {
+            args.extend(["--cluster-cidr".into(), "192.168.0.0/16".into()]);
+        }
+        args.extend(["--min-sync-period".into(), "100ms".into()]);
         args.extend(self.mode.args());
         args.extend(self.extra_args.iter().cloned());
         self.lab
