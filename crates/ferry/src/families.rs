@@ -122,3 +122,6 @@ impl<D: Dataplane> FamilySyncers<D> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;
