@@ -25,6 +25,8 @@ const V6_LOCAL_NODE_PORT: u16 = 32281;
 const DUAL_V4: &str = "10.96.0.90";
 const DUAL_V6: &str = "fd00:10:96::90";
 const V6_EMPTY: &str = "fd00:10:96::50";
+/// Both families' cluster CIDRs, as kube-proxy's comma-separated `--cluster-cidr`.
+const CIDRS: &str = "192.168.0.0/16,fd00:10:244::/48";
 
 /// IPv6 pod addresses: node2's pods in `fd00:10:244:3::/64`, the master's in `…:1::/64`.
 const POD_A6: &str = "fd00:10:244:3::166";
@@ -94,8 +96,7 @@ fn services_yaml() -> String {
 
 /// The seed lab with IPv6 everywhere, the manifests above, and every Ferry synced with them.
 fn dual_stack_lab(mode: Mode) -> Option<SeedLab> {
-    let cidrs = "192.168.0.0/16,fd00:10:244::/48";
-    let mut seed = SeedLab::start_with(mode, "Cluster", &["--cluster-cidr", cidrs])?;
+    let mut seed = SeedLab::start_with(mode, "Cluster", &["--cluster-cidr", CIDRS])?;
     seed.lab.enable_ipv6().expect("enable IPv6 in the lab");
     let program = PodProgram::ferry(FERRY);
     for ((pod, _), ip6) in [(POD_A, POD_A6), (POD_B, POD_B6), (MASTER_POD, MASTER_POD6)] {
@@ -113,6 +114,35 @@ fn dual_stack_lab(mode: Mode) -> Option<SeedLab> {
         seed.wait_synced(node, n + 1);
     }
     Some(seed)
+}
+
+/// What `ferry explain` predicts on `node` for `from` → `to:port` (verdict word, masqueraded),
+/// from the lab's own manifests and flags: it must agree with the real packets.
+fn explain(seed: &SeedLab, node: &str, from: &str, to: &str, port: u16) -> (String, bool) {
+    let dir = seed.manifests.path().display().to_string();
+    let to = std::net::SocketAddr::new(to.parse().expect("ip"), port).to_string();
+    let out = std::process::Command::new(FERRY)
+        .args([
+            "explain",
+            "--manifests",
+            &dir,
+            "--node",
+            node,
+            "--from",
+            from,
+        ])
+        .args(["--to", &to, "--cluster-cidr", CIDRS, "--output", "json"])
+        .args(["--proxy-mode", seed.mode.flag()])
+        .output()
+        .expect("run ferry explain");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let verdict = v["verdict"].as_str().unwrap_or_default().to_owned();
+    (verdict, !v["masquerade"].is_null())
 }
 
 fn url(ip: &str, port: u16) -> String {
@@ -152,6 +182,8 @@ fn ipv6_cluster_ip_from_a_pod_reaches_both_pods_with_the_pod_address(mode: Mode)
         assert_eq!(h.client_ip, MASTER_POD6, "{h:?}");
         assert!([POD_A6, POD_B6].contains(&h.server_ip.as_str()), "{h:?}");
     }
+    let predicted = explain(&seed, MASTER, MASTER_POD6, V6_CLUSTER_IP, 8080);
+    assert_eq!(predicted, ("forwarded".to_owned(), false));
 }
 
 fn ipv6_node_port_masquerades_with_cluster_and_keeps_the_client_with_local(mode: Mode) {
@@ -170,6 +202,10 @@ fn ipv6_node_port_masquerades_with_cluster_and_keeps_the_client_with_local(mode:
     for h in until_both_pods(&seed, &client, &url(&node2, V6_LOCAL_NODE_PORT)) {
         assert_eq!(h.client_ip, client6, "{h:?}");
     }
+    let cluster = explain(&seed, MASTER, &client6, &master6, V6_NODE_PORT);
+    assert_eq!(cluster, ("forwarded".to_owned(), true));
+    let local = explain(&seed, NODE2, &client6, &node2, V6_LOCAL_NODE_PORT);
+    assert_eq!(local, ("forwarded".to_owned(), false));
 }
 
 fn dual_stack_service_answers_on_both_cluster_ips(mode: Mode) {
@@ -196,6 +232,8 @@ fn ipv6_service_without_endpoints_is_refused_at_once(mode: Mode) {
         let got = seed.curl(&from, &url(V6_EMPTY, 8080));
         assert_eq!(got, CurlResult::Refused, "{from:?}\n{}", seed.logs());
     }
+    let predicted = explain(&seed, MASTER, MASTER_POD6, V6_EMPTY, 8080);
+    assert_eq!(predicted.0, "rejected");
 }
 
 fn node_port_does_not_answer_on_ipv6_loopback(mode: Mode) {
@@ -209,9 +247,38 @@ fn node_port_does_not_answer_on_ipv6_loopback(mode: Mode) {
     // … but never on ::1 (nothing listens there, so the kernel refuses).
     let got = seed.curl(&node2, &url("::1", V6_NODE_PORT));
     assert_eq!(got, CurlResult::Refused, "{}", seed.logs());
+    let predicted = explain(&seed, NODE2, "::1", "::1", V6_NODE_PORT);
+    assert_eq!(predicted.0, "not-a-service");
+}
+
+fn ipv6_endpoint_changes_take_effect_without_a_restart(mode: Mode) {
+    let Some(mut seed) = dual_stack_lab(mode) else {
+        return;
+    };
+    let from = Host::pod(MASTER_POD.0);
+    until_both_pods(&seed, &from, &url(V6_CLUSTER_IP, 8080));
+    // POD_B's IPv6 endpoint of web6 goes away: only POD_A answers on the IPv6 ClusterIP,
+    // while the dual-stack Service keeps both pods in both families.
+    let before: Vec<usize> = NODES.iter().map(|(n, _)| seed.syncs(n)).collect();
+    let edited = services_yaml().replacen(
+        &slice("web6", "IPv6", &[POD_A6, POD_B6]),
+        &slice("web6", "IPv6", &[POD_A6]),
+        1,
+    );
+    assert_ne!(edited, services_yaml());
+    seed.manifests.put("dual-stack.yaml", &edited);
+    for ((node, _), n) in NODES.iter().zip(before) {
+        seed.wait_synced(node, n + 1);
+    }
+    for _ in 0..10 {
+        let h = seed.hello(&from, &url(V6_CLUSTER_IP, 8080));
+        assert_eq!(h.server_ip, POD_A6, "{h:?}");
+    }
+    until_both_pods(&seed, &from, &url(DUAL_V6, 8080));
 }
 
 every_mode!(
+    ipv6_endpoint_changes_take_effect_without_a_restart,
     ipv6_cluster_ip_from_a_pod_reaches_both_pods_with_the_pod_address,
     ipv6_node_port_masquerades_with_cluster_and_keeps_the_client_with_local,
     dual_stack_service_answers_on_both_cluster_ips,
