@@ -71,6 +71,11 @@ impl<D: Dataplane> FamilySyncers<D> {
         &self.syncers[0]
     }
 
+    /// The families, primary first.
+    pub fn families(&self) -> impl Iterator<Item = IpFamily> + '_ {
+        self.syncers.iter().map(Syncer::family)
+    }
+
     /// Every family's syncer.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Syncer<D>> {
         self.syncers.iter_mut()

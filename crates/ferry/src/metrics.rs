@@ -281,12 +281,7 @@ impl Metrics {
         out
     }
 
-    /// A change was queued for the next sync, at wall-clock time `now`.
-    pub fn sync_queued(&self, now: SystemTime) {
-        self.sync_queued_for(IpFamily::V4, now);
-    }
-
-    /// A change was queued for the next sync of `family`'s rules.
+    /// A change was queued for the next sync of `family`'s rules, at wall-clock time `now`.
     pub fn sync_queued_for(&self, family: IpFamily, now: SystemTime) {
         self.set
             .last_queued_timestamp

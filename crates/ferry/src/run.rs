@@ -324,6 +324,9 @@ fn queued<D: Dataplane>(syncers: &FamilySyncers<D>, health: &ProxyHealth, metric
     let syncer = syncers.primary();
     health.queued_update();
     health.sync_node(syncer.this_node());
-    metrics.sync_queued(SystemTime::now());
+    let now = SystemTime::now();
+    for family in syncers.families() {
+        metrics.sync_queued_for(family, now);
+    }
     metrics.changes(syncer.pending_changes());
 }
