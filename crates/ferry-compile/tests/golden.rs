@@ -58,6 +58,16 @@ fn cases() -> Vec<Case> {
                 ..CompileConfig::default()
             },
         },
+        Case {
+            dir: "topology",
+            node: "node-a1",
+            config: cluster_cidr("10.0.0.0/16"),
+        },
+        Case {
+            dir: "topology",
+            node: "node-b1",
+            config: cluster_cidr("10.0.0.0/16"),
+        },
     ]
 }
 

@@ -67,10 +67,12 @@ pub(super) fn decide(eps: &[EndpointView], node_name: &str, zone: Option<&str>) 
         // The serving-and-terminating fallback never considers topology.
         return Topology::NoHints;
     }
-    let all_have = |hints: fn(&EndpointView) -> &[String]| {
-        ready.iter().all(|e| !hints(e).is_empty())
-    };
-    if all_have(node_hints) && ready.iter().any(|e| e.node_hints.iter().any(|n| n == node_name))
+    let all_have =
+        |hints: fn(&EndpointView) -> &[String]| ready.iter().all(|e| !hints(e).is_empty());
+    if all_have(node_hints)
+        && ready
+            .iter()
+            .any(|e| e.node_hints.iter().any(|n| n == node_name))
     {
         return Topology::SameNode;
     }

@@ -122,14 +122,20 @@ fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {
     }
     let mut state = ClusterState::new();
     state.apply(Object::Node(node));
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", PORT, endpoints)));
+    state.apply(Object::EndpointSlice(mk_slice(
+        "dev", "web", PORT, endpoints,
+    )));
     state.apply(Object::Service(svc));
     let ctx = NodeContext {
         node_name: THIS_NODE.into(),
         family: IpFamily::V4,
     };
     let view = NodeView::build(&state, &ctx);
-    let sp = view.services.into_values().next().expect("one service port");
+    let sp = view
+        .services
+        .into_values()
+        .next()
+        .expect("one service port");
     (
         sp.cluster_endpoints(),
         sp.local_endpoints(),
@@ -139,10 +145,7 @@ fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {
 }
 
 fn addrs(list: &[&str]) -> Vec<SocketAddr> {
-    let mut v: Vec<SocketAddr> = list
-        .iter()
-        .map(|a| SocketAddr::new(ip(a), PORT))
-        .collect();
+    let mut v: Vec<SocketAddr> = list.iter().map(|a| SocketAddr::new(ip(a), PORT)).collect();
     v.sort();
     v
 }
@@ -452,7 +455,11 @@ fn endpoint_selection_follows_upstream_categorize_endpoints() {
     let mut failures = Vec::new();
     for case in cases() {
         let (cluster, local, topology, has_endpoints) = run(&case);
-        let want = (addrs(case.cluster), addrs(case.local), case.topology.clone());
+        let want = (
+            addrs(case.cluster),
+            addrs(case.local),
+            case.topology.clone(),
+        );
         if (cluster.clone(), local.clone(), topology.clone()) != want {
             failures.push(format!(
                 "{}:\n  got     cluster {cluster:?} local {local:?} {topology:?}\n  \
@@ -460,10 +467,7 @@ fn endpoint_selection_follows_upstream_categorize_endpoints() {
                 case.name, want.0, want.1, want.2
             ));
         }
-        let any_usable = case
-            .eps
-            .iter()
-            .any(|e| !matches!(e.state, State::NotReady));
+        let any_usable = case.eps.iter().any(|e| !matches!(e.state, State::NotReady));
         if has_endpoints != any_usable {
             failures.push(format!(
                 "{}: has_endpoints {has_endpoints}, want {any_usable}",
@@ -494,7 +498,12 @@ fn topology_exclusions_are_reported_per_endpoint() {
         },
     ];
     svc_state.apply(Object::EndpointSlice(mk_slice("dev", "web", PORT, eps)));
-    svc_state.apply(Object::Service(mk_service("dev", "web", "172.30.0.10", PORT)));
+    svc_state.apply(Object::Service(mk_service(
+        "dev",
+        "web",
+        "172.30.0.10",
+        PORT,
+    )));
     let ctx = NodeContext {
         node_name: THIS_NODE.into(),
         family: IpFamily::V4,

@@ -51,7 +51,10 @@ fn zone_and_node_hints_are_kept_in_order() {
         (None, None),
         "empty lists are no hints, as upstream's Len() == 0"
     );
-    assert_eq!((eps[2].zone_hints.clone(), eps[2].node_hints.clone()), (None, None));
+    assert_eq!(
+        (eps[2].zone_hints.clone(), eps[2].node_hints.clone()),
+        (None, None)
+    );
 }
 
 #[test]
@@ -71,7 +74,9 @@ fn duplicate_zone_hints_are_rejected_naming_the_entry() {
 
 #[test]
 fn more_than_eight_node_hints_are_rejected() {
-    let nodes: Vec<Value> = (0..9).map(|i| json!({"name": format!("node-{i}")})).collect();
+    let nodes: Vec<Value> = (0..9)
+        .map(|i| json!({"name": format!("node-{i}")}))
+        .collect();
     let result = endpoint_slice(&slice(json!([
         {"addresses": ["10.0.0.1"], "hints": {"forNodes": nodes}},
     ])));
@@ -87,8 +92,14 @@ fn more_than_eight_node_hints_are_rejected() {
 fn traffic_distribution_values_are_read() {
     let cases = [
         (json!("PreferClose"), Some(TrafficDistribution::PreferClose)),
-        (json!("PreferSameZone"), Some(TrafficDistribution::PreferSameZone)),
-        (json!("PreferSameNode"), Some(TrafficDistribution::PreferSameNode)),
+        (
+            json!("PreferSameZone"),
+            Some(TrafficDistribution::PreferSameZone),
+        ),
+        (
+            json!("PreferSameNode"),
+            Some(TrafficDistribution::PreferSameNode),
+        ),
         (Value::Null, None),
         (json!(""), None),
     ];
