@@ -30,6 +30,9 @@ pub const NODES: [(&str, &str); 3] = [
     (NODE1, "10.1.1.17"),
     (NODE2, "10.1.1.9"),
 ];
+/// Each node's `topology.kubernetes.io/zone` label: three nodes, three zones (the topology
+/// tests rely on it; the seed itself has no zones, and nothing else looks at them).
+pub const ZONES: [(&str, &str); 3] = [(MASTER, "zone-a"), (NODE1, "zone-c"), (NODE2, "zone-b")];
 
 /// The proxy mode under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,13 +201,17 @@ impl Manifests {
 
     fn write_static(&self) {
         let mut nodes = String::new();
-        for ((name, ip), cidr) in NODES.iter().zip([
-            "192.168.235.192/26",
-            "192.168.36.64/26",
-            "192.168.169.128/26",
-        ]) {
+        for (((name, ip), cidr), (_, zone)) in NODES
+            .iter()
+            .zip([
+                "192.168.235.192/26",
+                "192.168.36.64/26",
+                "192.168.169.128/26",
+            ])
+            .zip(ZONES)
+        {
             nodes.push_str(&format!(
-                "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\nspec:\n  podCIDR: {cidr}\n  podCIDRs: [{cidr}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n  - type: Hostname\n    address: {name}\n"
+                "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\n    topology.kubernetes.io/zone: {zone}\nspec:\n  podCIDR: {cidr}\n  podCIDRs: [{cidr}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n  - type: Hostname\n    address: {name}\n"
             ));
         }
         std::fs::write(self.dir.path().join("nodes.yaml"), nodes).expect("write nodes");
@@ -404,6 +411,37 @@ impl SeedLab {
         }
         for ((node, _), n) in NODES.iter().zip(before) {
             self.wait_synced(node, n + 1);
+        }
+    }
+
+    /// Number of syncs a node's Ferry has logged that rewrote at least one service (so not a
+    /// periodic resync with nothing pending).
+    pub fn service_syncs(&mut self, node: &str) -> usize {
+        self.ferry(node)
+            .log()
+            .lines()
+            .filter(|l| l.contains("synced rules") && !l.contains("services_changed=0"))
+            .count()
+    }
+
+    /// Writes one extra manifest file (e.g. a Service and its EndpointSlice, as one atomic
+    /// change) and waits until every node has synced a service change after it.
+    pub fn apply(&mut self, name: &str, text: &str) {
+        let before: Vec<usize> = NODES.iter().map(|(n, _)| self.service_syncs(n)).collect();
+        self.manifests.put(name, text);
+        if let Some(api) = &self.api {
+            api.replace_all(manifest_objects(&self.manifests.path()));
+        }
+        for ((node, _), n) in NODES.iter().zip(before) {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while self.service_syncs(node) <= n {
+                assert!(
+                    Instant::now() < deadline,
+                    "{node}: no service sync after writing {name} within 20 s; log:\n{}",
+                    self.ferry(node).log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 
