@@ -143,6 +143,32 @@ fn assert_every(seed: &SeedLab, from: &Host, url: &str, all: &[&str], why: &str)
     panic!("{from} → {url}: only {seen:?} answered 60 requests; {why}");
 }
 
+/// What `ferry explain` predicts for the same manifests: the verdict line.
+fn explain_verdict(seed: &SeedLab, node: &str, from: &str, to: &str) -> String {
+    let out = std::process::Command::new(FERRY)
+        .args(["explain", "--manifests"])
+        .arg(seed.manifests.path())
+        .args(["--node", node, "--from", from, "--to", to])
+        .args([
+            "--cluster-cidr",
+            "192.168.0.0/16",
+            "--proxy-mode",
+            seed.mode.flag(),
+        ])
+        .output()
+        .expect("run ferry explain");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("verdict: "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no verdict in:\n{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .to_owned()
+}
+
 fn start(mode: Mode) -> Option<SeedLab> {
     let mut seed = SeedLab::start(mode, "Cluster")?;
     seed.lab
@@ -174,6 +200,16 @@ fn prefer_close_keeps_traffic_in_the_zone(mode: Mode) {
     seed.apply("zonal.yaml", &service("zonal", ZONAL_IP, close, &hinted));
     assert_only(&seed, &zone_a, &u, MASTER_POD.1, "zone-a's hint");
     assert_only(&seed, &zone_b, &u, POD_A.1, "zone-b's hint");
+    let to = format!("{ZONAL_IP}:8080");
+    assert_eq!(
+        explain_verdict(&seed, MASTER, ZONE_A_CLIENT.1, &to),
+        format!("FORWARDED to one of {}:56010", MASTER_POD.1),
+        "ferry explain predicts what the packets did"
+    );
+    assert_eq!(
+        explain_verdict(&seed, NODE2, POD_B.1, &to),
+        format!("FORWARDED to one of {}:56010", POD_A.1)
+    );
     assert_every(
         &seed,
         &zone_c,
