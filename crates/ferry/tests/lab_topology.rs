@@ -14,6 +14,8 @@
 mod modes;
 #[path = "support/seed.rs"]
 mod seed;
+#[path = "support/topology.rs"]
+mod topology;
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -22,91 +24,10 @@ use ferry_lab::spec::{MASTER, NODE1, NODE2};
 use ferry_lab::{CurlResult, Host};
 
 use seed::*;
+use topology::{ep, service, Ep};
 
 /// A pod on k8s-master (zone-a) that only sends: a client that is no endpoint.
 const ZONE_A_CLIENT: (&str, &str) = ("zone-a-client", "192.168.235.201");
-
-/// One endpoint of a test slice.
-#[derive(Clone, Copy)]
-struct Ep {
-    ip: &'static str,
-    node: &'static str,
-    /// `ready`, `serving`, `terminating`.
-    conditions: (bool, bool, bool),
-    zones: &'static [&'static str],
-    nodes: &'static [&'static str],
-}
-
-const fn ep(pod: (&'static str, &'static str), node: &'static str) -> Ep {
-    Ep {
-        ip: pod.1,
-        node,
-        conditions: (true, true, false),
-        zones: &[],
-        nodes: &[],
-    }
-}
-
-impl Ep {
-    const fn zones(mut self, zones: &'static [&'static str]) -> Ep {
-        self.zones = zones;
-        self
-    }
-    const fn nodes(mut self, nodes: &'static [&'static str]) -> Ep {
-        self.nodes = nodes;
-        self
-    }
-    /// A pod that has started but is not ready yet.
-    const fn starting(mut self) -> Ep {
-        self.conditions = (false, false, false);
-        self
-    }
-    /// A pod being deleted that still serves (its preStop hook / grace period).
-    const fn terminating(mut self) -> Ep {
-        self.conditions = (false, true, true);
-        self
-    }
-}
-
-fn names(list: &[&str]) -> String {
-    let entries: Vec<String> = list.iter().map(|n| format!("{{name: {n}}}")).collect();
-    format!("[{}]", entries.join(", "))
-}
-
-/// A Service `dev/<name>` (port 8080 → 56010, `spec_extra` added to its spec) and its
-/// EndpointSlice, as one manifest file: one atomic change. A `type: NodePort` spec gets node
-/// port [`ROLLING_NODE_PORT`].
-fn service(name: &str, cluster_ip: &str, spec_extra: &str, eps: &[Ep]) -> String {
-    let mut endpoints = String::new();
-    for e in eps {
-        let (ready, serving, terminating) = e.conditions;
-        let zone = ZONES
-            .iter()
-            .find(|(n, _)| *n == e.node)
-            .map(|(_, z)| *z)
-            .expect("lab node");
-        endpoints.push_str(&format!(
-            "- addresses: [\"{}\"]\n  nodeName: {}\n  zone: {zone}\n  conditions: {{ready: {ready}, serving: {serving}, terminating: {terminating}}}\n",
-            e.ip, e.node
-        ));
-        if !e.zones.is_empty() || !e.nodes.is_empty() {
-            endpoints.push_str("  hints:\n");
-            if !e.zones.is_empty() {
-                endpoints.push_str(&format!("    forZones: {}\n", names(e.zones)));
-            }
-            if !e.nodes.is_empty() {
-                endpoints.push_str(&format!("    forNodes: {}\n", names(e.nodes)));
-            }
-        }
-    }
-    let node_port = match spec_extra.contains("type: NodePort") {
-        true => format!("    nodePort: {ROLLING_NODE_PORT}\n"),
-        false => String::new(),
-    };
-    format!(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: dev\nspec:\n  clusterIP: {cluster_ip}\n{spec_extra}  ports:\n  - name: http\n    port: 8080\n    targetPort: 56010\n{node_port}---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-abcde\n  namespace: dev\n  labels:\n    kubernetes.io/service-name: {name}\naddressType: IPv4\nports:\n- name: http\n  port: 56010\n  protocol: TCP\nendpoints:\n{endpoints}"
-    )
-}
 
 fn url(cluster_ip: &str) -> String {
     format!("http://{cluster_ip}:8080/hello")
@@ -197,7 +118,10 @@ fn prefer_close_keeps_traffic_in_the_zone(mode: Mode) {
         ep(POD_A, NODE2).zones(&["zone-b"]),
     ];
     let close = "  trafficDistribution: PreferClose\n";
-    seed.apply("zonal.yaml", &service("zonal", ZONAL_IP, close, &hinted));
+    seed.apply(
+        "zonal.yaml",
+        &service("zonal", ZONAL_IP, close, None, &hinted),
+    );
     assert_only(&seed, &zone_a, &u, MASTER_POD.1, "zone-a's hint");
     assert_only(&seed, &zone_b, &u, POD_A.1, "zone-b's hint");
     let to = format!("{ZONAL_IP}:8080");
@@ -221,7 +145,7 @@ fn prefer_close_keeps_traffic_in_the_zone(mode: Mode) {
     let one_without = [hinted[0], ep(POD_A, NODE2)];
     seed.apply(
         "zonal.yaml",
-        &service("zonal", ZONAL_IP, close, &one_without),
+        &service("zonal", ZONAL_IP, close, None, &one_without),
     );
     assert_every(
         &seed,
@@ -242,7 +166,10 @@ fn prefer_close_keeps_traffic_in_the_zone(mode: Mode) {
             .nodes(&[NODE2]),
     ];
     let spec = "  trafficDistribution: PreferSameNode\n";
-    seed.apply("zonal.yaml", &service("zonal", ZONAL_IP, spec, &same_node));
+    seed.apply(
+        "zonal.yaml",
+        &service("zonal", ZONAL_IP, spec, None, &same_node),
+    );
     assert_only(
         &seed,
         &zone_b,
@@ -279,9 +206,10 @@ fn terminating_endpoints_serve_during_a_rolling_update(mode: Mode) {
     let outside = Host::default_client();
     let u = url(ROLLING_IP);
     let node2_port = format!("http://10.1.1.9:{ROLLING_NODE_PORT}/hello");
-    let spec = "  type: NodePort\n  externalTrafficPolicy: Local\n";
+    let spec = "  externalTrafficPolicy: Local\n";
     let write = |seed: &mut SeedLab, eps: &[Ep]| {
-        seed.apply("rolling.yaml", &service("rolling", ROLLING_IP, spec, eps));
+        let text = service("rolling", ROLLING_IP, spec, Some(ROLLING_NODE_PORT), eps);
+        seed.apply("rolling.yaml", &text);
     };
     let old = ep(POD_A, NODE2);
     let new = ep(MASTER_POD, MASTER);
@@ -347,7 +275,7 @@ fn internal_traffic_policy_local_keeps_cluster_ip_traffic_on_the_node(mode: Mode
     let eps = [ep(POD_A, NODE2), ep(MASTER_POD, MASTER)];
     seed.apply(
         "node-local.yaml",
-        &service("node-local", NODE_LOCAL_IP, spec, &eps),
+        &service("node-local", NODE_LOCAL_IP, spec, None, &eps),
     );
     assert_eq!(
         seed.curl(&Host::node(NODE1), &u),
