@@ -90,8 +90,8 @@ fn explain_verdict(seed: &SeedLab, node: &str, from: &str, to: &str) -> String {
         .to_owned()
 }
 
-fn start(mode: Mode) -> Option<SeedLab> {
-    let mut seed = SeedLab::start(mode, "Cluster")?;
+fn start(setup: impl Into<Setup>) -> Option<SeedLab> {
+    let mut seed = SeedLab::start(setup, "Cluster")?;
     seed.lab
         .add_pod(
             MASTER,
@@ -107,8 +107,8 @@ const ZONAL_IP: &str = "10.96.0.60";
 /// (1) Zone hints (`PreferClose`): clients reach only their zone's endpoint; a zone no
 /// endpoint is hinted for, or one endpoint without a hint, means every endpoint. Node hints
 /// (`PreferSameNode`) keep traffic on the client's node where an endpoint is hinted for it.
-fn prefer_close_keeps_traffic_in_the_zone(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
+fn prefer_close_keeps_traffic_in_the_zone(setup: impl Into<Setup>) {
+    let Some(mut seed) = start(setup) else { return };
     let zone_a = Host::pod(ZONE_A_CLIENT.0);
     let zone_b = Host::pod(POD_B.0);
     let zone_c = Host::node(NODE1);
@@ -303,6 +303,12 @@ fn internal_traffic_policy_local_keeps_cluster_ip_traffic_on_the_node(mode: Mode
         MASTER_POD.1,
         "the node itself is also internal traffic",
     );
+}
+
+/// The hints and the zone labels also arrive through the Kubernetes API source.
+#[test]
+fn prefer_close_from_the_kube_api() {
+    prefer_close_keeps_traffic_in_the_zone(Mode::Nftables.with_api());
 }
 
 every_mode!(
