@@ -164,6 +164,15 @@ fn manifest_objects(dir: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The objects of one manifest file's text, as JSON.
+fn objects_of(text: &str) -> Vec<serde_json::Value> {
+    serde_saphyr::from_multiple::<serde_json::Value>(text)
+        .expect("manifest YAML")
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
 /// Returns None (and says why) when the lab cannot run here.
 pub fn lab_or_skip() -> Option<Lab> {
     if !ferry_lab::running_as_root() {
@@ -424,14 +433,51 @@ impl SeedLab {
             .count()
     }
 
-    /// Writes one extra manifest file (e.g. a Service and its EndpointSlice, as one atomic
-    /// change) and waits until every node has synced a service change after it.
+    /// Writes one extra manifest file (e.g. a Service and its EndpointSlice) and waits until
+    /// every node has synced all of it. The manifest source delivers a file as one atomic
+    /// change; the API delivers one object at a time, so with [`Source::Api`] each changed
+    /// object is stored on its own, in file order, and synced before the next.
     pub fn apply(&mut self, name: &str, text: &str) {
-        let before: Vec<usize> = NODES.iter().map(|(n, _)| self.service_syncs(n)).collect();
+        let path = self.manifests.dir.path().join(name);
+        let old = std::fs::read_to_string(&path)
+            .map(|t| objects_of(&t))
+            .unwrap_or_default();
+        let Some(api) = self.api.take() else {
+            let before = self.service_sync_counts();
+            self.manifests.put(name, text);
+            self.wait_service_synced(name, before);
+            return;
+        };
         self.manifests.put(name, text);
-        if let Some(api) = &self.api {
-            api.replace_all(manifest_objects(&self.manifests.path()));
+        let new = objects_of(text);
+        for object in new.iter().filter(|o| !old.contains(o)) {
+            let before = self.service_sync_counts();
+            api.apply(object.clone());
+            self.wait_service_synced(name, before);
         }
+        let key = |o: &serde_json::Value| {
+            let s = |f: &str| {
+                o.pointer(f)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            (s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+        };
+        for gone in old.iter().filter(|o| !new.iter().any(|n| key(n) == key(o))) {
+            let before = self.service_sync_counts();
+            let (kind, namespace, object_name) = key(gone);
+            api.delete(&kind, &namespace, &object_name);
+            self.wait_service_synced(name, before);
+        }
+        self.api = Some(api);
+    }
+
+    fn service_sync_counts(&mut self) -> Vec<usize> {
+        NODES.iter().map(|(n, _)| self.service_syncs(n)).collect()
+    }
+
+    fn wait_service_synced(&mut self, name: &str, before: Vec<usize>) {
         for ((node, _), n) in NODES.iter().zip(before) {
             let deadline = Instant::now() + Duration::from_secs(20);
             while self.service_syncs(node) <= n {
