@@ -19,6 +19,7 @@ use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 mod iptables;
 mod steps;
 mod text;
+mod topology;
 
 use steps::{external, internal, Objects};
 

@@ -101,6 +101,16 @@ fn cases() -> Vec<Case> {
         },
         dual_stack(IpFamily::V4),
         dual_stack(IpFamily::V6),
+        Case {
+            dir: "topology",
+            node: "node-a1",
+            config: cluster_cidr("10.0.0.0/16"),
+        },
+        Case {
+            dir: "topology",
+            node: "node-b1",
+            config: cluster_cidr("10.0.0.0/16"),
+        },
     ]
 }
 

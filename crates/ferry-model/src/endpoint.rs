@@ -38,8 +38,11 @@ pub struct Endpoint {
     pub node_name: Option<String>,
     /// `zone`.
     pub zone: Option<String>,
-    /// `hints.forZones[].name`, when hints are set.
+    /// `hints.forZones[].name`, when hints are set (topology-aware routing, `PreferClose` /
+    /// `PreferSameZone`).
     pub zone_hints: Option<Vec<String>>,
+    /// `hints.forNodes[].name`, when hints are set (`trafficDistribution: PreferSameNode`).
+    pub node_hints: Option<Vec<String>>,
 }
 
 /// One `ports[]` entry of a slice.

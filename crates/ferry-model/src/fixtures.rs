@@ -37,6 +37,7 @@ pub fn mk_service(ns: &str, name: &str, cluster_ip: &str, port: u16) -> Service 
         internal_traffic_policy: TrafficPolicy::Cluster,
         session_affinity: SessionAffinity::None,
         health_check_node_port: None,
+        traffic_distribution: None,
     }
 }
 
@@ -58,6 +59,7 @@ pub fn mk_endpoint(addr: &str, node: &str) -> Endpoint {
         node_name: Some(node.into()),
         zone: None,
         zone_hints: None,
+        node_hints: None,
     }
 }
 

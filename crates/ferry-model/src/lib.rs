@@ -21,9 +21,12 @@ pub use endpoint::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
 pub use name::{ObjectRef, ServiceName, ServicePortName};
 pub use node::{Node, NodeAddress, NodeAddressType, NodeTaint, TO_BE_DELETED_TAINT};
 pub use service::{
-    IpFamily, Protocol, Service, ServicePort, ServiceType, SessionAffinity, TrafficPolicy,
+    IpFamily, Protocol, Service, ServicePort, ServiceType, SessionAffinity, TrafficDistribution,
+    TrafficPolicy,
 };
-pub use view::{EndpointView, Exclusion, NodeContext, NodeView, ServicePortView};
+pub use view::{
+    EndpointView, Exclusion, HintsIgnored, NodeContext, NodeView, ServicePortView, Topology,
+};
 
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;

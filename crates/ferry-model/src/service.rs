@@ -105,6 +105,32 @@ pub enum SessionAffinity {
     },
 }
 
+/// `spec.trafficDistribution` (KEP-4444, KEP-3015).
+///
+/// Upstream kube-proxy (1.33 and later) does not act on this field itself: the EndpointSlice
+/// controller turns it into `hints` on the endpoints, and the proxy follows the hints alone
+/// (see [`crate::Topology`]). Ferry keeps it to explain what the hints are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TrafficDistribution {
+    /// `PreferClose`: the older name of `PreferSameZone`.
+    PreferClose,
+    /// `PreferSameZone`: endpoints in the client's zone (zone hints).
+    PreferSameZone,
+    /// `PreferSameNode`: endpoints on the client's node (node hints, zone hints as fallback).
+    PreferSameNode,
+}
+
+impl TrafficDistribution {
+    /// Kubernetes' spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrafficDistribution::PreferClose => "PreferClose",
+            TrafficDistribution::PreferSameZone => "PreferSameZone",
+            TrafficDistribution::PreferSameNode => "PreferSameNode",
+        }
+    }
+}
+
 /// One entry of `spec.ports`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServicePort {
@@ -143,6 +169,8 @@ pub struct Service {
     pub session_affinity: SessionAffinity,
     /// `spec.healthCheckNodePort`.
     pub health_check_node_port: Option<u16>,
+    /// `spec.trafficDistribution` (unknown values are left out, see [`TrafficDistribution`]).
+    pub traffic_distribution: Option<TrafficDistribution>,
 }
 
 impl Service {

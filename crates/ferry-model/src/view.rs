@@ -3,7 +3,8 @@
 //! Built purely from the [`ClusterState`] and a [`NodeContext`]. Endpoint categorisation follows
 //! upstream kube-proxy's `CategorizeEndpoints` (pkg/proxy/topology.go): ready endpoints first, and
 //! serving-and-terminating endpoints only as a fallback when there are no ready ones
-//! (KEP-1669, GA in 1.28), separately for the cluster-wide and the node-local set.
+//! (KEP-1669, GA in 1.28), separately for the cluster-wide and the node-local set; topology
+//! hints narrow the cluster-wide set only (`view/topology.rs`).
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -12,8 +13,14 @@ use ipnet::IpNet;
 
 use crate::{
     ClusterState, EndpointConditions, IpFamily, Node, Service, ServiceName, ServicePortName,
-    ServiceType, SessionAffinity, TrafficPolicy,
+    ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
 };
+
+mod categorize;
+mod topology;
+
+use categorize::{categorize, serving_terminating};
+pub use topology::{HintsIgnored, Topology};
 
 /// Who is asking: the node this view is for, and the IP family being programmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +40,9 @@ pub enum Exclusion {
     Terminating,
     /// On another node (only for the local set).
     OtherNode,
+    /// Ready, but topology hints send this node's traffic elsewhere (only for the cluster set;
+    /// see [`ServicePortView::topology`]).
+    Topology,
     /// The service's policies never use this set.
     SetUnused,
 }
@@ -46,6 +56,10 @@ pub struct EndpointView {
     pub node_name: Option<String>,
     /// `zone`.
     pub zone: Option<String>,
+    /// `hints.forZones[].name` (empty: no zone hint).
+    pub zone_hints: Vec<String>,
+    /// `hints.forNodes[].name` (empty: no node hint).
+    pub node_hints: Vec<String>,
     /// Conditions, defaulted.
     pub conditions: EndpointConditions,
     /// On this node.
@@ -83,6 +97,10 @@ pub struct ServicePortView {
     pub session_affinity: SessionAffinity,
     /// `healthCheckNodePort`.
     pub health_check_node_port: Option<u16>,
+    /// `trafficDistribution` (informational: the hints decide, see [`Topology`]).
+    pub traffic_distribution: Option<TrafficDistribution>,
+    /// How topology hints shaped the cluster-wide set on this node.
+    pub topology: Topology,
     /// Every endpoint for this port, sorted by address, with its categorisation.
     pub endpoints: Vec<EndpointView>,
 }
@@ -232,9 +250,19 @@ fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<
                 internal_policy: svc.internal_traffic_policy,
                 session_affinity: svc.session_affinity,
                 health_check_node_port: svc.health_check_node_port,
+                traffic_distribution: svc.traffic_distribution,
+                topology: Topology::Unused,
                 endpoints: Vec::new(),
             };
-            view.endpoints = categorize(&view, collect_endpoints(state, ctx, &view.name));
+            let zone = state.node(&ctx.node_name).and_then(Node::zone);
+            let (topology, endpoints) = categorize(
+                &view,
+                collect_endpoints(state, ctx, &view.name),
+                &ctx.node_name,
+                zone,
+            );
+            view.topology = topology;
+            view.endpoints = endpoints;
             view
         })
         .collect()
@@ -269,6 +297,8 @@ fn collect_endpoints(
                 addr,
                 node_name: ep.node_name.clone(),
                 zone: ep.zone.clone(),
+                zone_hints: ep.zone_hints.clone().unwrap_or_default(),
+                node_hints: ep.node_hints.clone().unwrap_or_default(),
                 conditions: ep.conditions,
                 is_local: ep.node_name.as_deref() == Some(ctx.node_name.as_str()),
                 cluster: Err(Exclusion::SetUnused),
@@ -277,46 +307,6 @@ fn collect_endpoints(
         }
     }
     by_addr.into_values().collect()
-}
-
-fn serving_terminating(c: &EndpointConditions) -> bool {
-    c.serving && c.terminating
-}
-
-/// Upstream `CategorizeEndpoints`, minus topology (added with topology-aware routing).
-fn categorize(view: &ServicePortView, mut eps: Vec<EndpointView>) -> Vec<EndpointView> {
-    if view.uses_cluster_endpoints() {
-        let any_ready = eps.iter().any(|e| e.conditions.ready);
-        for e in &mut eps {
-            e.cluster = membership(&e.conditions, any_ready);
-        }
-    }
-    if view.uses_local_endpoints() {
-        let any_local_ready = eps.iter().any(|e| e.is_local && e.conditions.ready);
-        for e in &mut eps {
-            e.local = if e.is_local {
-                membership(&e.conditions, any_local_ready)
-            } else {
-                Err(Exclusion::OtherNode)
-            };
-        }
-    }
-    eps
-}
-
-/// Ready endpoints are used; serving-and-terminating ones only when no ready one exists.
-fn membership(c: &EndpointConditions, any_ready: bool) -> Result<(), Exclusion> {
-    if c.ready {
-        Ok(())
-    } else if serving_terminating(c) {
-        if any_ready {
-            Err(Exclusion::Terminating)
-        } else {
-            Ok(())
-        }
-    } else {
-        Err(Exclusion::NotReady)
-    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use ipnet::IpNet;
 
 use ferry_model::{Exclusion, ServicePortView, TrafficPolicy};
 
+use super::topology;
 use super::{step, Candidate, Origin, Packet, StepKind, Trace, Verdict};
 use crate::nft::dispatch::endpoint_map;
 use crate::nft::{Key, ServiceRules, Value, Verdict as NftVerdict};
@@ -31,6 +32,7 @@ pub(super) fn candidates(
                 (Err(Exclusion::Terminating), _) => {
                     Some("terminating (ready endpoints exist, so no fallback)".to_owned())
                 }
+                (Err(Exclusion::Topology), _) => Some(topology::excluded(sview, e)),
                 (Err(Exclusion::OtherNode), _) => Some(format!(
                     "on another node ({})",
                     e.node_name.as_deref().unwrap_or("unknown")
@@ -100,8 +102,10 @@ impl Objects<'_> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn forward(
     sp: &ServicePlan,
+    sview: Option<&ServicePortView>,
     set: EndpointSet,
     p: &Packet,
     objs: &Objects<'_>,
@@ -109,9 +113,15 @@ fn forward(
     t: &mut Trace,
 ) {
     let targets = sp.endpoints(set).to_vec();
-    let label = match set {
-        EndpointSet::Cluster => "any ready endpoint in the cluster",
-        EndpointSet::Local => "a ready endpoint on this node",
+    let (label, why) = match set {
+        EndpointSet::Cluster => (
+            topology::cluster_label(sview),
+            match topology::note(sview) {
+                Some(note) => format!("{why}; {note}"),
+                None => why.to_owned(),
+            },
+        ),
+        EndpointSet::Local => ("a ready endpoint on this node".to_owned(), why.to_owned()),
     };
     t.steps.push(step(
         StepKind::Forward(set),
@@ -173,7 +183,7 @@ StepKind::Masquerade,
                 ));
             }
             let why = format!("internalTrafficPolicy {policy:?}");
-            forward(sp, set, p, objs, &why, t);
+            forward(sp, sview, set, p, objs, &why, t);
         }
         Dispatch::Drop => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
@@ -237,6 +247,7 @@ pub(super) fn external(
 StepKind::Masquerade,"marked for masquerade", "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it", masq_objs(&chain)));
             forward(
                 sp,
+                sview,
                 EndpointSet::Cluster,
                 p,
                 objs,
@@ -256,6 +267,7 @@ StepKind::ShortCircuit,
             ));
             forward(
                 sp,
+                sview,
                 EndpointSet::Cluster,
                 p,
                 objs,
@@ -274,6 +286,7 @@ StepKind::ShortCircuit,
             ));
             forward(
                 sp,
+                sview,
                 EndpointSet::Cluster,
                 p,
                 objs,
@@ -284,7 +297,7 @@ StepKind::ShortCircuit,
         (TrafficPolicy::Local, _) => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
             match ext.dispatch {
-                Dispatch::Forward(set) => forward(sp, set, p, objs, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
+                Dispatch::Forward(set) => forward(sp, sview, set, p, objs, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
                 _ => {
                     t.verdict = Verdict::Dropped;
                     t.steps.push(step(

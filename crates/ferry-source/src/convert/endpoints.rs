@@ -111,6 +111,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
                         node_name: non_empty(a.node_name.as_deref()).map(str::to_owned),
                         zone: None,
                         zone_hints: None,
+                        node_hints: None,
                     });
                 }
             }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use ferry_model::{
     IpFamily, ObjectRef, Service, ServiceName, ServicePort, ServiceType, SessionAffinity,
-    TrafficPolicy,
+    TrafficDistribution, TrafficPolicy,
 };
 use k8s_openapi::api::core::v1 as k8s;
 
@@ -97,7 +97,20 @@ pub fn service(svc: &k8s::Service) -> Result<Option<Service>, InvalidObject> {
         internal_traffic_policy,
         session_affinity,
         health_check_node_port,
+        traffic_distribution: traffic_distribution(spec.traffic_distribution.as_deref()),
     }))
+}
+
+/// `spec.trafficDistribution`. Unknown values give `None` rather than an error: kube-proxy never
+/// reads the field (the EndpointSlice controller turns it into hints, which Ferry follows), so
+/// a value from a newer API server must not cost the Service its rules.
+fn traffic_distribution(value: Option<&str>) -> Option<TrafficDistribution> {
+    match non_empty(value)? {
+        "PreferClose" => Some(TrafficDistribution::PreferClose),
+        "PreferSameZone" => Some(TrafficDistribution::PreferSameZone),
+        "PreferSameNode" => Some(TrafficDistribution::PreferSameNode),
+        _ => None,
+    }
 }
 
 /// `spec.clusterIPs` (or `spec.clusterIP`); `None` for a headless Service.

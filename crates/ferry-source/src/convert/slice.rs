@@ -128,11 +128,53 @@ fn endpoint(
         },
         node_name: non_empty(e.node_name.as_deref()).map(str::to_owned),
         zone: non_empty(e.zone.as_deref()).map(str::to_owned),
-        zone_hints: e
-            .hints
-            .as_ref()
-            .and_then(|h| h.for_zones.as_ref())
-            .filter(|zones| !zones.is_empty())
-            .map(|zones| zones.iter().map(|z| z.name.clone()).collect()),
+        zone_hints: hints(
+            e.hints.as_ref().and_then(|h| h.for_zones.as_ref()),
+            |z| &z.name,
+            object,
+            &format!("endpoints[{i}].hints.forZones"),
+        )?,
+        node_hints: hints(
+            e.hints.as_ref().and_then(|h| h.for_nodes.as_ref()),
+            |n| &n.name,
+            object,
+            &format!("endpoints[{i}].hints.forNodes"),
+        )?,
     })
+}
+
+/// Most entries the API server accepts in `hints.forZones` and in `hints.forNodes`.
+pub const MAX_HINTS: usize = 8;
+
+/// `hints.forZones` / `hints.forNodes`: the names, `None` when unset or empty. Checked as the
+/// API server checks them: at most [`MAX_HINTS`] entries, no name twice.
+fn hints<T>(
+    list: Option<&Vec<T>>,
+    name: fn(&T) -> &String,
+    object: &ObjectRef,
+    field: &str,
+) -> Result<Option<Vec<String>>, InvalidObject> {
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return Ok(None);
+    };
+    if list.len() > MAX_HINTS {
+        return Err(InvalidObject::new(
+            object,
+            field,
+            format!("must have at most {MAX_HINTS} entries, got {}", list.len()),
+        ));
+    }
+    let mut names: Vec<String> = Vec::with_capacity(list.len());
+    for (j, entry) in list.iter().enumerate() {
+        let n = name(entry);
+        if names.contains(n) {
+            return Err(InvalidObject::new(
+                object,
+                format!("{field}[{j}].name"),
+                format!("duplicate value {n:?}"),
+            ));
+        }
+        names.push(n.clone());
+    }
+    Ok(Some(names))
 }

@@ -9,6 +9,7 @@ mod family;
 mod node;
 mod service;
 mod slice;
+mod topology;
 
 /// A k8s-openapi object from JSON; panics on a typo in a test.
 fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {

@@ -30,6 +30,9 @@ pub const NODES: [(&str, &str); 3] = [
     (NODE1, "10.1.1.17"),
     (NODE2, "10.1.1.9"),
 ];
+/// Each node's `topology.kubernetes.io/zone` label: three nodes, three zones (the topology
+/// tests rely on it; the seed itself has no zones, and nothing else looks at them).
+pub const ZONES: [(&str, &str); 3] = [(MASTER, "zone-a"), (NODE1, "zone-c"), (NODE2, "zone-b")];
 
 /// The proxy mode under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +164,15 @@ fn manifest_objects(dir: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The objects of one manifest file's text, as JSON.
+fn objects_of(text: &str) -> Vec<serde_json::Value> {
+    serde_saphyr::from_multiple::<serde_json::Value>(text)
+        .expect("manifest YAML")
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
 /// Returns None (and says why) when the lab cannot run here.
 pub fn lab_or_skip() -> Option<Lab> {
     if !ferry_lab::running_as_root() {
@@ -198,13 +210,17 @@ impl Manifests {
 
     fn write_static(&self) {
         let mut nodes = String::new();
-        for ((name, ip), cidr) in NODES.iter().zip([
-            "192.168.235.192/26",
-            "192.168.36.64/26",
-            "192.168.169.128/26",
-        ]) {
+        for (((name, ip), cidr), (_, zone)) in NODES
+            .iter()
+            .zip([
+                "192.168.235.192/26",
+                "192.168.36.64/26",
+                "192.168.169.128/26",
+            ])
+            .zip(ZONES)
+        {
             nodes.push_str(&format!(
-                "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\nspec:\n  podCIDR: {cidr}\n  podCIDRs: [{cidr}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n  - type: Hostname\n    address: {name}\n"
+                "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n    kubernetes.io/hostname: {name}\n    topology.kubernetes.io/zone: {zone}\nspec:\n  podCIDR: {cidr}\n  podCIDRs: [{cidr}]\nstatus:\n  addresses:\n  - type: InternalIP\n    address: {ip}\n  - type: Hostname\n    address: {name}\n"
             ));
         }
         std::fs::write(self.dir.path().join("nodes.yaml"), nodes).expect("write nodes");
@@ -405,6 +421,74 @@ impl SeedLab {
         }
         for ((node, _), n) in NODES.iter().zip(before) {
             self.wait_synced(node, n + 1);
+        }
+    }
+
+    /// Number of syncs a node's Ferry has logged that rewrote at least one service (so not a
+    /// periodic resync with nothing pending).
+    pub fn service_syncs(&mut self, node: &str) -> usize {
+        self.ferry(node)
+            .log()
+            .lines()
+            .filter(|l| l.contains("synced rules") && !l.contains("services_changed=0"))
+            .count()
+    }
+
+    /// Writes one extra manifest file (e.g. a Service and its EndpointSlice) and waits until
+    /// every node has synced all of it. The manifest source delivers a file as one atomic
+    /// change; the API delivers one object at a time, so with [`Source::Api`] each changed
+    /// object is stored on its own, in file order, and synced before the next.
+    pub fn apply(&mut self, name: &str, text: &str) {
+        let path = self.manifests.dir.path().join(name);
+        let old = std::fs::read_to_string(&path)
+            .map(|t| objects_of(&t))
+            .unwrap_or_default();
+        let Some(api) = self.api.take() else {
+            let before = self.service_sync_counts();
+            self.manifests.put(name, text);
+            self.wait_service_synced(name, before);
+            return;
+        };
+        self.manifests.put(name, text);
+        let new = objects_of(text);
+        for object in new.iter().filter(|o| !old.contains(o)) {
+            let before = self.service_sync_counts();
+            api.apply(object.clone());
+            self.wait_service_synced(name, before);
+        }
+        let key = |o: &serde_json::Value| {
+            let s = |f: &str| {
+                o.pointer(f)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            (s("/kind"), s("/metadata/namespace"), s("/metadata/name"))
+        };
+        for gone in old.iter().filter(|o| !new.iter().any(|n| key(n) == key(o))) {
+            let before = self.service_sync_counts();
+            let (kind, namespace, object_name) = key(gone);
+            api.delete(&kind, &namespace, &object_name);
+            self.wait_service_synced(name, before);
+        }
+        self.api = Some(api);
+    }
+
+    fn service_sync_counts(&mut self) -> Vec<usize> {
+        NODES.iter().map(|(n, _)| self.service_syncs(n)).collect()
+    }
+
+    fn wait_service_synced(&mut self, name: &str, before: Vec<usize>) {
+        for ((node, _), n) in NODES.iter().zip(before) {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while self.service_syncs(node) <= n {
+                assert!(
+                    Instant::now() < deadline,
+                    "{node}: no service sync after writing {name} within 20 s; log:\n{}",
+                    self.ferry(node).log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 
