@@ -9,6 +9,7 @@
 //! only the chains of upstream kube-proxy's layout (`KUBE-SERVICES`, `KUBE-SVC-…`, …) and its
 //! jumps from the built-in chains. It never touches anything else.
 
+pub mod conntrack;
 pub mod iptables;
 mod netlink;
 mod nft;
