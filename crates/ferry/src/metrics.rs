@@ -24,6 +24,8 @@ use ferry_dataplane::SyncKind;
 use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
+mod conntrack;
+
 /// The `Content-Type` of `/metrics`.
 pub const CONTENT_TYPE_OPENMETRICS: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -90,6 +92,7 @@ struct Set {
     iptables_mode: std::sync::atomic::AtomicBool,
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
+    conntrack: conntrack::ConntrackMetrics,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -146,6 +149,7 @@ impl Metrics {
             iptables_mode: std::sync::atomic::AtomicBool::new(false),
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
+            conntrack: conntrack::ConntrackMetrics::new(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -232,6 +236,7 @@ impl Metrics {
             "Health-check NodePort servers open on this node",
             set.health_check_servers.clone(),
         );
+        set.conntrack.register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -385,6 +390,12 @@ impl Metrics {
                 kind: kind.to_owned(),
             })
             .inc();
+    }
+
+    /// A UDP conntrack cleanup ran for `elapsed` and deleted `deleted` entries; `ok` is false
+    /// when it failed.
+    pub fn conntrack_cleaned(&self, elapsed: Duration, deleted: u64, ok: bool) {
+        self.set.conntrack.cleaned(elapsed, deleted, ok);
     }
 
     /// Health-check NodePort servers now open.

@@ -239,6 +239,10 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
                     next_full = started + config.sync_period;
                 }
                 health.updated();
+                let stale = syncer.take_stale_flows();
+                if !crate::sync::conntrack::clean(syncer.family(), &stale, &metrics) {
+                    syncer.conntrack_failed();
+                }
                 metrics.sync_succeeded(SystemTime::now(), &trigger_times);
                 metrics.changes(syncer.pending_changes());
                 metrics.no_local_endpoints(syncer.status().no_local_endpoints());
