@@ -12,8 +12,8 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 
 use netlink_packet_core::{
-    Nla, NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK,
-    NLM_F_DUMP, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLM_F_ACK, NLM_F_DUMP,
+    NLM_F_REQUEST,
 };
 use netlink_packet_netfilter::conntrack::{
     ConntrackAttribute, ConntrackMessage, IPTuple, ProtoTuple, Tuple,
@@ -250,9 +250,7 @@ impl Ctnetlink {
 }
 
 /// The netlink messages of one datagram.
-fn messages(
-    buf: &[u8],
-) -> impl Iterator<Item = Result<NetlinkMessage<NetfilterMessage>, ()>> + '_ {
+fn messages(buf: &[u8]) -> impl Iterator<Item = Result<NetlinkMessage<NetfilterMessage>, ()>> + '_ {
     let mut offset = 0;
     std::iter::from_fn(move || {
         let rest = buf.get(offset..).filter(|r| !r.is_empty())?;

@@ -1,7 +1,8 @@
-use ferry_model::fixtures::{ip, mk_endpoint, mk_endpoint_with, mk_service, mk_slice, with_node_port};
+use ferry_model::fixtures::{
+    ip, mk_endpoint, mk_endpoint_with, mk_service, mk_slice, with_node_port,
+};
 use ferry_model::{
-    ClusterState, IpFamily, NodeContext, NodeView, Object, Protocol, ServiceName,
-    TrafficPolicy,
+    ClusterState, IpFamily, NodeContext, NodeView, Object, Protocol, ServiceName, TrafficPolicy,
 };
 
 use super::*;
@@ -48,7 +49,11 @@ fn filter(frontend: Frontend, keep: &[&str]) -> StaleFlowFilter {
 
 #[test]
 fn removed_endpoint_makes_flows_to_every_frontend_stale() {
-    let fe = [cluster(), Frontend::Address(addr("203.0.113.7:53")), Frontend::NodePort(30053)];
+    let fe = [
+        cluster(),
+        Frontend::Address(addr("203.0.113.7:53")),
+        Frontend::NodePort(30053),
+    ];
     let before = ports(vec![("dns", udp(&fe, &["10.0.1.1", "10.0.1.2"]))]);
     let after = ports(vec![("dns", udp(&fe, &["10.0.1.2"]))]);
     let got = stale_flows(&before, &after, false);
@@ -61,7 +66,10 @@ fn removed_endpoint_makes_flows_to_every_frontend_stale() {
 fn service_dropping_to_zero_endpoints_makes_all_its_flows_stale() {
     let before = ports(vec![("dns", udp(&[cluster()], &["10.0.1.1"]))]);
     let after = ports(vec![("dns", udp(&[cluster()], &[]))]);
-    assert_eq!(stale_flows(&before, &after, false), vec![filter(cluster(), &[])]);
+    assert_eq!(
+        stale_flows(&before, &after, false),
+        vec![filter(cluster(), &[])]
+    );
 }
 
 #[test]
@@ -85,7 +93,10 @@ fn added_endpoint_next_to_existing_ones_leaves_flows_alone() {
 fn unchanged_service_or_one_still_without_endpoints_needs_nothing() {
     let before = ports(vec![
         ("dns", udp(&[cluster()], &["10.0.1.1"])),
-        ("empty", udp(&[Frontend::Address(addr("10.96.0.11:53"))], &[])),
+        (
+            "empty",
+            udp(&[Frontend::Address(addr("10.96.0.11:53"))], &[]),
+        ),
     ]);
     assert_eq!(stale_flows(&before, &before.clone(), false), vec![]);
 }
@@ -108,7 +119,10 @@ fn deleted_service_and_removed_frontend_make_their_flows_stale() {
 fn new_service_with_endpoints_cleans_flows_that_predate_its_rules() {
     let after = ports(vec![
         ("dns", udp(&[cluster()], &["10.0.1.1"])),
-        ("empty", udp(&[Frontend::Address(addr("10.96.0.11:53"))], &[])),
+        (
+            "empty",
+            udp(&[Frontend::Address(addr("10.96.0.11:53"))], &[]),
+        ),
     ]);
     assert_eq!(
         stale_flows(&UdpServicePorts::new(), &after, false),
@@ -132,10 +146,22 @@ fn reconcile_checks_every_frontend() {
 #[test]
 fn filter_matches_by_destination_and_reply_source() {
     let f = filter(cluster(), &["10.0.1.2"]);
-    assert!(f.matches(addr(CLUSTER_IP), ip("10.0.1.1")), "DNATed to a removed endpoint");
-    assert!(f.matches(addr(CLUSTER_IP), ip("10.96.0.10")), "never DNATed");
-    assert!(!f.matches(addr(CLUSTER_IP), ip("10.0.1.2")), "a serving endpoint");
-    assert!(!f.matches(addr("10.96.0.10:54"), ip("10.0.1.1")), "another port");
+    assert!(
+        f.matches(addr(CLUSTER_IP), ip("10.0.1.1")),
+        "DNATed to a removed endpoint"
+    );
+    assert!(
+        f.matches(addr(CLUSTER_IP), ip("10.96.0.10")),
+        "never DNATed"
+    );
+    assert!(
+        !f.matches(addr(CLUSTER_IP), ip("10.0.1.2")),
+        "a serving endpoint"
+    );
+    assert!(
+        !f.matches(addr("10.96.0.10:54"), ip("10.0.1.1")),
+        "another port"
+    );
     let np = filter(Frontend::NodePort(30053), &[]);
     assert!(np.matches(addr("10.1.1.9:30053"), ip("10.0.1.1")));
     assert!(!np.matches(addr("10.1.1.9:30054"), ip("10.0.1.1")));
@@ -183,7 +209,11 @@ fn udp_ports_come_from_the_node_view_with_serving_endpoints() {
         port: "http".into(),
         protocol: Protocol::Udp,
     };
-    assert_eq!(got.keys().collect::<Vec<_>>(), vec![&name], "only the UDP port");
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        vec![&name],
+        "only the UDP port"
+    );
     let mut frontends = vec![
         Frontend::Address(addr("10.96.0.10:53")),
         Frontend::Address(addr("203.0.113.7:53")),

@@ -26,12 +26,7 @@ fn id(value: u32) -> ConntrackAttribute {
 fn dnated() -> Vec<ConntrackAttribute> {
     vec![
         ConntrackAttribute::CtaTupleOrig(tuple("192.168.235.200", "10.96.0.10", 5000, 53)),
-        ConntrackAttribute::CtaTupleReply(tuple(
-            "192.168.169.166",
-            "192.168.235.200",
-            5353,
-            5000,
-        )),
+        ConntrackAttribute::CtaTupleReply(tuple("192.168.169.166", "192.168.235.200", 5353, 5000)),
         ConntrackAttribute::CtaTimeout(30),
         id(7),
     ]
@@ -65,7 +60,10 @@ fn a_dumped_entry_gives_its_tuples_and_the_key_to_delete_it_by() {
     assert_eq!(f.protocol, IPPROTO_UDP);
     assert_eq!(f.orig_src, "192.168.235.200:5000".parse().expect("addr"));
     assert_eq!(f.orig_dst, "10.96.0.10:53".parse().expect("addr"));
-    assert_eq!(f.reply_src, "192.168.169.166".parse::<IpAddr>().expect("ip"));
+    assert_eq!(
+        f.reply_src,
+        "192.168.169.166".parse::<IpAddr>().expect("ip")
+    );
     // Deleted by original tuple and id; the reply tuple and the timeout are not sent.
     assert_eq!(
         f.key,
@@ -90,7 +88,11 @@ fn a_datagram_splits_into_its_messages() {
         NetlinkPayload::<NetfilterMessage>::Done(DoneMessage::default()),
     );
     done.header.sequence_number = 3;
-    let buf = datagram(vec![dump_message(3, dnated()), dump_message(3, dnated()), done]);
+    let buf = datagram(vec![
+        dump_message(3, dnated()),
+        dump_message(3, dnated()),
+        done,
+    ]);
     let msgs: Vec<_> = messages(&buf).collect::<Result<_, _>>().expect("decodable");
     assert_eq!(msgs.len(), 3);
     assert!(matches!(msgs[2].payload, NetlinkPayload::Done(_)));

@@ -53,7 +53,9 @@ impl ConntrackMetrics {
     /// A cleanup ran for `elapsed` and deleted `deleted` entries; `ok` is false when it failed.
     pub(super) fn cleaned(&self, elapsed: Duration, deleted: u64, ok: bool) {
         let f = family();
-        self.duration.get_or_create(&f).observe(elapsed.as_secs_f64());
+        self.duration
+            .get_or_create(&f)
+            .observe(elapsed.as_secs_f64());
         self.deleted.get_or_create(&f).inc_by(deleted);
         if !ok {
             self.failures.get_or_create(&f).inc();

@@ -271,7 +271,10 @@ fn conntrack_cleanups_are_timed_and_counted_per_family() {
         Some(3.0)
     );
     assert_eq!(
-        sample(&text, &format!("ferry_conntrack_cleanup_failures_total{family}")),
+        sample(
+            &text,
+            &format!("ferry_conntrack_cleanup_failures_total{family}")
+        ),
         Some(1.0)
     );
     assert_eq!(

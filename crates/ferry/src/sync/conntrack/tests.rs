@@ -26,7 +26,10 @@ fn state(endpoints: &[&str]) -> ClusterState {
         TrafficPolicy::Cluster,
     );
     svc.ports[0].protocol = Protocol::Udp;
-    let eps = endpoints.iter().map(|a| mk_endpoint(a, "k8s-node2")).collect();
+    let eps = endpoints
+        .iter()
+        .map(|a| mk_endpoint(a, "k8s-node2"))
+        .collect();
     let mut slice = mk_slice("dev", "dns", 5353, eps);
     slice.ports[0].protocol = Protocol::Udp;
     let mut state = ClusterState::new();
@@ -90,10 +93,15 @@ fn filters_not_taken_yet_are_kept_until_taken() {
     let mut flows = StaleFlows::default();
     let dirty = BTreeSet::from([dns()]);
     flows.synced(&state(&[]), &context(), false, &dirty);
-    assert!(flows.take().is_empty(), "a new service without endpoints: nothing to clean");
+    assert!(
+        flows.take().is_empty(),
+        "a new service without endpoints: nothing to clean"
+    );
     flows.synced(&state(&["10.0.1.1"]), &context(), false, &dirty);
     flows.synced(&state(&["10.0.1.1"]), &context(), false, &BTreeSet::new());
     let got = flows.take();
     assert_eq!(frontends(&got), [cluster_ip(), Frontend::NodePort(30053)]);
-    assert!(got.iter().all(|f| f.keep == BTreeSet::from([ip("10.0.1.1")])));
+    assert!(got
+        .iter()
+        .all(|f| f.keep == BTreeSet::from([ip("10.0.1.1")])));
 }
