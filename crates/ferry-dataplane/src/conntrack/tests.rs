@@ -120,3 +120,166 @@ fn no_filters_means_no_dump() {
         CleanupReport::default()
     );
 }
+
+/// The real kernel, in a network namespace of the test's own (root only; skipped otherwise).
+mod kernel {
+    use std::collections::BTreeSet;
+    use std::fs::File;
+    use std::process::Command;
+
+    use ferry_compile::conntrack::Frontend;
+    use nix::sched::{setns, CloneFlags};
+
+    use super::*;
+
+    /// A namespace deleted on drop, even when the test panics.
+    struct Netns(String);
+
+    impl Netns {
+        fn new(tag: &str) -> Option<Netns> {
+            if !nix::unistd::geteuid().is_root() {
+                eprintln!("skipping: needs root (CI runs as root)");
+                return None;
+            }
+            let name = format!("ferryct-{}-{tag}", std::process::id());
+            run(&["ip", "netns", "add", &name]);
+            Some(Netns(name))
+        }
+
+        /// `conntrack <args>` in the namespace.
+        fn conntrack(&self, args: &[&str]) -> String {
+            let mut argv = vec!["ip", "netns", "exec", &self.0, "conntrack"];
+            argv.extend(args);
+            run(&argv)
+        }
+
+        /// Runs `f` on a thread inside the namespace.
+        fn enter<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+            let file = File::open(format!("/run/netns/{}", self.0)).expect("netns file");
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    setns(&file, CloneFlags::CLONE_NEWNET).expect("setns");
+                    f()
+                })
+                .join()
+                .expect("thread")
+            })
+        }
+    }
+
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip")
+                .args(["netns", "delete", &self.0])
+                .status();
+        }
+    }
+
+    fn run(argv: &[&str]) -> String {
+        let out = Command::new(argv[0])
+            .args(&argv[1..])
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{argv:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Inserts a flow `192.168.235.200:sport → dst:dport` answered by `reply_src:5353`.
+    fn insert(ns: &Netns, proto: &str, dst: &str, dport: u16, reply_src: &str, sport: u16) {
+        let (sport, dport) = (sport.to_string(), dport.to_string());
+        let tcp_state: &[&str] = if proto == "tcp" {
+            &["--state", "ESTABLISHED"]
+        } else {
+            &[]
+        };
+        let mut args = vec![
+            "-I",
+            "-p",
+            proto,
+            "-s",
+            "192.168.235.200",
+            "-d",
+            dst,
+            "--sport",
+            &sport,
+            "--dport",
+            &dport,
+            "-r",
+            reply_src,
+            "-q",
+            "192.168.235.200",
+            "--reply-port-src",
+            "5353",
+            "--reply-port-dst",
+            &sport,
+            "-t",
+            "120",
+            "-u",
+            "SEEN_REPLY",
+        ];
+        args.extend(tcp_state);
+        ns.conntrack(&args);
+    }
+
+    #[test]
+    fn deletes_exactly_the_stale_udp_entries() {
+        let Some(ns) = Netns::new("del") else { return };
+        // Stale: DNATed to the removed endpoint, never DNATed, NodePort to the removed endpoint.
+        insert(&ns, "udp", "10.96.0.10", 53, "10.0.1.1", 5001);
+        insert(&ns, "udp", "10.96.0.10", 53, "10.96.0.10", 5002);
+        insert(&ns, "udp", "10.1.1.9", 30053, "10.0.1.1", 5003);
+        // Live or unrelated: the serving endpoint, TCP, another port.
+        insert(&ns, "udp", "10.96.0.10", 53, "10.0.1.2", 5004);
+        insert(&ns, "tcp", "10.96.0.10", 53, "10.0.1.1", 5005);
+        insert(&ns, "udp", "10.96.0.10", 54, "10.0.1.1", 5006);
+        let keep: BTreeSet<IpAddr> = ["10.0.1.2".parse().expect("ip")].into();
+        let filters = [
+            StaleFlowFilter {
+                frontend: Frontend::Address("10.96.0.10:53".parse().expect("addr")),
+                keep: keep.clone(),
+            },
+            StaleFlowFilter {
+                frontend: Frontend::NodePort(30053),
+                keep,
+            },
+        ];
+        let report = ns
+            .enter(|| delete_stale_udp(IpFamily::V4, &filters))
+            .expect("cleanup");
+        assert_eq!(
+            (
+                report.dumped,
+                report.stale,
+                report.deleted,
+                report.already_gone
+            ),
+            (6, 3, 3, 0),
+            "{report:?}"
+        );
+        let left = ns.conntrack(&["-L"]);
+        let mut sports: Vec<&str> = left
+            .lines()
+            .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("sport=")))
+            .collect();
+        sports.sort();
+        assert_eq!(sports, ["5004", "5005", "5006"], "{left}");
+    }
+
+    #[test]
+    fn deleting_an_entry_that_is_gone_is_enoent() {
+        let Some(ns) = Netns::new("gone") else { return };
+        let f = flow(dnated()).expect("flow");
+        let result = ns.enter(|| {
+            let mut ct = Ctnetlink::open().expect("socket");
+            ct.delete(IpFamily::V4, &f)
+        });
+        assert_eq!(
+            result.expect_err("no such entry").raw_os_error(),
+            Some(ENOENT)
+        );
+    }
+}
