@@ -1,5 +1,4 @@
-//! UDP conntrack cleanup and SCTP DNAT with real packets, in every proxy mode. Needs root
-//! (skips otherwise).
+//! UDP conntrack cleanup with real packets, in every proxy mode. Needs root (skips otherwise).
 //!
 //! The UDP clients keep their source port (a bound, connected socket), so every datagram after
 //! the first belongs to the same conntrack entry: without the cleanup they would keep going
@@ -9,77 +8,29 @@
 #[macro_use]
 #[path = "support/modes.rs"]
 mod modes;
-#[path = "support/sctp.rs"]
-mod sctp;
 #[path = "support/seed.rs"]
 mod seed;
+#[path = "support/services.rs"]
+mod services;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use ferry_lab::spec::{CLIENT, MASTER, NODE1};
 use ferry_lab::Host;
-use seed::{Hello, Mode, SeedLab, MASTER_POD, NODES, POD_A, POD_B};
+use seed::{Hello, Mode, SeedLab, MASTER_POD, POD_A, POD_B};
+use services::{apply, entries, service, table};
 
 /// The UDP service of the first case: dev/dns, 10.96.0.53:53/UDP → 56010, NodePort 30053.
 const DNS_IP: &str = "10.96.0.53";
 const DNS_NODE_PORT: u16 = 30053;
 /// The UDP service created while a client already sends to it: dev/late-dns, 10.96.0.54:53.
 const LATE_IP: &str = "10.96.0.54";
-/// The SCTP service: dev/sctp, 10.96.0.55:7777/SCTP → 56010.
-const SCTP_IP: &str = "10.96.0.55";
-const SCTP_PORT: u16 = 7777;
 /// k8s-node1: receives the NodePort traffic and has no endpoint itself (Cluster policy).
 const NODE1_IP: &str = "10.1.1.17";
 
 fn start(mode: Mode) -> Option<SeedLab> {
     SeedLab::start_with(mode, "Cluster", &["--sync-period", "1h"])
-}
-
-/// A Service (ClusterIP, or NodePort with `node_port`) with one port `proto` `port` → 56010,
-/// and its EndpointSlice with `endpoints` (pod IPs on k8s-node2; `None`: no slice at all).
-fn service(
-    name: &str,
-    cluster_ip: &str,
-    proto: &str,
-    port: u16,
-    node_port: Option<u16>,
-    endpoints: Option<&[&str]>,
-) -> String {
-    let (kind, np) = match node_port {
-        Some(p) => ("NodePort", format!("\n    nodePort: {p}")),
-        None => ("ClusterIP", String::new()),
-    };
-    let mut text = format!(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: dev\nspec:\n  type: {kind}\n  clusterIP: {cluster_ip}\n  ports:\n  - name: p\n    protocol: {proto}\n    port: {port}\n    targetPort: 56010{np}\n"
-    );
-    if let Some(endpoints) = endpoints {
-        let eps: String = endpoints
-            .iter()
-            .map(|ip| {
-                format!("- addresses: [\"{ip}\"]\n  conditions:\n    ready: true\n  nodeName: k8s-node2\n")
-            })
-            .collect();
-        let eps = if eps.is_empty() {
-            "[]\n".to_owned()
-        } else {
-            format!("\n{eps}")
-        };
-        text.push_str(&format!(
-            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: {name}-x1\n  namespace: dev\n  labels:\n    kubernetes.io/service-name: {name}\naddressType: IPv4\nports:\n- name: p\n  port: 56010\n  protocol: {proto}\nendpoints: {eps}"
-        ));
-    }
-    text
-}
-
-/// Writes one manifest file and waits until every node has synced once more (the cleanup runs
-/// after the sync, before its "synced rules" line).
-fn apply(seed: &mut SeedLab, file: &str, text: &str) {
-    let before: Vec<usize> = NODES.iter().map(|(n, _)| seed.syncs(n)).collect();
-    seed.manifests.put(file, text);
-    for ((node, _), n) in NODES.iter().zip(before) {
-        seed.wait_synced(node, n + 1);
-    }
 }
 
 /// A UDP socket in `host`'s namespace bound to `bind` and connected to `to`: one source port,
@@ -108,40 +59,6 @@ fn ask(sock: &UdpSocket) -> Result<String, std::io::Error> {
 
 fn answer(seed: &SeedLab, sock: &UdpSocket, what: &str) -> String {
     ask(sock).unwrap_or_else(|e| panic!("{what}: no answer: {e}\n{}", seed.logs()))
-}
-
-/// `conntrack -L` on a node for UDP/SCTP flows from `src`, with the given reply source: the
-/// entries' lines.
-fn entries(
-    seed: &SeedLab,
-    node: &str,
-    proto: &str,
-    src: SocketAddr,
-    reply_src: &str,
-) -> Vec<String> {
-    let out = seed
-        .lab
-        .exec(
-            node,
-            [
-                "conntrack",
-                "-L",
-                "-p",
-                proto,
-                "--orig-src",
-                &src.ip().to_string(),
-                "--sport",
-                &src.port().to_string(),
-                "--reply-src",
-                reply_src,
-            ],
-        )
-        .expect("conntrack -L");
-    out.lines().map(str::to_owned).collect()
-}
-
-fn table(seed: &SeedLab, node: &str) -> String {
-    seed.lab.exec(node, ["conntrack", "-L"]).unwrap_or_default()
 }
 
 /// A pod and an outside client talk to a UDP service (ClusterIP and NodePort) from fixed source
@@ -283,87 +200,7 @@ fn udp_service_getting_its_first_endpoint_is_reached_at_once(mode: Mode) {
     );
 }
 
-/// An SCTP INIT, built by hand and sent from a pod with a raw socket, to an SCTP ClusterIP:
-/// the endpoint pod captures it addressed to itself (port 56010, valid checksum after NAT,
-/// from the pod's own IP), and the client's node holds the DNATed SCTP entry.
-fn sctp_init_to_a_cluster_ip_is_dnated_to_the_endpoint(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
-    apply(
-        &mut seed,
-        "sctp.yaml",
-        &service("sctp", SCTP_IP, "SCTP", SCTP_PORT, None, Some(&[POD_A.1])),
-    );
-    let capture = seed
-        .lab
-        .run_in(&Host::pod(POD_A.0), sctp::raw_socket)
-        .expect("enter pod A")
-        .expect("raw SCTP socket in pod A");
-    let sender = seed
-        .lab
-        .run_in(&Host::pod(MASTER_POD.0), sctp::raw_socket)
-        .expect("enter the client pod")
-        .expect("raw SCTP socket in the client pod");
-    let (src_port, tag) = (40055, 0x5eed_cafe);
-    let init = sctp::init_packet(src_port, SCTP_PORT, tag);
-    let mut got = None;
-    // An INIT may wait for ARP on its way; resend (same tuple) a few times.
-    for _ in 0..6 {
-        sctp::send(&sender, &init, SCTP_IP.parse().expect("ip")).expect("send INIT");
-        got = sctp::capture(&capture, src_port);
-        if got.is_some() {
-            break;
-        }
-    }
-    let got = got.unwrap_or_else(|| {
-        panic!(
-            "pod A captured no INIT\n{}\n{}",
-            table(&seed, MASTER),
-            seed.logs()
-        )
-    });
-    assert_eq!(
-        got,
-        sctp::Received {
-            src: format!("{}:{src_port}", MASTER_POD.1)
-                .parse()
-                .expect("addr"),
-            dst: format!("{}:56010", POD_A.1).parse().expect("addr"),
-            chunk_type: 1,
-            initiate_tag: tag,
-            checksum_ok: true,
-        }
-    );
-    let src: SocketAddr = format!("{}:{src_port}", MASTER_POD.1)
-        .parse()
-        .expect("addr");
-    let ct = entries(&seed, MASTER, "sctp", src, POD_A.1);
-    assert_eq!(ct.len(), 1, "{}", table(&seed, MASTER));
-    assert!(
-        ct[0].contains(&format!("dst={SCTP_IP}")) && ct[0].contains(&format!("dport={SCTP_PORT}")),
-        "{ct:?}"
-    );
-}
-
-#[test]
-fn crc32c_matches_the_standard_check_value() {
-    // The CRC-32C check value of "123456789" (RFC 3720, B.4 lists the same polynomial).
-    assert_eq!(sctp::crc32c(b"123456789"), 0xE306_9283);
-    let p = sctp::init_packet(1, 2, 3);
-    assert_eq!(p.len(), 32);
-    let mut ip = vec![
-        0x45, 0, 0, 52, 0, 0, 0, 0, 64, 132, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
-    ];
-    ip.extend(&p);
-    let r = sctp::parse(&ip).expect("an SCTP packet");
-    assert!(r.checksum_ok);
-    assert_eq!(
-        (r.src.port(), r.dst.port(), r.chunk_type, r.initiate_tag),
-        (1, 2, 1, 3)
-    );
-}
-
 every_mode!(
     udp_client_reaches_the_next_endpoint_once_its_endpoint_is_removed,
     udp_service_getting_its_first_endpoint_is_reached_at_once,
-    sctp_init_to_a_cluster_ip_is_dnated_to_the_endpoint,
 );
