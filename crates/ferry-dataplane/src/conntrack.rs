@@ -23,7 +23,7 @@ use netlink_packet_netfilter::{
 };
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr as NetlinkAddr};
 
-use ferry_compile::conntrack::StaleFlowFilter;
+use ferry_compile::conntrack::{StaleFlowFilter, StaleFlowIndex};
 use ferry_model::IpFamily;
 
 /// `CTA_ID`: the kernel's id of a conntrack entry.
@@ -123,10 +123,10 @@ pub fn delete_stale_udp(
         undecodable,
         ..CleanupReport::default()
     };
+    let index = StaleFlowIndex::new(filters);
     let stale: Vec<&Flow> = flows
         .iter()
-        .filter(|f| f.protocol == IPPROTO_UDP)
-        .filter(|f| filters.iter().any(|s| s.matches(f.orig_dst, f.reply_src)))
+        .filter(|f| f.protocol == IPPROTO_UDP && index.is_stale(f.orig_dst, f.reply_src))
         .collect();
     report.stale = stale.len();
     let mut failed: Option<(usize, io::Error, String)> = None;
@@ -156,7 +156,12 @@ pub fn delete_stale_udp(
 struct Ctnetlink {
     socket: Socket,
     seq: u32,
+    buf: Vec<u8>,
 }
+
+/// Receive buffer: larger than the biggest skb the kernel fills for a dump (32 KiB), so no
+/// datagram is ever truncated, and large enough that each read carries many entries.
+const RECV_BUFFER: usize = 64 * 1024;
 
 impl Ctnetlink {
     fn open() -> Result<Self, ConntrackError> {
@@ -165,7 +170,17 @@ impl Ctnetlink {
         socket
             .connect(&NetlinkAddr::new(0, 0))
             .map_err(ConntrackError::Socket)?;
-        Ok(Self { socket, seq: 0 })
+        Ok(Self {
+            socket,
+            seq: 0,
+            buf: vec![0; RECV_BUFFER],
+        })
+    }
+
+    /// Reads one datagram into `self.buf`; returns its length.
+    fn recv(&mut self) -> io::Result<usize> {
+        let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
+        Ok(n.min(self.buf.len()))
     }
 
     fn send(&mut self, family: IpFamily, msg: ConntrackMessage, flags: u16) -> io::Result<u32> {
@@ -195,8 +210,8 @@ impl Ctnetlink {
         let mut flows = Vec::new();
         let mut undecodable = 0;
         loop {
-            let (buf, _) = self.socket.recv_from_full().map_err(dump_err)?;
-            for msg in messages(&buf) {
+            let n = self.recv().map_err(dump_err)?;
+            for msg in messages(&self.buf[..n]) {
                 let Ok(msg) = msg else {
                     undecodable += 1;
                     continue;
@@ -233,8 +248,8 @@ impl Ctnetlink {
             NLM_F_REQUEST | NLM_F_ACK,
         )?;
         loop {
-            let (buf, _) = self.socket.recv_from_full()?;
-            for msg in messages(&buf).flatten() {
+            let n = self.recv()?;
+            for msg in messages(&self.buf[..n]).flatten() {
                 if msg.header.sequence_number != seq {
                     continue;
                 }

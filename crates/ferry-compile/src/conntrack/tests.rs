@@ -168,6 +168,33 @@ fn filter_matches_by_destination_and_reply_source() {
 }
 
 #[test]
+fn the_index_answers_like_the_filters() {
+    let filters = vec![
+        filter(cluster(), &["10.0.1.2"]),
+        filter(Frontend::Address(addr("10.96.0.11:53")), &[]),
+        filter(Frontend::NodePort(30053), &["10.0.1.2", "10.0.1.3"]),
+    ];
+    let index = StaleFlowIndex::new(&filters);
+    let dsts = [
+        "10.96.0.10:53",
+        "10.96.0.11:53",
+        "10.96.0.10:54",
+        "10.1.1.9:30053",
+        "10.1.1.9:53",
+    ];
+    let replies = ["10.0.1.1", "10.0.1.2", "10.0.1.3", "10.96.0.10"];
+    for dst in dsts {
+        for reply in replies {
+            let (dst, reply) = (addr(dst), ip(reply));
+            let want = filters.iter().any(|f| f.matches(dst, reply));
+            assert_eq!(index.is_stale(dst, reply), want, "{dst} reply from {reply}");
+        }
+    }
+    assert!(index.is_stale(addr("10.96.0.10:53"), ip("10.0.1.1")));
+    assert!(!StaleFlowIndex::new(&[]).is_stale(addr("10.96.0.10:53"), ip("10.0.1.1")));
+}
+
+#[test]
 fn udp_ports_come_from_the_node_view_with_serving_endpoints() {
     let mut svc = with_node_port(
         mk_service("dev", "dns", "10.96.0.10", 53),
