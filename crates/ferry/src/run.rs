@@ -239,15 +239,17 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
                     next_full = started + config.sync_period;
                 }
                 health.updated();
-                let stale = syncer.take_stale_flows();
-                if !crate::sync::conntrack::clean(syncer.family(), &stale, &metrics) {
-                    syncer.conntrack_failed();
-                }
                 metrics.sync_succeeded(SystemTime::now(), &trigger_times);
                 metrics.changes(syncer.pending_changes());
                 metrics.no_local_endpoints(syncer.status().no_local_endpoints());
                 health_checks.sync(&syncer.status().health_checks()).await;
                 metrics.health_check_servers(health_checks.open().len());
+                // Stale UDP flows go once the new rules are in; before the "synced rules" line,
+                // so whoever waits for that line sees the cleanup done too.
+                let stale = syncer.take_stale_flows();
+                if !crate::sync::conntrack::clean(syncer.family(), &stale, &metrics) {
+                    syncer.conntrack_failed();
+                }
                 tracing::info!(
                     kind = ?report.kind,
                     services_changed = services,
