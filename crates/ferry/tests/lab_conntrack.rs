@@ -152,6 +152,34 @@ fn udp_client_reaches_the_next_endpoint_once_its_endpoint_is_removed(mode: Mode)
     }
 }
 
+/// The last endpoint leaves the slice (the pod keeps running): the client's very next datagram
+/// is refused ("connection refused", the service's reject rule) instead of still reaching the
+/// old pod through its conntrack entry.
+fn udp_client_is_refused_once_the_last_endpoint_is_removed(mode: Mode) {
+    let Some(mut seed) = start(mode) else { return };
+    let file = "dns.yaml";
+    let dns = |eps: &[&str]| service("dns", DNS_IP, "UDP", 53, None, Some(eps));
+    apply(&mut seed, file, &dns(&[POD_A.1]));
+    let src: SocketAddr = format!("{}:40056", MASTER_POD.1).parse().expect("addr");
+    let to = format!("{DNS_IP}:53").parse().expect("addr");
+    let pod = udp_client(&seed, &Host::pod(MASTER_POD.0), src, to);
+    assert_eq!(answer(&seed, &pod, "pod → ClusterIP"), POD_A.0);
+
+    apply(&mut seed, file, &dns(&[]));
+    let master_table = table(&seed, MASTER);
+    assert!(
+        entries(&seed, MASTER, "udp", src, POD_A.1).is_empty(),
+        "stale entry on {MASTER}:\n{master_table}"
+    );
+    match ask(&pod) {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+        other => panic!(
+            "expected connection refused, got {other:?}\n{}",
+            seed.logs()
+        ),
+    }
+}
+
 /// A pod sends to a UDP ClusterIP before its Service exists (the datagrams are routed away, not
 /// DNATed: an entry that later datagrams keep following). The Service appears without
 /// endpoints: still nothing answers. Its first endpoint appears: the same socket reaches it at
@@ -202,5 +230,6 @@ fn udp_service_getting_its_first_endpoint_is_reached_at_once(mode: Mode) {
 
 every_mode!(
     udp_client_reaches_the_next_endpoint_once_its_endpoint_is_removed,
+    udp_client_is_refused_once_the_last_endpoint_is_removed,
     udp_service_getting_its_first_endpoint_is_reached_at_once,
 );
