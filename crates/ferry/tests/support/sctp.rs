@@ -102,14 +102,14 @@ pub fn send(socket: &Socket, packet: &[u8], dst: Ipv4Addr) -> std::io::Result<()
     Ok(())
 }
 
-/// The next SCTP packet from source port `src_port` captured on `socket`, if one arrives
-/// before the socket's read timeout.
-pub fn capture(socket: &Socket, src_port: u16) -> Option<Received> {
+/// The next INIT with initiate tag `tag` captured on `socket` (the tag survives NAT, which may
+/// change both addresses and ports), if one arrives before the socket's read timeout.
+pub fn capture(socket: &Socket, tag: u32) -> Option<Received> {
     let mut buf = [0u8; 2048];
     loop {
         let n = (&*socket).read(&mut buf).ok()?;
         match parse(&buf[..n]) {
-            Some(r) if r.src.port() == src_port => return Some(r),
+            Some(r) if r.chunk_type == CHUNK_INIT && r.initiate_tag == tag => return Some(r),
             _ => continue,
         }
     }
