@@ -116,21 +116,16 @@ pub fn delete_stale_udp(
     if filters.is_empty() {
         return Ok(CleanupReport::default());
     }
-    let mut ct = Ctnetlink::open()?;
-    let (flows, undecodable) = ct.dump(family)?;
-    let mut report = CleanupReport {
-        dumped: flows.len() + undecodable,
-        undecodable,
-        ..CleanupReport::default()
-    };
     let index = StaleFlowIndex::new(filters);
-    let stale: Vec<&Flow> = flows
-        .iter()
-        .filter(|f| f.protocol == IPPROTO_UDP && index.is_stale(f.orig_dst, f.reply_src))
-        .collect();
+    let mut ct = Ctnetlink::open()?;
+    let mut report = CleanupReport::default();
+    // Only the stale entries are kept: the table may hold a million.
+    let stale = ct.dump(family, &mut report, |f| {
+        f.protocol == IPPROTO_UDP && index.is_stale(f.orig_dst, f.reply_src)
+    })?;
     report.stale = stale.len();
     let mut failed: Option<(usize, io::Error, String)> = None;
-    for flow in stale {
+    for flow in &stale {
         tracing::debug!(%flow, "deleting stale conntrack entry");
         match ct.delete(family, flow) {
             Ok(()) => report.deleted += 1,
@@ -197,8 +192,14 @@ impl Ctnetlink {
         Ok(self.seq)
     }
 
-    /// Every entry of `family`'s table, and how many messages could not be decoded.
-    fn dump(&mut self, family: IpFamily) -> Result<(Vec<Flow>, usize), ConntrackError> {
+    /// The entries of `family`'s table that `keep` selects; counts every entry (and those that
+    /// could not be decoded) in `report`.
+    fn dump(
+        &mut self,
+        family: IpFamily,
+        report: &mut CleanupReport,
+        keep: impl Fn(&Flow) -> bool,
+    ) -> Result<Vec<Flow>, ConntrackError> {
         let dump_err = |source| ConntrackError::Dump { family, source };
         let seq = self
             .send(
@@ -208,32 +209,36 @@ impl Ctnetlink {
             )
             .map_err(dump_err)?;
         let mut flows = Vec::new();
-        let mut undecodable = 0;
         loop {
             let n = self.recv().map_err(dump_err)?;
             for msg in messages(&self.buf[..n]) {
                 let Ok(msg) = msg else {
-                    undecodable += 1;
+                    report.dumped += 1;
+                    report.undecodable += 1;
                     continue;
                 };
                 if msg.header.sequence_number != seq {
                     continue;
                 }
                 match msg.payload {
-                    NetlinkPayload::Done(_) => return Ok((flows, undecodable)),
+                    NetlinkPayload::Done(_) => return Ok(flows),
                     NetlinkPayload::Error(e) => match e.code {
                         Some(code) => {
                             return Err(dump_err(io::Error::from_raw_os_error(-code.get())))
                         }
-                        None => return Ok((flows, undecodable)),
+                        None => return Ok(flows),
                     },
                     NetlinkPayload::InnerMessage(NetfilterMessage {
                         inner: NetfilterMessageInner::Conntrack(ConntrackMessage::New(attrs)),
                         ..
-                    }) => match flow(attrs) {
-                        Some(f) => flows.push(f),
-                        None => undecodable += 1,
-                    },
+                    }) => {
+                        report.dumped += 1;
+                        match flow(attrs) {
+                            Some(f) if keep(&f) => flows.push(f),
+                            Some(_) => {}
+                            None => report.undecodable += 1,
+                        }
+                    }
                     _ => {}
                 }
             }
