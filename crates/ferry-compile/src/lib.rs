@@ -10,6 +10,7 @@
 //! golden files and diffs mean something. It must never do I/O.
 
 pub mod config;
+pub mod conntrack;
 pub mod iptables;
 pub mod nft;
 mod node;

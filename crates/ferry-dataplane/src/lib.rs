@@ -7,8 +7,10 @@
 //!
 //! In nftables mode it owns only Ferry's table (`ip ferry`, `ip6 ferry`); in iptables mode
 //! only the chains of upstream kube-proxy's layout (`KUBE-SERVICES`, `KUBE-SVC-…`, …) and its
-//! jumps from the built-in chains. It never touches anything else.
+//! jumps from the built-in chains. It never touches anything else, except that after a sync it
+//! deletes the UDP conntrack entries the compiler found stale ([`conntrack`]), as kube-proxy does.
 
+pub mod conntrack;
 pub mod iptables;
 mod netlink;
 mod nft;

@@ -2,8 +2,10 @@
 //! `ClientIp : <peer ip>, ServerName : <name>, ServerIp : <local ip>` plus a newline, so a test
 //! sees which pod answered and which source address reached it (i.e. whether SNAT happened).
 //!
-//! [`serve_echo`] is what `ferry lab-pod --name N --listen ADDR` runs, and what this crate's
-//! `ferry-lab-echo` binary runs. Std only, one thread per connection.
+//! [`serve_echo`] is what this crate's `ferry-lab-echo` binary runs; `ferry lab-pod --name N
+//! --listen ADDR` runs it together with [`serve_echo_udp`] on the same address (a datagram is
+//! answered with the same body, so UDP clients see the pod's name too). Std only, one thread
+//! per connection.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -74,6 +76,19 @@ pub fn serve_echo_udp(name: &str, listen: SocketAddr) -> io::Result<()> {
         let body = echo_body(name, peer.ip(), local.ip());
         sock.send_to(body.as_bytes(), peer)?;
     }
+}
+
+/// Serves [`serve_echo`] (TCP) and [`serve_echo_udp`] on the same address, as `ferry lab-pod`
+/// does: a UDP service port of the lab reaches the same pods. A UDP socket that cannot be bound
+/// is reported and TCP is served anyway.
+pub fn serve_echo_tcp_and_udp(name: &str, listen: SocketAddr) -> io::Result<()> {
+    let udp_name = name.to_string();
+    std::thread::spawn(move || {
+        if let Err(e) = serve_echo_udp(&udp_name, listen) {
+            eprintln!("lab-pod {udp_name}: udp {listen}: {e}");
+        }
+    });
+    serve_echo(name, listen)
 }
 
 /// One parsed request head.

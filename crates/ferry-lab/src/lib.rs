@@ -51,7 +51,9 @@ pub mod process;
 pub mod spec;
 pub mod state;
 
-pub use echo::{echo_body, serve_echo, serve_echo_listener, serve_echo_udp};
+pub use echo::{
+    echo_body, serve_echo, serve_echo_listener, serve_echo_tcp_and_udp, serve_echo_udp,
+};
 pub use http::{CurlOptions, CurlResult, HttpError, HttpResponse};
 pub use lab::{running_as_root, ClientInfo, Host, Lab, LabError, NodeInfo};
 pub use netns::NetnsError;

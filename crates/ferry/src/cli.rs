@@ -37,7 +37,7 @@ pub enum Command {
     /// A small cluster in network namespaces on this machine (root).
     #[command(subcommand)]
     Lab(crate::lab_cmd::LabCommand),
-    /// (lab) Serve the seed's url-analysis echo app, as a lab pod.
+    /// (lab) Serve the seed's url-analysis echo app, as a lab pod (TCP and UDP).
     #[command(hide = true)]
     LabPod {
         /// Pod name shown as `ServerName`.

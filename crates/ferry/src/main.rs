@@ -145,12 +145,14 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::LabPod { name, listen } => match ferry_lab::serve_echo(&name, listen) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("ferry lab-pod: {e}");
-                ExitCode::FAILURE
+        Command::LabPod { name, listen } => {
+            match ferry_lab::serve_echo_tcp_and_udp(&name, listen) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ferry lab-pod: {e}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
     }
 }

@@ -25,6 +25,8 @@ use ferry_model::IpFamily;
 use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
+mod conntrack;
+
 /// The `Content-Type` of `/metrics`.
 pub const CONTENT_TYPE_OPENMETRICS: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -99,6 +101,7 @@ struct Set {
     iptables_mode: std::sync::atomic::AtomicBool,
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
+    conntrack: conntrack::ConntrackMetrics,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -159,6 +162,7 @@ impl Metrics {
             iptables_mode: std::sync::atomic::AtomicBool::new(false),
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
+            conntrack: conntrack::ConntrackMetrics::new(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -245,6 +249,7 @@ impl Metrics {
             "Health-check NodePort servers open on this node",
             set.health_check_servers.clone(),
         );
+        set.conntrack.register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -398,6 +403,12 @@ impl Metrics {
                 kind: kind.to_owned(),
             })
             .inc();
+    }
+
+    /// A UDP conntrack cleanup ran for `elapsed` and deleted `deleted` entries; `ok` is false
+    /// when it failed.
+    pub fn conntrack_cleaned(&self, family: IpFamily, elapsed: Duration, deleted: u64, ok: bool) {
+        self.set.conntrack.cleaned(family, elapsed, deleted, ok);
     }
 
     /// Health-check NodePort servers now open.

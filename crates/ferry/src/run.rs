@@ -250,6 +250,12 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
                         family,
                         family_syncer.status().no_local_endpoints(),
                     );
+                    // Stale UDP flows go once the new rules are in; before the "synced rules"
+                    // line, so whoever waits for that line sees the cleanup done too.
+                    let stale = family_syncer.take_stale_flows();
+                    if !crate::sync::conntrack::clean(family, &stale, &metrics) {
+                        family_syncer.conntrack_failed();
+                    }
                     round.add(&report);
                 }
                 Err(e) => {

@@ -17,6 +17,7 @@ use ferry_dataplane::{ApplyError, SyncReport};
 use ferry_model::{ClusterState, NodeContext, Object, ObjectKey, ServiceName, Touched};
 use ferry_source::SourceEvent;
 
+pub mod conntrack;
 mod dataplane;
 pub mod status;
 
@@ -75,6 +76,7 @@ pub struct Syncer<D: Dataplane = Box<dyn Dataplane>> {
     full_pending: bool,
     changes: PendingChanges,
     status: ServiceStatus,
+    stale_flows: conntrack::StaleFlows,
 }
 
 impl<D: Dataplane> Syncer<D> {
@@ -89,6 +91,7 @@ impl<D: Dataplane> Syncer<D> {
             full_pending: true,
             changes: PendingChanges::default(),
             status: ServiceStatus::default(),
+            stale_flows: conntrack::StaleFlows::default(),
         }
     }
 
@@ -159,6 +162,17 @@ impl<D: Dataplane> Syncer<D> {
         &self.status
     }
 
+    /// The UDP conntrack flows the last successful syncs made stale, as filters for
+    /// [`conntrack::clean`] (taken: each is returned once).
+    pub fn take_stale_flows(&mut self) -> Vec<ferry_compile::conntrack::StaleFlowFilter> {
+        self.stale_flows.take()
+    }
+
+    /// The last conntrack cleanup failed: the next sync checks every UDP frontend.
+    pub fn conntrack_failed(&mut self) {
+        self.stale_flows.failed();
+    }
+
     /// The IP family this syncer programs.
     pub fn family(&self) -> ferry_model::IpFamily {
         self.context.family
@@ -199,6 +213,8 @@ impl<D: Dataplane> Syncer<D> {
         } else {
             self.status.update(&self.state, &self.context, &self.dirty);
         }
+        self.stale_flows
+            .synced(&self.state, &self.context, full, &self.dirty);
         self.changes.clear();
         self.dirty.clear();
         self.full_pending = false;

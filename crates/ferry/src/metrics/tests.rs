@@ -278,3 +278,45 @@ fn ipv6_syncs_are_labelled_with_their_family() {
         "{text}"
     );
 }
+
+#[test]
+fn conntrack_cleanups_are_timed_and_counted_per_family() {
+    let m = Metrics::new();
+    let text = m.encode();
+    let declared = types(&text);
+    for (name, kind) in [
+        (
+            "kubeproxy_conntrack_reconciler_sync_duration_seconds",
+            "histogram",
+        ),
+        ("kubeproxy_conntrack_reconciler_deleted_entries", "counter"),
+        ("ferry_conntrack_cleanup_failures", "counter"),
+    ] {
+        assert_eq!(declared.get(name).map(String::as_str), Some(kind), "{name}");
+    }
+    m.conntrack_cleaned(IpFamily::V4, Duration::from_millis(3), 2, true);
+    m.conntrack_cleaned(IpFamily::V4, Duration::from_millis(1), 1, false);
+    let text = m.encode();
+    let family = "{ip_family=\"IPv4\"}";
+    assert_eq!(
+        sample(
+            &text,
+            &format!("kubeproxy_conntrack_reconciler_deleted_entries_total{family}")
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("ferry_conntrack_cleanup_failures_total{family}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("kubeproxy_conntrack_reconciler_sync_duration_seconds_count{family}")
+        ),
+        Some(2.0)
+    );
+}

@@ -205,3 +205,47 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
 }
 
 mod iptables;
+
+#[test]
+fn a_successful_sync_hands_out_the_stale_udp_flows_once() {
+    use ferry_model::Protocol;
+    let (mut s, rec) = syncer();
+    let udp = |endpoints: &[&str]| {
+        let mut svc = mk_service("dev", "dns", "10.96.0.10", 53);
+        svc.ports[0].protocol = Protocol::Udp;
+        let eps = endpoints
+            .iter()
+            .map(|a| mk_endpoint(a, "k8s-node2"))
+            .collect();
+        let mut slice = mk_slice("dev", "dns", 5353, eps);
+        slice.ports[0].protocol = Protocol::Udp;
+        vec![Object::Service(svc), Object::EndpointSlice(slice)]
+    };
+    s.handle(SourceEvent::Resync(udp(&[
+        "192.168.169.166",
+        "192.168.169.168",
+    ])));
+    s.sync(false).expect("sync");
+    assert_eq!(
+        s.take_stale_flows().len(),
+        1,
+        "the first sync checks every frontend"
+    );
+    assert!(s.take_stale_flows().is_empty());
+
+    for obj in udp(&["192.168.169.168"]) {
+        s.handle(SourceEvent::Apply(obj));
+    }
+    *rec.fail.lock().expect("lock") = true;
+    assert!(s.sync(false).is_err());
+    assert!(
+        s.take_stale_flows().is_empty(),
+        "nothing before the rules are in"
+    );
+    *rec.fail.lock().expect("lock") = false;
+    s.sync(false).expect("sync");
+    let stale = s.take_stale_flows();
+    assert_eq!(stale.len(), 1);
+    let removed = ip("192.168.169.166");
+    assert!(stale[0].matches("10.96.0.10:53".parse().expect("addr"), removed));
+}
