@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use ferry_model::{IpFamily, ServiceName};
 
 pub use super::element::{Element, Key, Value, Verdict};
+use super::rule::DispatchChain;
 
 /// A chain and its rules (rule bodies in nft syntax).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +61,7 @@ impl SetDef {
 pub struct ServiceRules {
     /// Dispatch chains its elements `goto`, sorted by name. They are shared: a chain's name
     /// determines its rules, and many services use the same chain; the ruleset counts users.
-    pub chains: Vec<Chain>,
+    pub chains: Vec<DispatchChain>,
     /// Elements, sorted. Elements of the shared sets (`cluster-ips`, `hairpin`) may also be
     /// contributed by other services; the ruleset counts them.
     pub elements: Vec<Element>,
@@ -84,7 +85,7 @@ pub struct Ruleset {
     /// How many services contribute each element of a shared set.
     pub(crate) shared: BTreeMap<(&'static str, Key), usize>,
     /// Dispatch chains in use, with the number of services using each.
-    pub(crate) dispatch: BTreeMap<String, (usize, Chain)>,
+    pub(crate) dispatch: BTreeMap<String, (usize, DispatchChain)>,
 }
 
 /// Sets whose elements several services may contribute.
@@ -146,7 +147,7 @@ impl Ruleset {
     }
 
     /// The dispatch chains in use, sorted by name.
-    pub fn dispatch_chains(&self) -> impl Iterator<Item = &Chain> {
+    pub fn dispatch_chains(&self) -> impl Iterator<Item = &DispatchChain> {
         self.dispatch.values().map(|(_, c)| c)
     }
 

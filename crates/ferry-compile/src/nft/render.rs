@@ -27,13 +27,6 @@ impl RenderContext {
             pod_cidrs: plan.pod_cidrs.clone(),
         }
     }
-
-    pub(crate) fn ip(&self) -> &'static str {
-        match self.family {
-            IpFamily::V4 => "ip",
-            IpFamily::V6 => "ip6",
-        }
-    }
 }
 
 /// Renders a whole plan.

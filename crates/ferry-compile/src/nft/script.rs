@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 
 use ferry_model::{IpFamily, ServiceName};
 
-use super::model::{Chain, Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::model::{Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::rule::DispatchChain;
 
 /// Ferry's table name (in the `ip` and `ip6` families).
 pub const TABLE: &str = "ferry";
@@ -59,10 +60,56 @@ impl Writer {
         );
     }
 
-    fn rules(&mut self, chain: &Chain) {
+    fn rules<R: std::fmt::Display>(&mut self, chain: &str, rules: &[R]) {
         self.tx.chains_written += 1;
-        for rule in &chain.rules {
-            self.line("add", "rule", &format!("{} {rule}", chain.name));
+        for rule in rules {
+            self.line("add", "rule", &format!("{chain} {rule}"));
+        }
+    }
+
+    /// `add table`, the base and fixed chains, and the set declarations.
+    fn declare(&mut self, desired: &Ruleset, recreate: bool) {
+        let table = format!(
+            "add table {} {{ comment \"rules for Ferry\"; }}\n",
+            self.prefix
+        );
+        self.tx.text.push_str(&table);
+        if recreate {
+            let _ = writeln!(self.tx.text, "delete table {}", self.prefix);
+            self.tx.text.push_str(&table);
+        }
+        for b in &desired.base_chains {
+            let spec = format!(
+                "{} {{ type {} hook {} priority {}; policy accept; }}",
+                b.chain.name, b.kind, b.hook, b.priority
+            );
+            self.line("add", "chain", &spec);
+        }
+        for c in &desired.chains {
+            self.line("add", "chain", &c.name);
+        }
+        for s in &desired.sets {
+            self.set_def(s);
+        }
+    }
+
+    /// Rewrites the rules of the base and fixed chains (flushing them first unless the table
+    /// was just created).
+    fn fixed_rules(&mut self, desired: &Ruleset, flush: bool) {
+        let fixed = || {
+            desired
+                .base_chains
+                .iter()
+                .map(|b| &b.chain)
+                .chain(&desired.chains)
+        };
+        if flush {
+            for c in fixed() {
+                self.line("flush", "chain", &c.name);
+            }
+        }
+        for c in fixed() {
+            self.rules(&c.name, &c.rules);
         }
     }
 
@@ -85,46 +132,20 @@ impl Writer {
 }
 
 impl Transaction {
-    /// A full sync: declares every object, empties every chain, set and map Ferry owns, loads
-    /// the whole ruleset and deletes `stale_chains`. With `recreate`, the table is deleted and
-    /// created anew first (used at start-up, when what the kernel holds is unknown); established
-    /// connections are unaffected because their NAT bindings live in conntrack.
+    /// A full sync in one `nft -f` run, used when Ferry cannot talk netlink itself and as the
+    /// fallback when the table's declarations conflict (e.g. after an upgrade): declares every
+    /// object, empties every chain, set and map Ferry owns, loads the whole ruleset and deletes
+    /// `stale_chains`. With `recreate`, the table is deleted and created anew first, which is
+    /// the only way nft 1.0.6 can write the dispatch chains' rules (see [`super::rule`]);
+    /// established connections are unaffected because their NAT bindings live in conntrack.
     pub fn full(desired: &Ruleset, stale_chains: &[String], recreate: bool) -> Transaction {
         let mut w = Writer::new(desired.family);
-        let table = format!(
-            "add table {} {{ comment \"rules for Ferry\"; }}\n",
-            w.prefix
-        );
-        w.tx.text.push_str(&table);
-        if recreate {
-            let _ = writeln!(w.tx.text, "delete table {}", w.prefix);
-            w.tx.text.push_str(&table);
-        }
-        for b in &desired.base_chains {
-            let spec = format!(
-                "{} {{ type {} hook {} priority {}; policy accept; }}",
-                b.chain.name, b.kind, b.hook, b.priority
-            );
-            w.line("add", "chain", &spec);
-        }
-        let regular: Vec<&Chain> = desired
-            .chains
-            .iter()
-            .chain(desired.dispatch_chains())
-            .collect();
-        for c in &regular {
+        w.declare(desired, recreate);
+        for c in desired.dispatch_chains() {
             w.line("add", "chain", &c.name);
         }
-        for s in &desired.sets {
-            w.set_def(s);
-        }
         if !recreate {
-            let all = desired
-                .base_chains
-                .iter()
-                .map(|b| &b.chain)
-                .chain(regular.iter().copied());
-            for c in all {
+            for c in desired.dispatch_chains() {
                 w.line("flush", "chain", &c.name);
             }
             for s in &desired.sets {
@@ -134,13 +155,9 @@ impl Transaction {
                 w.line("flush", "chain", name);
             }
         }
-        for c in desired
-            .base_chains
-            .iter()
-            .map(|b| &b.chain)
-            .chain(regular.iter().copied())
-        {
-            w.rules(c);
+        w.fixed_rules(desired, !recreate);
+        for c in desired.dispatch_chains() {
+            w.rules(&c.name, &c.rules);
         }
         for (set, els) in desired.all_elements() {
             w.elements("add", set, &els, true);
@@ -148,6 +165,27 @@ impl Transaction {
         if !recreate {
             for name in stale_chains {
                 w.line("delete", "chain", name);
+            }
+        }
+        w.tx
+    }
+
+    /// The part of a full sync that `nft` writes when the rest goes over netlink: the table,
+    /// the base and fixed chains with their rules (flushed first), the set declarations and
+    /// the elements of the interval sets. No dispatch chain and no other element: these rules
+    /// read only `type` maps, so nft can always write them again, and the script stays small
+    /// whatever the number of services. Nothing here refers to a dispatch chain, so the
+    /// dispatch chains and elements already in the kernel keep working until the netlink
+    /// batch replaces them.
+    pub fn skeleton(desired: &Ruleset) -> Transaction {
+        let mut w = Writer::new(desired.family);
+        w.declare(desired, false);
+        w.fixed_rules(desired, true);
+        let all = desired.all_elements();
+        for s in desired.sets.iter().filter(|s| s.interval) {
+            w.line("flush", s.kind(), s.name);
+            if let Some(els) = all.get(s.name) {
+                w.elements("add", s.name, els, true);
             }
         }
         w.tx
@@ -175,7 +213,7 @@ impl Transaction {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Delta<'a> {
     /// Dispatch chains to create (first user came), with their rules.
-    pub add_chains: Vec<&'a Chain>,
+    pub add_chains: Vec<&'a DispatchChain>,
     /// Dispatch chains to delete (last user went), after their elements.
     pub delete_chains: Vec<&'a str>,
     /// Elements to delete, by set (a key whose value changed is deleted and added again).
@@ -195,7 +233,7 @@ impl<'a> Delta<'a> {
             elements: Vec::new(),
         };
         let empty = &EMPTY;
-        let mut chain_delta: BTreeMap<&str, (isize, &Chain)> = BTreeMap::new();
+        let mut chain_delta: BTreeMap<&str, (isize, &DispatchChain)> = BTreeMap::new();
         let mut old_els: BTreeSet<&Element> = BTreeSet::new();
         let mut new_els: BTreeSet<&Element> = BTreeSet::new();
         let mut shared_delta: BTreeMap<(&'static str, &Key), (isize, &Element)> = BTreeMap::new();
@@ -219,7 +257,7 @@ impl<'a> Delta<'a> {
         }
         // Dispatch chains are shared: one is added when its first user comes and deleted when
         // its last user goes. A chain's rules never change (its name says what they are).
-        let mut added: Vec<&Chain> = Vec::new();
+        let mut added: Vec<&DispatchChain> = Vec::new();
         let mut removed: Vec<&str> = Vec::new();
         for (name, (delta, c)) in &chain_delta {
             let before = installed.chain_users(name) as isize;
@@ -281,7 +319,7 @@ impl<'a> Delta<'a> {
             w.line("flush", "chain", name);
         }
         for c in &self.add_chains {
-            w.rules(c);
+            w.rules(&c.name, &c.rules);
         }
         for (set, els) in &self.delete {
             w.elements("delete", set, els, false);

@@ -159,7 +159,7 @@ fn random_choice_is_uniform_over_the_slots() {
             chain
                 .rules
                 .iter()
-                .any(|r| r.contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
+                .any(|r| r.to_string().contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
             "{chain:?}"
         );
     }
