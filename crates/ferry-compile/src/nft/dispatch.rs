@@ -7,11 +7,11 @@
 //! and an endpoint change that keeps n changes map elements only: no rule, no chain, so the
 //! kernel does not re-validate the table.
 
-use ferry_model::TrafficPolicy;
 use super::model::{Element, Key, ServiceRules, Value, Verdict};
-use super::rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 use super::render::RenderContext;
+use super::rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, ServicePlan};
+use ferry_model::TrafficPolicy;
 
 fn set_name(set: EndpointSet) -> &'static str {
     match set {
@@ -73,10 +73,9 @@ fn cluster_ip_chain(
 ) -> DispatchChain {
     let (suffix, rule) = match masq {
         ClusterIpMasquerade::Never => ("-no-masquerade", None),
-        ClusterIpMasquerade::NotFromPods => (
-            "",
-            Some(jump_masquerade(ctx, vec![from_pods(ctx, true)])),
-        ),
+        ClusterIpMasquerade::NotFromPods => {
+            ("", Some(jump_masquerade(ctx, vec![from_pods(ctx, true)])))
+        }
         ClusterIpMasquerade::Always => ("-masquerade-all", Some(jump_masquerade(ctx, vec![]))),
     };
     let mut rules: Vec<DispatchRule> = rule.into_iter().collect();

@@ -156,10 +156,9 @@ fn random_choice_is_uniform_over_the_slots() {
         assert_eq!(eps.len(), n, "each endpoint in exactly one slot, n={n}");
         let chain = &rules.chains[0];
         assert!(
-            chain
-                .rules
-                .iter()
-                .any(|r| r.to_string().contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
+            chain.rules.iter().any(|r| r
+                .to_string()
+                .contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
             "{chain:?}"
         );
     }

@@ -1,4 +1,6 @@
 use super::*;
+use ferry_compile::nft::{Element, Key, Value};
+use ferry_model::Protocol;
 
 #[test]
 fn slot_keys_pad_every_field_to_a_register() {
