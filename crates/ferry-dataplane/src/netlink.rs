@@ -97,10 +97,10 @@ impl NetlinkSocket {
             }
         }
         for (set, els) in &delta.delete {
-            batch.elements(false, set, els)?;
+            batch.elements(false, set, els.iter().copied())?;
         }
         for (set, els) in &delta.add {
-            batch.elements(true, set, els)?;
+            batch.elements(true, set, els.iter().copied())?;
         }
         for name in &delta.delete_chains {
             batch.flush_chain(name);
@@ -165,11 +165,8 @@ impl NetlinkSocket {
             }
         }
         let mut written = 0;
-        for (set, els) in desired.all_elements() {
-            if bulk.contains(&set) {
-                batch.elements(true, set, &els)?;
-                written += els.len();
-            }
+        for set in &bulk {
+            written += batch.elements(true, set, desired.set_elements(set))?;
         }
         let (bytes, acks, next_seq) = batch.finish();
         self.seq = next_seq;

@@ -164,6 +164,12 @@ impl<R: NftRunner> NftDataplane<R> {
         self.installed.as_ref()
     }
 
+    /// Drops what this process believes the kernel holds (the next sync must be full). A full
+    /// sync calls it before compiling, so that it never holds two whole rulesets.
+    pub fn forget_installed(&mut self) {
+        self.installed = None;
+    }
+
     /// True when the next sync must be full (start-up, or after a failure).
     pub fn needs_full(&self) -> bool {
         self.installed.is_none()

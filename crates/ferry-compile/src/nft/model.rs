@@ -1,5 +1,6 @@
 //! Typed desired state of Ferry's nftables table.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use ferry_model::{IpFamily, ServiceName};
@@ -160,12 +161,44 @@ impl Ruleset {
             .chain(self.dispatch.keys().map(String::as_str))
     }
 
+    /// The elements of one set, each shared element once, in no particular order. Unlike
+    /// [`all_elements`](Self::all_elements) it builds no index of the whole table (a full sync
+    /// streams a quarter of a million elements through this).
+    pub fn set_elements<'a>(
+        &'a self,
+        set: &'static str,
+    ) -> Box<dyn Iterator<Item = Cow<'a, Element>> + 'a> {
+        if SHARED_SETS.contains(&set) {
+            // Shared elements carry neither value nor comment; the counts hold their keys.
+            return Box::new(
+                self.shared
+                    .range((set, Key::Addr(std::net::Ipv4Addr::UNSPECIFIED.into()))..)
+                    .take_while(move |((s, _), _)| *s == set)
+                    .map(move |((_, k), _)| Cow::Owned(Element::new(set, k.clone(), None))),
+            );
+        }
+        let node = self.elements.iter().filter(move |e| e.set == set);
+        let services = self
+            .services
+            .values()
+            .flat_map(|s| s.elements.iter())
+            .filter(move |e| e.set == set);
+        // Two services claiming the same frontend (conflicting manifests): the first wins, as
+        // in `all_elements`, so the kernel never sees one key twice.
+        let mut seen = std::collections::HashSet::new();
+        Box::new(
+            node.chain(services)
+                .filter(move |e| seen.insert(&e.key))
+                .map(Cow::Borrowed),
+        )
+    }
+
     /// Every element, each shared element once, grouped by set.
     pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<&Element>> {
         let mut by_set: BTreeMap<&'static str, BTreeMap<&Key, &Element>> = BTreeMap::new();
         let service_elements = self.services.values().flat_map(|s| s.elements.iter());
         for e in self.elements.iter().chain(service_elements) {
-            by_set.entry(e.set).or_default().insert(&e.key, e);
+            by_set.entry(e.set).or_default().entry(&e.key).or_insert(e);
         }
         by_set
             .into_iter()

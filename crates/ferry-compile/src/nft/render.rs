@@ -259,5 +259,8 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
     out.chains.dedup_by(|a, b| a.name == b.name);
     out.elements.sort();
     out.elements.dedup();
+    // Held for as long as the service is installed: no growth slack.
+    out.elements.shrink_to_fit();
+    out.chains.shrink_to_fit();
     out
 }

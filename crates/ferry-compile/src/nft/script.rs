@@ -181,12 +181,15 @@ impl Transaction {
         let mut w = Writer::new(desired.family);
         w.declare(desired, false);
         w.fixed_rules(desired, true);
-        let all = desired.all_elements();
+        // Interval sets hold node-level elements only (the node port addresses).
         for s in desired.sets.iter().filter(|s| s.interval) {
             w.line("flush", s.kind(), s.name);
-            if let Some(els) = all.get(s.name) {
-                w.elements("add", s.name, els, true);
-            }
+            let els: Vec<&Element> = desired
+                .elements
+                .iter()
+                .filter(|e| e.set == s.name)
+                .collect();
+            w.elements("add", s.name, &els, true);
         }
         w.tx
     }

@@ -217,3 +217,25 @@ fn hairpin_key(ip: &str) -> Key {
     let ip: std::net::IpAddr = ip.parse().expect("ip");
     Key::AddrPair(ip, ip)
 }
+
+#[test]
+fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
+    for policy in [TrafficPolicy::Cluster, TrafficPolicy::Local] {
+        let mut state = seed_state(policy, &["192.168.169.166", "192.168.36.70"]);
+        state.apply(Object::Service(mk_service(
+            "dev",
+            "other",
+            "10.96.0.20",
+            80,
+        )));
+        for node in ["k8s-node1", "k8s-node2"] {
+            let ctx = NodeContext {
+                node_name: node.into(),
+                family: IpFamily::V4,
+            };
+            let compiler = crate::NodeCompiler::new(&state, &ctx, &cfg());
+            let whole = render(&Plan::build(&NodeView::build(&state, &ctx), &cfg()));
+            assert_eq!(compiler.full(&state), whole, "{node} {policy:?}");
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! a multiple of 4 bytes: an address is 4 (or 16) bytes, a protocol 1 byte + 3, a port 2 bytes
 //! (network order) + 2, a `numgen` slot 4 bytes in host order (what `numgen` writes).
 
+use std::borrow::Borrow;
 use std::net::{IpAddr, SocketAddr};
 
 use ferry_compile::nft::{Element, Key, Value, Verdict};
@@ -107,14 +108,15 @@ impl Batch {
     }
 
     /// Adds (`add`) or deletes elements of one set, in as many messages as needed.
-    pub(crate) fn elements(
+    pub(crate) fn elements<E: Borrow<Element>>(
         &mut self,
         add: bool,
         set: &str,
-        els: &[&Element],
-    ) -> Result<(), Unsupported> {
-        let mut rest = els;
-        while !rest.is_empty() {
+        els: impl IntoIterator<Item = E>,
+    ) -> Result<usize, Unsupported> {
+        let mut els = els.into_iter().peekable();
+        let mut count = 0;
+        while els.peek().is_some() {
             let (kind, flags) = if add {
                 (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK)
             } else {
@@ -125,19 +127,15 @@ impl Batch {
             attr_str(&mut self.buf, NFTA_SET_ELEM_LIST_SET, set);
             let list = begin_attr(&mut self.buf, NFTA_SET_ELEM_LIST_ELEMENTS | NLA_F_NESTED);
             let start = self.buf.len();
-            let mut written = 0;
-            for e in rest {
-                if self.buf.len() - start > MAX_ELEMENTS_BYTES {
-                    break;
-                }
-                self.element(e, add)?;
-                written += 1;
+            while self.buf.len() - start <= MAX_ELEMENTS_BYTES {
+                let Some(e) = els.next() else { break };
+                self.element(e.borrow(), add)?;
+                count += 1;
             }
             end_attr(&mut self.buf, list);
             self.end_msg(msg);
-            rest = &rest[written..];
         }
-        Ok(())
+        Ok(count)
     }
 
     fn element(&mut self, e: &Element, with_value: bool) -> Result<(), Unsupported> {
