@@ -105,6 +105,8 @@ pub fn run(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut via_netlink = 0usize;
     let mut escalated = 0usize;
+    // Changes that needed a dispatch chain no service used before (a new endpoint count).
+    let mut new_shape = Vec::new();
     for k in 0..opts.changes {
         let (_, slice) = spec.changed_slice(k);
         let t = Instant::now();
@@ -134,6 +136,9 @@ pub fn run(
         // A change that needs a dispatch chain nobody used yet (a new endpoint count) is a
         // full sync of the updated ruleset: counted, and in the figures.
         escalated += usize::from(r.kind == SyncKind::Full);
+        if r.kind == SyncKind::Partial && r.chains_written > 0 {
+            new_shape.push(ms(elapsed));
+        }
         via_netlink += usize::from(r.netlink);
         total.push(ms(elapsed));
         compile_part.push(ms(compiled));
@@ -166,6 +171,11 @@ pub fn run(
         ("incr_nft_p50_ms", med(&nft_part)),
         ("incr_via_netlink", via_netlink.to_string()),
         ("incr_full", escalated.to_string()),
+        ("incr_new_chain_n", new_shape.len().to_string()),
+        (
+            "incr_new_chain_max_ms",
+            percentile(&new_shape, 100.0).map_or_else(|| "-".to_owned(), f2),
+        ),
         (
             "incr_bytes_p50",
             median(&bytes).map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),

@@ -175,6 +175,8 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
                     "incr_nft_p50_ms",
                     "incr_via_netlink",
                     "incr_full",
+                    "incr_new_chain_n",
+                    "incr_new_chain_max_ms",
                     "incr_bytes_p50",
                     "incr_max_ms",
                     "resync_compile_ms",
@@ -206,6 +208,8 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
             "incr: apply",
             "incr via netlink",
             "incr → full",
+            "incr new chain",
+            "new chain ms",
             "incr bytes",
             "incr max",
             "resync: compile",
@@ -228,7 +232,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
          (NodeCompiler::full), as the agent's periodic resync does.\n  incr = state.apply(slice) + \
          base check + recompile of the one service + delta + netlink batch (agent path);\n  \
          'nft' columns = time inside the kernel transaction (nft tool + netlink batch); 'delta' = the rest of \
-         apply_changes.\n  iptables modes: compile = NodeView::build + Plan::build + iptables::render; full sync = \
+         apply_changes;\n  'incr new chain' = changes that created a dispatch chain in their batch (a new endpoint count), 'new chain ms' = the slowest of them.\n  iptables modes: compile = NodeView::build + Plan::build + iptables::render; full sync = \
          iptables-restore --noflush + the\n  jump rules (-C, -I); incr = one partial sync (shared top-level \
          chains + the changed service's chains), agent path,\n  'delta' = the canary check (two \
          `iptables -S`), 'nft' = iptables-restore; chains = nat + filter chains.\n  peak RSS = VmHWM of the measuring process (one process per N), at the \

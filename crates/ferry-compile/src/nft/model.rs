@@ -1,7 +1,7 @@
 //! Typed desired state of Ferry's nftables table.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ferry_model::{IpFamily, ServiceName};
 
@@ -83,8 +83,9 @@ pub struct Ruleset {
     pub elements: Vec<Element>,
     /// Per-service chains and elements.
     pub services: BTreeMap<ServiceName, ServiceRules>,
-    /// How many services contribute each element of a shared set.
-    pub(crate) shared: BTreeMap<(&'static str, Key), usize>,
+    /// How many services contribute each element of a shared set (a hash map: one entry per
+    /// endpoint address, the largest index Ferry keeps, looked up but never listed in order).
+    pub(crate) shared: HashMap<(&'static str, Key), u32>,
     /// Dispatch chains in use, with the number of services using each.
     pub(crate) dispatch: BTreeMap<String, (usize, DispatchChain)>,
 }
@@ -139,7 +140,7 @@ impl Ruleset {
 
     /// How many services contribute a shared element.
     pub fn shared_count(&self, set: &'static str, key: &Key) -> usize {
-        self.shared.get(&(set, key.clone())).copied().unwrap_or(0)
+        self.shared.get(&(set, key.clone())).map_or(0, |n| *n as usize)
     }
 
     /// How many services use a dispatch chain.
@@ -172,9 +173,9 @@ impl Ruleset {
             // Shared elements carry neither value nor comment; the counts hold their keys.
             return Box::new(
                 self.shared
-                    .range((set, Key::Addr(std::net::Ipv4Addr::UNSPECIFIED.into()))..)
-                    .take_while(move |((s, _), _)| *s == set)
-                    .map(move |((_, k), _)| Cow::Owned(Element::new(set, k.clone(), None))),
+                    .keys()
+                    .filter(move |(s, _)| *s == set)
+                    .map(move |(_, k)| Cow::Owned(Element::new(set, k.clone(), None))),
             );
         }
         let node = self.elements.iter().filter(move |e| e.set == set);

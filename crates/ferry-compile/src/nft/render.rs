@@ -244,7 +244,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         sets,
         elements,
         services: BTreeMap::new(),
-        shared: BTreeMap::new(),
+        shared: Default::default(),
         dispatch: BTreeMap::new(),
     }
 }
