@@ -39,6 +39,9 @@ pub enum NetlinkError {
     /// The kernel rejected the batch.
     #[error("the kernel rejected the netlink batch: {0}")]
     Rejected(nix::errno::Errno),
+    /// The ruleset holds something the encoder does not write.
+    #[error("not encodable over netlink: {0}")]
+    Unencodable(&'static str),
     /// The kernel answered something unexpected.
     #[error("unexpected nfnetlink answer: {0}")]
     Protocol(&'static str),

@@ -25,6 +25,9 @@ pub enum ApplyError {
     /// An incremental sync was asked for before any full sync succeeded.
     #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
     NoBaseline,
+    /// No netlink socket is open.
+    #[error("no nfnetlink socket")]
+    NoNetlink,
     /// The kernel rejected a batch sent over netlink.
     #[error("netlink batch failed")]
     Netlink(#[from] NetlinkError),
@@ -186,41 +189,40 @@ impl<R: NftRunner> NftDataplane<R> {
         // keeps a resync from holding two whole rulesets.
         self.installed = None;
         let start = Instant::now();
-        if self.netlink.is_none() {
-            let report = self.recreate(&desired, start)?;
-            self.installed = Some(desired);
-            return Ok(report);
-        }
-        let skeleton = Transaction::skeleton(&desired);
-        if let Err(e) = self.runner.run(&skeleton.text) {
-            tracing::warn!(error = %e, "the table's declarations conflict with Ferry's: recreating the table");
-            let report = self.recreate(&desired, start)?;
-            self.installed = Some(desired);
-            return Ok(report);
-        }
-        let Some(sock) = self.netlink.as_mut() else {
-            unreachable!("checked above")
-        };
-        let existing = sock.chains(desired.family)?;
-        let elements = match sock.apply_full(&desired, &existing) {
-            Ok(result) => result?,
-            Err(unsupported) => {
-                tracing::warn!(%unsupported, "recreating the table with nft");
-                let report = self.recreate(&desired, start)?;
-                self.installed = Some(desired);
-                return Ok(report);
+        let report = if self.netlink.is_none() {
+            self.recreate(&desired, start)?
+        } else {
+            match self.in_place(&desired, start) {
+                Ok(report) => report,
+                Err(e) => {
+                    // E.g. a set declared with another type by an older version, or a chain
+                    // something else still refers to: start from a clean table.
+                    tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
+                    self.recreate(&desired, start)?
+                }
             }
         };
-        let report = SyncReport {
+        self.installed = Some(desired);
+        Ok(report)
+    }
+
+    /// The skeleton through `nft -f`, then everything else in one netlink batch.
+    fn in_place(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, ApplyError> {
+        let skeleton = Transaction::skeleton(desired);
+        self.runner.run(&skeleton.text)?;
+        let sock = self.netlink.as_mut().ok_or(ApplyError::NoNetlink)?;
+        let existing = sock.chains(desired.family)?;
+        let elements = sock
+            .apply_full(desired, &existing)
+            .map_err(|u| NetlinkError::Unencodable(u.0))??;
+        Ok(SyncReport {
             kind: SyncKind::Full,
             chains_written: skeleton.chains_written + desired.dispatch_chains().count(),
             elements_changed: skeleton.elements_changed + elements,
             script_bytes: skeleton.text.len(),
             netlink: true,
             apply_time: start.elapsed(),
-        };
-        self.installed = Some(desired);
-        Ok(report)
+        })
     }
 
     /// The whole table in one `nft -f` run that deletes and recreates it (nft 1.0.6 can write

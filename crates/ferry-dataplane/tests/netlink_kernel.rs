@@ -220,3 +220,24 @@ fn a_full_sync_over_an_existing_table_removes_stale_chains() {
         assert!(!listed.contains("10.0.0.6"), "old elements gone: {listed}");
     });
 }
+
+/// A table whose declarations conflict with Ferry's (a set of another type, as an older version
+/// might have left) is recreated in one nft run rather than left half-synced.
+#[test]
+fn conflicting_declarations_fall_back_to_recreating_the_table() {
+    in_new_netns(|| {
+        let out = Command::new("nft")
+            .args(["add table ip ferry; add set ip ferry cluster-ips { type inet_service; }"])
+            .output()
+            .expect("nft");
+        assert!(out.status.success(), "{out:?}");
+        let mut dp = NftDataplane::new();
+        let desired = ruleset(&["10.0.0.5"]);
+        let rendered = desired.to_string();
+        let r = dp.apply_full(desired).expect("full");
+        assert!(!r.netlink, "recreated with nft: {r:?}");
+        let listed = list();
+        assert_eq!(chains(&listed), chains(&rendered), "{listed}");
+        assert!(listed.contains("type ipv4_addr\n"), "{listed}");
+    });
+}

@@ -140,7 +140,9 @@ impl Ruleset {
 
     /// How many services contribute a shared element.
     pub fn shared_count(&self, set: &'static str, key: &Key) -> usize {
-        self.shared.get(&(set, key.clone())).map_or(0, |n| *n as usize)
+        self.shared
+            .get(&(set, key.clone()))
+            .map_or(0, |n| *n as usize)
     }
 
     /// How many services use a dispatch chain.

@@ -167,6 +167,7 @@ pub(crate) fn errors(mut buf: &[u8]) -> Result<Vec<i32>, NetlinkError> {
     Ok(out)
 }
 
+mod anon_set;
 mod dump;
 mod elements;
 mod expr;

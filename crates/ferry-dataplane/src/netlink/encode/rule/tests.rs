@@ -2,6 +2,9 @@
 //! compared from the first attribute on (the message header's flags and sequence numbers
 //! differ; nft sends no acks).
 
+use ipnet::IpNet;
+
+use super::super::{NFT_MSG_NEWSET, NFT_MSG_NEWSETELEM};
 use super::*;
 
 fn rule(matches: Vec<RuleMatch>, action: RuleAction) -> DispatchRule {
