@@ -100,10 +100,10 @@ impl NetlinkSocket {
             }
         }
         for (set, els) in &delta.delete {
-            batch.elements(false, set, els.iter().copied())?;
+            batch.elements(false, set, els.iter().map(|e| &**e))?;
         }
         for (set, els) in &delta.add {
-            batch.elements(true, set, els.iter().copied())?;
+            batch.elements(true, set, els.iter().map(|e| &**e))?;
         }
         for name in &delta.delete_chains {
             batch.flush_chain(name);

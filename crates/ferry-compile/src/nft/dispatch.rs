@@ -150,9 +150,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     };
     let els = &mut out.elements;
     els.push(Element::new("cluster-ips", Key::Addr(sp.cluster_ip), None));
-    for e in sp.cluster_endpoints.iter().chain(&sp.local_endpoints) {
-        els.push(Element::new("hairpin", Key::AddrPair(e.ip(), e.ip()), None));
-    }
+    // `hairpin` is derived from the endpoint elements by the ruleset (model::shared_keys).
     let dispatch_el = |set, key, value: Value| Element {
         set,
         key,

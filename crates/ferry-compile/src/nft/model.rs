@@ -1,7 +1,7 @@
 //! Typed desired state of Ferry's nftables table.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ferry_model::{IpFamily, ServiceName};
 
@@ -63,8 +63,9 @@ pub struct ServiceRules {
     /// Dispatch chains its elements `goto`, sorted by name. They are shared: a chain's name
     /// determines its rules, and many services use the same chain; the ruleset counts users.
     pub chains: Vec<DispatchChain>,
-    /// Elements, sorted. Elements of the shared sets (`cluster-ips`, `hairpin`) may also be
-    /// contributed by other services; the ruleset counts them.
+    /// Elements, sorted. Elements of the shared sets may also be contributed by other
+    /// services; the ruleset counts them. `hairpin` is not stored: it holds `ip . ip` for
+    /// every endpoint of the endpoint maps (see [`shared_keys`]).
     pub elements: Vec<Element>,
 }
 
@@ -93,6 +94,23 @@ pub struct Ruleset {
 /// Sets whose elements several services may contribute.
 pub(crate) const SHARED_SETS: [&str; 2] = ["cluster-ips", "hairpin"];
 
+/// The shared-set keys one service contributes, each once: its `cluster-ips` elements and,
+/// derived from its endpoint-map elements, `hairpin` (`endpoint . endpoint`: a pod reaching
+/// itself through a service is masqueraded). Deriving `hairpin` instead of storing it keeps
+/// one element per endpoint out of every service's rules.
+pub(crate) fn shared_keys(rules: &ServiceRules) -> BTreeSet<(&'static str, Key)> {
+    let mut keys = BTreeSet::new();
+    for e in &rules.elements {
+        if SHARED_SETS.contains(&e.set) {
+            keys.insert((e.set, e.key.clone()));
+        }
+        if let Some(Value::Endpoint(ep)) = &e.value {
+            keys.insert(("hairpin", Key::AddrPair(ep.ip(), ep.ip())));
+        }
+    }
+    keys
+}
+
 impl Ruleset {
     /// True when everything but the services is equal (an incremental sync is possible).
     pub fn same_base(&self, other: &Ruleset) -> bool {
@@ -106,8 +124,7 @@ impl Ruleset {
     /// Replaces (or removes, with `None`) one service's rules, keeping shared counts.
     pub fn set_service(&mut self, name: ServiceName, rules: Option<ServiceRules>) {
         if let Some(old) = self.services.remove(&name) {
-            for e in old.elements.iter().filter(|e| SHARED_SETS.contains(&e.set)) {
-                let key = (e.set, e.key.clone());
+            for key in shared_keys(&old) {
                 if let Some(n) = self.shared.get_mut(&key) {
                     *n -= 1;
                     if *n == 0 {
@@ -125,8 +142,8 @@ impl Ruleset {
             }
         }
         if let Some(new) = rules {
-            for e in new.elements.iter().filter(|e| SHARED_SETS.contains(&e.set)) {
-                *self.shared.entry((e.set, e.key.clone())).or_default() += 1;
+            for key in shared_keys(&new) {
+                *self.shared.entry(key).or_default() += 1;
             }
             for c in &new.chains {
                 self.dispatch
@@ -196,16 +213,26 @@ impl Ruleset {
         )
     }
 
-    /// Every element, each shared element once, grouped by set.
-    pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<&Element>> {
+    /// Every element, each shared element once, grouped by set, sorted by key.
+    pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<Cow<'_, Element>>> {
         let mut by_set: BTreeMap<&'static str, BTreeMap<&Key, &Element>> = BTreeMap::new();
         let service_elements = self.services.values().flat_map(|s| s.elements.iter());
         for e in self.elements.iter().chain(service_elements) {
-            by_set.entry(e.set).or_default().entry(&e.key).or_insert(e);
+            if !SHARED_SETS.contains(&e.set) {
+                by_set.entry(e.set).or_default().entry(&e.key).or_insert(e);
+            }
         }
-        by_set
+        let mut out: BTreeMap<&'static str, Vec<Cow<'_, Element>>> = by_set
             .into_iter()
-            .map(|(set, els)| (set, els.into_values().collect()))
-            .collect()
+            .map(|(set, els)| (set, els.into_values().map(Cow::Borrowed).collect()))
+            .collect();
+        let mut shared: Vec<&(&'static str, Key)> = self.shared.keys().collect();
+        shared.sort();
+        for (set, key) in shared {
+            out.entry(set)
+                .or_default()
+                .push(Cow::Owned(Element::new(set, key.clone(), None)));
+        }
+        out
     }
 }

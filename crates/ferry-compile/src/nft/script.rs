@@ -2,12 +2,13 @@
 //!
 //! Every transaction is applied atomically by the kernel: all of it or none of it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use ferry_model::{IpFamily, ServiceName};
 
-use super::model::{Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::model::{shared_keys, Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
 use super::rule::DispatchChain;
 
 /// Ferry's table name (in the `ip` and `ip6` families).
@@ -113,7 +114,13 @@ impl Writer {
         }
     }
 
-    fn elements(&mut self, verb: &str, set: &str, els: &[&Element], with_value: bool) {
+    fn elements<E: std::ops::Deref<Target = Element>>(
+        &mut self,
+        verb: &str,
+        set: &str,
+        els: &[E],
+        with_value: bool,
+    ) {
         if els.is_empty() {
             return;
         }
@@ -122,7 +129,7 @@ impl Writer {
         for (i, e) in els.iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
             if with_value {
-                let _ = write!(self.tx.text, "{sep}{e}");
+                let _ = write!(self.tx.text, "{sep}{}", &**e);
             } else {
                 let _ = write!(self.tx.text, "{sep}{}", e.key);
             }
@@ -220,9 +227,9 @@ pub struct Delta<'a> {
     /// Dispatch chains to delete (last user went), after their elements.
     pub delete_chains: Vec<&'a str>,
     /// Elements to delete, by set (a key whose value changed is deleted and added again).
-    pub delete: BTreeMap<&'static str, Vec<&'a Element>>,
+    pub delete: BTreeMap<&'static str, Vec<Cow<'a, Element>>>,
     /// Elements to add, by set.
-    pub add: BTreeMap<&'static str, Vec<&'a Element>>,
+    pub add: BTreeMap<&'static str, Vec<Cow<'a, Element>>>,
 }
 
 impl<'a> Delta<'a> {
@@ -239,7 +246,7 @@ impl<'a> Delta<'a> {
         let mut chain_delta: BTreeMap<&str, (isize, &DispatchChain)> = BTreeMap::new();
         let mut old_els: BTreeSet<&Element> = BTreeSet::new();
         let mut new_els: BTreeSet<&Element> = BTreeSet::new();
-        let mut shared_delta: BTreeMap<(&'static str, &Key), (isize, &Element)> = BTreeMap::new();
+        let mut shared_delta: BTreeMap<(&'static str, Key), isize> = BTreeMap::new();
         for (name, new) in changes {
             let old = installed.services.get(name).unwrap_or(empty);
             let new = new.as_ref().unwrap_or(empty);
@@ -247,9 +254,12 @@ impl<'a> Delta<'a> {
                 for c in &rules.chains {
                     chain_delta.entry(c.name.as_str()).or_insert((0, c)).0 += sign;
                 }
+                for key in shared_keys(rules) {
+                    *shared_delta.entry(key).or_default() += sign;
+                }
                 for e in &rules.elements {
                     if SHARED_SETS.contains(&e.set) {
-                        shared_delta.entry((e.set, &e.key)).or_insert((0, e)).0 += sign;
+                        // Counted above.
                     } else if sign < 0 {
                         old_els.insert(e);
                     } else {
@@ -272,21 +282,27 @@ impl<'a> Delta<'a> {
             }
         }
         // Element changes: a key whose value changed is deleted and added again.
-        let mut delete: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
-        let mut add: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
+        let mut delete: BTreeMap<&str, Vec<Cow<'a, Element>>> = BTreeMap::new();
+        let mut add: BTreeMap<&str, Vec<Cow<'a, Element>>> = BTreeMap::new();
         for e in old_els.difference(&new_els) {
-            delete.entry(e.set).or_default().push(e);
+            delete.entry(e.set).or_default().push(Cow::Borrowed(*e));
         }
         for e in new_els.difference(&old_els) {
-            add.entry(e.set).or_default().push(e);
+            add.entry(e.set).or_default().push(Cow::Borrowed(*e));
         }
-        for ((set, key), (delta, e)) in &shared_delta {
-            let before = installed.shared_count(set, key) as isize;
+        // Shared elements carry neither value nor comment.
+        for ((set, key), delta) in shared_delta {
+            let before = installed.shared_count(set, &key) as isize;
             let after = before + delta;
             if before > 0 && after <= 0 {
-                delete.entry(set).or_default().push(e);
+                delete
+                    .entry(set)
+                    .or_default()
+                    .push(Cow::Owned(Element::new(set, key, None)));
             } else if before <= 0 && after > 0 {
-                add.entry(set).or_default().push(e);
+                add.entry(set)
+                    .or_default()
+                    .push(Cow::Owned(Element::new(set, key, None)));
             }
         }
         Delta {
