@@ -239,3 +239,28 @@ fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
         }
     }
 }
+
+#[test]
+fn set_elements_streams_what_all_elements_lists() {
+    let mut state = seed_state(TrafficPolicy::Local, &["192.168.169.166", "192.168.36.70"]);
+    let other = mk_service("dev", "other", "10.96.0.20", 80);
+    state.apply(Object::Service(other));
+    state.apply(Object::EndpointSlice(mk_slice(
+        "dev",
+        "other",
+        56010,
+        vec![mk_endpoint("192.168.169.166", "k8s-node2")],
+    )));
+    let rs = ruleset(&state, "k8s-node2");
+    let all = rs.all_elements();
+    assert_eq!(all["hairpin"].len(), 2, "one per endpoint address");
+    for s in &rs.sets {
+        let mut streamed: Vec<Element> = rs.set_elements(s.name).map(|e| e.into_owned()).collect();
+        streamed.sort();
+        let listed: Vec<Element> = all
+            .get(s.name)
+            .map(|els| els.iter().map(|e| e.as_ref().clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(streamed, listed, "{}", s.name);
+    }
+}
