@@ -13,6 +13,7 @@ use anyhow::Context as _;
 use ferry_compile::config::LocalDetector;
 use ferry_compile::nft::{render, Ruleset, ServiceRules, Transaction};
 use ferry_compile::{CompileConfig, NodeCompiler, Plan};
+use ferry_dataplane::NftDataplane;
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName};
 
 use crate::cluster::{BENCH_NODE, CLUSTER_CIDR};
@@ -101,7 +102,7 @@ pub struct RulesetSize {
     pub sets: usize,
     /// Set and map elements (shared elements once).
     pub elements: usize,
-    /// Bytes of the start-up full-sync `nft -f` script (table recreated).
+    /// Bytes of the full sync's `nft -f` script (the skeleton; the rest goes over netlink).
     pub script_bytes: usize,
 }
 
@@ -118,7 +119,7 @@ impl RulesetSize {
             rules: base_rules + fixed_rules + service_rules,
             sets: rs.sets.len(),
             elements: rs.all_elements().values().map(Vec::len).sum(),
-            script_bytes: Transaction::full(rs, &[], true).text.len(),
+            script_bytes: Transaction::skeleton(rs).text.len(),
         }
     }
 }
@@ -156,13 +157,22 @@ pub fn incremental_changes(
 /// The agent's full sync up to the kernel call (`Syncer::sync` with `full`): node compiler,
 /// base check (its result does not matter for a forced full sync, but the agent computes it),
 /// whole-node compile.
+/// Like the agent, it frees the installed ruleset before compiling the new one.
 pub fn full_resync(
     state: &ClusterState,
     ctx: &NodeContext,
     cfg: &CompileConfig,
-    installed: Option<&Ruleset>,
+    dataplane: &mut NftDataplane,
 ) -> Ruleset {
     let compiler = NodeCompiler::new(state, ctx, cfg);
+    let installed = dataplane.installed();
     std::hint::black_box(installed.is_none_or(|i| !i.same_base(&compiler.base_ruleset())));
+    dataplane.forget_installed();
     compiler.full(state)
+}
+
+/// The agent's whole-node compile (`NodeCompiler::full`: service by service, never the whole
+/// node's view and plan at once), what a full sync holds in memory.
+pub fn compile_agent(state: &ClusterState, ctx: &NodeContext, cfg: &CompileConfig) -> Ruleset {
+    NodeCompiler::new(state, ctx, cfg).full(state)
 }

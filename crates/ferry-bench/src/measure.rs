@@ -15,8 +15,8 @@ use ferry_model::Object;
 
 use crate::cluster::ClusterSpec;
 use crate::compile::{
-    build_state, compile, compile_config, full_resync, incremental_changes, node_context,
-    CompileTimes, Incremental, RulesetSize,
+    build_state, compile, compile_agent, compile_config, full_resync, incremental_changes,
+    node_context, CompileTimes, Incremental, RulesetSize,
 };
 use crate::stats::{median, ms, percentile};
 
@@ -29,7 +29,8 @@ pub struct MeasureOptions {
     pub changes: usize,
     /// Compile runs (the median is reported).
     pub compile_runs: usize,
-    /// Where to write the start-up full-sync script (`full.nft`) and the first change's delta
+    /// Where to write the final state's whole-table script (`full.nft`, what a sync without
+    /// netlink loads), its skeleton (`skeleton.nft`) and the first change's delta
     /// (`delta.nft`), to replay them by hand (`nft -f`, `perf`); writing the delta adds its
     /// cost to the first change's time.
     pub dump_dir: Option<PathBuf>,
@@ -65,46 +66,25 @@ pub fn run(
     let mut state = build_state(objects);
     let load = t.elapsed();
     progress(&format!("generated and loaded in {:.0} ms", ms(gen + load)));
-    report(&[("rss_loaded_mib", f2(memory_mib("VmRSS:")?))]);
-
-    // 1. Compile, median of a few runs.
-    let mut times: Vec<CompileTimes> = Vec::new();
-    let mut ruleset = None;
-    for run in 0..opts.compile_runs.max(1) {
-        drop(ruleset.take()); // free the previous run's output first: do not inflate peak RSS
-        let (rs, t) = compile(&state, &ctx, &cfg);
-        progress(&format!("compile run {}: {:.1} ms", run + 1, ms(t.total())));
-        times.push(t);
-        ruleset = Some(rs);
-    }
-    let Some(ruleset) = ruleset else {
-        bail!("no compile run")
-    };
-    let size = RulesetSize::of(&ruleset);
-    if let Some(dir) = &opts.dump_dir {
-        dump(
-            dir,
-            "full.nft",
-            &Transaction::full(&ruleset, &[], true).text,
-        )?;
-    }
-    let pick =
-        |f: fn(&CompileTimes) -> Duration| times.iter().map(|t| ms(f(t))).collect::<Vec<_>>();
     report(&[
         ("n", spec.services.to_string()),
         ("m", spec.endpoints.to_string()),
         ("gen_ms", f2(ms(gen))),
         ("load_ms", f2(ms(load))),
-        ("compile_ms", med(&pick(CompileTimes::total))),
-        ("view_ms", med(&pick(|t| t.view))),
-        ("plan_ms", med(&pick(|t| t.plan))),
-        ("render_ms", med(&pick(|t| t.render))),
-        ("chains", size.chains.to_string()),
-        ("service_chains", size.service_chains.to_string()),
-        ("rules", size.rules.to_string()),
-        ("sets", size.sets.to_string()),
-        ("elements", size.elements.to_string()),
-        ("script_bytes", size.script_bytes.to_string()),
+        ("rss_loaded_mib", f2(memory_mib("VmRSS:")?)),
+        ("hwm_generated_mib", f2(memory_mib("VmHWM:")?)),
+    ]);
+
+    // From here until the staged compile runs at the end, the peak RSS is the agent's path:
+    // the cluster state plus what its syncs hold (the generator's peak is forgotten).
+    reset_peak_rss()?;
+
+    // 1. The agent's whole-node compile (service by service).
+    let t = Instant::now();
+    let ruleset = compile_agent(&state, &ctx, &cfg);
+    let agent_compile = t.elapsed();
+    report(&[
+        ("agent_compile_ms", f2(ms(agent_compile))),
         ("hwm_compile_mib", f2(memory_mib("VmHWM:")?)),
     ]);
 
@@ -125,6 +105,8 @@ pub fn run(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut via_netlink = 0usize;
     let mut escalated = 0usize;
+    // Changes that needed a dispatch chain no service used before (a new endpoint count).
+    let mut new_shape = Vec::new();
     for k in 0..opts.changes {
         let (_, slice) = spec.changed_slice(k);
         let t = Instant::now();
@@ -154,6 +136,9 @@ pub fn run(
         // A change that needs a dispatch chain nobody used yet (a new endpoint count) is a
         // full sync of the updated ruleset: counted, and in the figures.
         escalated += usize::from(r.kind == SyncKind::Full);
+        if r.kind == SyncKind::Partial && r.chains_written > 0 {
+            new_shape.push(ms(elapsed));
+        }
         via_netlink += usize::from(r.netlink);
         total.push(ms(elapsed));
         compile_part.push(ms(compiled));
@@ -186,6 +171,11 @@ pub fn run(
         ("incr_nft_p50_ms", med(&nft_part)),
         ("incr_via_netlink", via_netlink.to_string()),
         ("incr_full", escalated.to_string()),
+        ("incr_new_chain_n", new_shape.len().to_string()),
+        (
+            "incr_new_chain_max_ms",
+            percentile(&new_shape, 100.0).map_or_else(|| "-".to_owned(), f2),
+        ),
         (
             "incr_bytes_p50",
             median(&bytes).map_or_else(|| "-".to_owned(), |b| format!("{b:.0}")),
@@ -195,7 +185,7 @@ pub fn run(
 
     // 4. Periodic resync over the existing rules: compile everything, flush and reload.
     let t = Instant::now();
-    let desired = full_resync(&state, &ctx, &cfg, dataplane.installed());
+    let desired = full_resync(&state, &ctx, &cfg, &mut dataplane);
     let compiled = t.elapsed();
     let resync = dataplane.apply_full(desired).context("resync")?;
     let resync_time = t.elapsed();
@@ -218,16 +208,104 @@ pub fn run(
     ]);
 
     // 5. Memory, with everything built (state, installed ruleset).
-    let children = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .context("getrusage")?;
     report(&[
         ("rss_mib", f2(memory_mib("VmHWM:")?)),
         ("rss_now_mib", f2(memory_mib("VmRSS:")?)),
-        ("nft_rss_mib", f2(children.max_rss() as f64 / 1024.0)),
+    ]);
+    // The nft tool's part of a full sync, onto the loaded table. Its own peak is read from
+    // /proc while it runs: getrusage would report this process's peak instead (a child
+    // spawned with vfork inherits its parent's high-water mark until exec).
+    if let Some(installed) = dataplane.installed() {
+        let skeleton = Transaction::skeleton(installed);
+        let (time, peak) = nft_peak_rss(&skeleton.text)?;
+        report(&[("nft_rss_mib", f2(peak)), ("nft_skeleton_ms", f2(ms(time)))]);
+    }
+    // 6. Staged compile runs (view, plan, render timed apart; these hold the whole node's
+    // view, plan and ruleset at once, so they run after the memory figures), on the final
+    // state.
+    let mut times: Vec<CompileTimes> = Vec::new();
+    let mut ruleset = None;
+    for run in 0..opts.compile_runs.max(1) {
+        drop(ruleset.take()); // free the previous run's output first
+        let (rs, t) = compile(&state, &ctx, &cfg);
+        progress(&format!("compile run {}: {:.1} ms", run + 1, ms(t.total())));
+        times.push(t);
+        ruleset = Some(rs);
+    }
+    let Some(ruleset) = ruleset else {
+        bail!("no compile run")
+    };
+    let size = RulesetSize::of(&ruleset);
+    if let Some(dir) = &opts.dump_dir {
+        let full = Transaction::full(&ruleset, &[], true);
+        dump(dir, "full.nft", &full.text)?;
+        dump(dir, "skeleton.nft", &Transaction::skeleton(&ruleset).text)?;
+    }
+    let pick =
+        |f: fn(&CompileTimes) -> Duration| times.iter().map(|t| ms(f(t))).collect::<Vec<_>>();
+    report(&[
+        ("compile_ms", med(&pick(CompileTimes::total))),
+        ("view_ms", med(&pick(|t| t.view))),
+        ("plan_ms", med(&pick(|t| t.plan))),
+        ("render_ms", med(&pick(|t| t.render))),
+        ("chains", size.chains.to_string()),
+        ("service_chains", size.service_chains.to_string()),
+        ("rules", size.rules.to_string()),
+        ("sets", size.sets.to_string()),
+        ("elements", size.elements.to_string()),
+        ("script_bytes", size.script_bytes.to_string()),
     ]);
     // Keep the state alive until the memory was read, as the agent keeps it.
     drop(state);
     Ok(())
+}
+
+/// Resets this process's peak RSS (`VmHWM`) to its current RSS.
+fn reset_peak_rss() -> anyhow::Result<()> {
+    std::fs::write("/proc/self/clear_refs", "5").context("resetting VmHWM (/proc/self/clear_refs)")
+}
+
+/// Runs `nft -f -` on `script`, polling its `VmHWM` until it exits: (time, peak MiB).
+fn nft_peak_rss(script: &str) -> anyhow::Result<(Duration, f64)> {
+    use std::io::Write as _;
+    let t = Instant::now();
+    let mut child = std::process::Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .context("starting nft")?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0f64;
+    let poll = |peak: &mut f64| {
+        let status = std::fs::read_to_string(&status_path).unwrap_or_default();
+        // Before exec the child still shows this process's memory: only read nft's.
+        if status
+            .lines()
+            .any(|l| l.starts_with("Name:") && l.contains("nft"))
+        {
+            if let Some(kib) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            {
+                *peak = peak.max(kib);
+            }
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(script.as_bytes())
+            .context("writing to nft")?;
+    }
+    loop {
+        poll(&mut peak_kib);
+        if let Some(status) = child.try_wait().context("waiting for nft")? {
+            ensure!(status.success(), "nft -f - (skeleton) failed: {status}");
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok((t.elapsed(), peak_kib / 1024.0))
 }
 
 /// A `/proc/self/status` memory figure (`VmHWM:`, `VmRSS:`), in MiB.

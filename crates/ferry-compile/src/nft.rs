@@ -10,11 +10,13 @@ pub(crate) mod dispatch;
 mod element;
 mod model;
 mod render;
+mod rule;
 mod script;
 mod text;
 
 pub use model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict};
 pub use render::{render, render_base, render_service, RenderContext};
+pub use rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 pub use script::{Delta, Transaction, TABLE};
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName};
 
 use crate::config::CompileConfig;
-use crate::nft::{render, render_base, render_service, RenderContext, Ruleset, ServiceRules};
+use crate::nft::{render_base, render_service, RenderContext, Ruleset, ServiceRules};
 use crate::plan::{Plan, PlanContext, ServicePlan};
 
 /// The node-level part of the plan (this node's Node object and the configuration), ready to
@@ -43,8 +43,18 @@ impl NodeCompiler {
     }
 
     /// The whole node's ruleset.
+    ///
+    /// Compiled service by service, with the same per-service path as an incremental sync, so
+    /// the whole node's view and plan are never held at once: memory is the ruleset plus one
+    /// service's view and plan.
     pub fn full(&self, state: &ClusterState) -> Ruleset {
-        render(&self.plan(state))
+        let mut ruleset = render_base(&self.base);
+        for svc in state.services() {
+            if let Some(rules) = self.service(state, &svc.name) {
+                ruleset.set_service(svc.name.clone(), Some(rules));
+            }
+        }
+        ruleset
     }
 
     /// The node-level plan (no services): what every backend renders its base from.

@@ -1,11 +1,20 @@
-//! Set-element transactions over a long-lived nfnetlink socket: the hot path of incremental
-//! syncs. An element-only delta (endpoint changes) goes out as one batch
-//! (`NFNL_MSG_BATCH_BEGIN`, `NFT_MSG_DELSETELEM`/`NFT_MSG_NEWSETELEM`…, `NFNL_MSG_BATCH_END`),
-//! atomic like an `nft -f` run, without starting the `nft` tool, without its cache read of
-//! every chain, and without the RCU wait when its socket closes.
+//! Transactions over a long-lived nfnetlink socket: the dispatch chains and every set element.
 //!
-//! Only elements are encoded here; tables, chains, sets and rules are still written by `nft`
-//! (which also stores the set metadata `nft list` needs to print these elements).
+//! A batch (`NFNL_MSG_BATCH_BEGIN`, messages…, `NFNL_MSG_BATCH_END`) is atomic like an `nft -f`
+//! run, without starting the `nft` tool, without its cache read of every chain, without parsing
+//! text, and without the RCU wait when its socket closes. Two kinds:
+//!
+//! - a full sync's bulk ([`NetlinkSocket::apply_full`]): create the dispatch chains, rewrite
+//!   their rules, flush every set and map and load all elements, delete chains no longer
+//!   wanted — one batch, after `nft` wrote the table's skeleton
+//!   ([`ferry_compile::nft::Transaction::skeleton`]);
+//! - an incremental delta ([`NetlinkSocket::apply`]): new dispatch chains with their rules, the
+//!   changed elements, then the chains whose last user went.
+//!
+//! The table, the base and fixed chains and the set declarations are written by `nft` (which
+//! also stores the set metadata `nft list` needs to print these elements). The dispatch rules
+//! are written here because nft 1.0.6 cannot add a rule reading a `typeof` endpoint map once
+//! the map exists (see [`ferry_compile::nft::DispatchRule`]).
 
 mod encode;
 
@@ -16,7 +25,7 @@ use nix::sys::socket::{
     SockProtocol, SockType,
 };
 
-use ferry_compile::nft::{Delta, TABLE};
+use ferry_compile::nft::{Delta, Ruleset, TABLE};
 use ferry_model::IpFamily;
 
 pub use encode::Unsupported;
@@ -28,8 +37,11 @@ pub enum NetlinkError {
     #[error("nfnetlink socket: {0}")]
     Socket(#[from] nix::Error),
     /// The kernel rejected the batch.
-    #[error("the kernel rejected the element batch: {0}")]
+    #[error("the kernel rejected the netlink batch: {0}")]
     Rejected(nix::errno::Errno),
+    /// The ruleset holds something the encoder does not write.
+    #[error("not encodable over netlink: {0}")]
+    Unencodable(&'static str),
     /// The kernel answered something unexpected.
     #[error("unexpected nfnetlink answer: {0}")]
     Protocol(&'static str),
@@ -37,12 +49,20 @@ pub enum NetlinkError {
 
 /// A long-lived `NETLINK_NETFILTER` socket in the current network namespace.
 #[derive(Debug)]
-pub struct ElementSocket {
+pub struct NetlinkSocket {
     fd: OwnedFd,
     seq: u32,
+    /// The send buffer size asked for (one batch must fit in it).
+    sndbuf: usize,
 }
 
-impl ElementSocket {
+/// Answers are read with this buffer: an error answer quotes the failed message (up to
+/// 64 KiB).
+const RECV_BUFFER: usize = 128 * 1024;
+/// The send buffer asked for at first (enough for any incremental batch).
+const SNDBUF: usize = 8 << 20;
+
+impl NetlinkSocket {
     /// Opens the socket (in the network namespace of the calling thread).
     pub fn open() -> Result<Self, NetlinkError> {
         let fd = socket(
@@ -54,43 +74,121 @@ impl ElementSocket {
         bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 0))?;
         // Room for large batches and for one answer per message (best effort: needs
         // CAP_NET_ADMIN, which applying rules needs anyway).
-        let _ = setsockopt(&fd, sockopt::SndBufForce, &(8 << 20));
+        let _ = setsockopt(&fd, sockopt::SndBufForce, &SNDBUF);
         let _ = setsockopt(&fd, sockopt::RcvBufForce, &(8 << 20));
-        Ok(Self { fd, seq: 1 })
+        Ok(Self {
+            fd,
+            seq: 1,
+            sndbuf: SNDBUF,
+        })
     }
 
-    /// Applies the element changes of a delta as one atomic batch (chains it would delete are
-    /// left in place, unused). `Err(Unsupported)` (nothing sent) when the delta adds chains or
-    /// has elements this encoder does not handle.
+    /// Applies a delta as one atomic batch: new dispatch chains and their rules, element
+    /// deletions and additions, then the chains whose last user went. `Err(Unsupported)`
+    /// (nothing sent) when it has elements this encoder does not handle.
     pub fn apply(
         &mut self,
         family: IpFamily,
         delta: &Delta<'_>,
     ) -> Result<Result<(), NetlinkError>, Unsupported> {
-        // Chains that lost their last user are left in the kernel, unreachable, until the
-        // next full sync; new chains need rules, which only nft writes.
-        if !delta.add_chains.is_empty() {
-            return Err(Unsupported("new chains"));
-        }
         let mut batch = encode::Batch::new(self.seq, family, TABLE);
+        for c in &delta.add_chains {
+            batch.add_chain(&c.name);
+            batch.flush_chain(&c.name);
+            for r in &c.rules {
+                batch.add_rule(&c.name, r);
+            }
+        }
         for (set, els) in &delta.delete {
-            batch.elements(false, set, els)?;
+            batch.elements(false, set, els.iter().map(|e| &**e))?;
         }
         for (set, els) in &delta.add {
-            batch.elements(true, set, els)?;
+            batch.elements(true, set, els.iter().map(|e| &**e))?;
+        }
+        for name in &delta.delete_chains {
+            batch.flush_chain(name);
+            batch.delete_chain(name);
         }
         let (bytes, acks, next_seq) = batch.finish();
         self.seq = next_seq;
         Ok(self.send_batch(&bytes, acks))
     }
 
+    /// The chains of Ferry's table in the kernel (empty when there is no table).
+    pub fn chains(&mut self, family: IpFamily) -> Result<Vec<String>, NetlinkError> {
+        let req = encode::chain_dump_request(self.seq, family, TABLE);
+        self.seq = self.seq.wrapping_add(1);
+        send(self.fd.as_raw_fd(), &req, MsgFlags::empty())?;
+        let mut buf = vec![0u8; RECV_BUFFER];
+        let mut names = Vec::new();
+        loop {
+            let n = recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+            match encode::chain_names(&buf[..n], TABLE, &mut names) {
+                Ok(true) => return Ok(names),
+                Ok(false) => {}
+                // No table yet: no chains.
+                Err(NetlinkError::Rejected(nix::errno::Errno::ENOENT)) => return Ok(Vec::new()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The bulk of a full sync, as one atomic batch, once `nft` has written the skeleton:
+    /// creates the dispatch chains and rewrites their rules, replaces every element of every
+    /// non-interval set and map, and deletes the chains of the table that `desired` does not
+    /// have (`existing`: what [`chains`](Self::chains) found). Returns the elements written.
+    pub fn apply_full(
+        &mut self,
+        desired: &Ruleset,
+        existing: &[String],
+    ) -> Result<Result<usize, NetlinkError>, Unsupported> {
+        let wanted: std::collections::BTreeSet<&str> = desired.chain_names().collect();
+        let mut batch = encode::Batch::new(self.seq, desired.family, TABLE);
+        for c in desired.dispatch_chains() {
+            batch.add_chain(&c.name);
+        }
+        // Elements first out (verdict elements hold references to the chains deleted below).
+        let bulk: Vec<&str> = desired
+            .sets
+            .iter()
+            .filter(|s| !s.interval)
+            .map(|s| s.name)
+            .collect();
+        for set in &bulk {
+            batch.flush_set(set);
+        }
+        for name in existing.iter().filter(|n| !wanted.contains(n.as_str())) {
+            batch.flush_chain(name);
+            batch.delete_chain(name);
+        }
+        for c in desired.dispatch_chains() {
+            batch.flush_chain(&c.name);
+            for r in &c.rules {
+                batch.add_rule(&c.name, r);
+            }
+        }
+        let mut written = 0;
+        for set in &bulk {
+            written += batch.elements(true, set, desired.set_elements(set))?;
+        }
+        let (bytes, acks, next_seq) = batch.finish();
+        self.seq = next_seq;
+        Ok(self.send_batch(&bytes, acks).map(|()| written))
+    }
+
     fn send_batch(&mut self, bytes: &[u8], acks: usize) -> Result<(), NetlinkError> {
+        if bytes.len() > self.sndbuf {
+            // One batch is one datagram: make room for it (with some slack for the kernel's
+            // accounting).
+            self.sndbuf = bytes.len() + (1 << 20);
+            setsockopt(&self.fd, sockopt::SndBufForce, &self.sndbuf)?;
+        }
         let sent = send(self.fd.as_raw_fd(), bytes, MsgFlags::empty())?;
         if sent != bytes.len() {
             return Err(NetlinkError::Protocol("short send"));
         }
         // One answer (ack or error) per message that asked for one.
-        let mut buf = vec![0u8; 64 * 1024];
+        let mut buf = vec![0u8; RECV_BUFFER];
         let mut answered = 0;
         let mut first_error = None;
         while answered < acks {

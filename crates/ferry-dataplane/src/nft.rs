@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
 
-use crate::netlink::{ElementSocket, NetlinkError};
+use crate::netlink::{NetlinkError, NetlinkSocket};
 use ferry_model::{IpFamily, ServiceName};
 
 /// Why a transaction was not applied. The kernel holds what it held before.
@@ -25,8 +25,11 @@ pub enum ApplyError {
     /// An incremental sync was asked for before any full sync succeeded.
     #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
     NoBaseline,
-    /// The kernel rejected an element batch sent over netlink.
-    #[error("element batch failed")]
+    /// No netlink socket is open.
+    #[error("no nfnetlink socket")]
+    NoNetlink,
+    /// The kernel rejected a batch sent over netlink.
+    #[error("netlink batch failed")]
     Netlink(#[from] NetlinkError),
     /// `nft` rejected the transaction.
     #[error("{program} -f - failed ({status}): {stderr}")]
@@ -120,18 +123,18 @@ pub struct NftDataplane<R: NftRunner = NftCli> {
     runner: R,
     /// What the kernel holds, when known (after a successful sync by this process).
     installed: Option<Ruleset>,
-    /// Element-only deltas go here when open (see [`crate::netlink`]).
-    elements: Option<ElementSocket>,
+    /// Dispatch chains and elements go here when open (see [`crate::netlink`]); without it
+    /// every sync goes through `nft -f` (see [`Transaction::full`]).
+    netlink: Option<NetlinkSocket>,
 }
 
 impl NftDataplane<NftCli> {
-    /// An applier using the `nft` tool in the current network namespace.
-    /// Element-only incremental syncs go over a long-lived netlink socket; everything else
-    /// through `nft -f`.
+    /// An applier in the current network namespace: the table's skeleton through the `nft`
+    /// tool, dispatch chains and elements over a long-lived netlink socket.
     pub fn new() -> Self {
         let mut dp = Self::with_runner(NftCli::default());
-        match ElementSocket::open() {
-            Ok(sock) => dp.elements = Some(sock),
+        match NetlinkSocket::open() {
+            Ok(sock) => dp.netlink = Some(sock),
             Err(e) => tracing::warn!(error = %e, "no netlink socket: every sync uses nft -f"),
         }
         dp
@@ -150,7 +153,7 @@ impl<R: NftRunner> NftDataplane<R> {
         Self {
             runner,
             installed: None,
-            elements: None,
+            netlink: None,
         }
     }
 
@@ -164,29 +167,77 @@ impl<R: NftRunner> NftDataplane<R> {
         self.installed.as_ref()
     }
 
+    /// Drops what this process believes the kernel holds (the next sync must be full). A full
+    /// sync calls it before compiling, so that it never holds two whole rulesets.
+    pub fn forget_installed(&mut self) {
+        self.installed = None;
+    }
+
     /// True when the next sync must be full (start-up, or after a failure).
     pub fn needs_full(&self) -> bool {
         self.installed.is_none()
     }
 
-    /// Makes the table equal to `desired`. The first sync of a process recreates the table in
-    /// the same transaction (what an earlier run left is unknown); later ones flush and reload
-    /// Ferry's objects and delete chains that are no longer wanted.
+    /// Makes the table equal to `desired`: `nft -f` writes the skeleton (table, base and fixed
+    /// chains with their rules, set declarations), then one netlink batch swaps in the
+    /// dispatch chains and every element and deletes chains no longer wanted. Until the batch
+    /// commits, the kernel keeps the dispatch chains and elements it had (or, on a fresh node,
+    /// has none yet). Falls back to one `nft -f` run that recreates the table when the
+    /// skeleton's declarations conflict with the table's (an upgrade), or without netlink.
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
-        // Always recreate the table in the transaction: nft 1.0.6 cannot add a rule that
-        // reads one of the `typeof` endpoint maps once that map exists in the kernel
-        // ("conflicting protocols specified: tcp vs. th"), so rules are only ever written
-        // together with their maps. Established connections keep their conntrack NAT state.
-        let tx = Transaction::full(&desired, &[], true);
+        // Forget the old state first: it is stale whatever happens below, and freeing it
+        // keeps a resync from holding two whole rulesets.
         self.installed = None;
-        let report = self.run(SyncKind::Full, &tx)?;
-        drop(tx);
+        let start = Instant::now();
+        let report = if self.netlink.is_none() {
+            self.recreate(&desired, start)?
+        } else {
+            match self.in_place(&desired, start) {
+                Ok(report) => report,
+                Err(e) => {
+                    // E.g. a set declared with another type by an older version, or a chain
+                    // something else still refers to: start from a clean table.
+                    tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
+                    self.recreate(&desired, start)?
+                }
+            }
+        };
         self.installed = Some(desired);
         Ok(report)
     }
 
+    /// The skeleton through `nft -f`, then everything else in one netlink batch.
+    fn in_place(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, ApplyError> {
+        let skeleton = Transaction::skeleton(desired);
+        self.runner.run(&skeleton.text)?;
+        let sock = self.netlink.as_mut().ok_or(ApplyError::NoNetlink)?;
+        let existing = sock.chains(desired.family)?;
+        let elements = sock
+            .apply_full(desired, &existing)
+            .map_err(|u| NetlinkError::Unencodable(u.0))??;
+        Ok(SyncReport {
+            kind: SyncKind::Full,
+            chains_written: skeleton.chains_written + desired.dispatch_chains().count(),
+            elements_changed: skeleton.elements_changed + elements,
+            script_bytes: skeleton.text.len(),
+            netlink: true,
+            apply_time: start.elapsed(),
+        })
+    }
+
+    /// The whole table in one `nft -f` run that deletes and recreates it (nft 1.0.6 can write
+    /// the dispatch rules only together with their maps).
+    fn recreate(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, ApplyError> {
+        let tx = Transaction::full(desired, &[], true);
+        let mut report = self.run(SyncKind::Full, &tx)?;
+        report.apply_time = start.elapsed();
+        Ok(report)
+    }
+
     /// Replaces the given services' rules, touching nothing else. Requires a previous
-    /// successful sync (see [`needs_full`](Self::needs_full)).
+    /// successful sync (see [`needs_full`](Self::needs_full)). Over netlink, new dispatch
+    /// chains, elements and chains that lost their last user go in one batch; without
+    /// netlink a new dispatch chain means recreating the table.
     pub fn apply_changes(
         &mut self,
         changes: BTreeMap<ServiceName, Option<ServiceRules>>,
@@ -197,12 +248,21 @@ impl<R: NftRunner> NftDataplane<R> {
         let delta = Delta::between(installed, &changes);
         let start = Instant::now();
         let mut report = None;
-        if let Some(sock) = self.elements.as_mut() {
+        if delta.add.is_empty() && delta.delete.is_empty() && delta.elements_only() {
+            report = Some(SyncReport {
+                kind: SyncKind::Partial,
+                chains_written: 0,
+                elements_changed: 0,
+                script_bytes: 0,
+                netlink: false,
+                apply_time: Duration::ZERO,
+            });
+        } else if let Some(sock) = self.netlink.as_mut() {
             match sock.apply(installed.family, &delta) {
                 Ok(Ok(())) => {
                     report = Some(SyncReport {
                         kind: SyncKind::Partial,
-                        chains_written: 0,
+                        chains_written: delta.add_chains.len(),
                         elements_changed: delta.elements_changed(),
                         script_bytes: 0,
                         netlink: true,
@@ -214,17 +274,19 @@ impl<R: NftRunner> NftDataplane<R> {
                     self.installed = None;
                     return Err(e.into());
                 }
-                // Chain changes (or an interval set): handled below.
+                // Elements this encoder does not write: handled below.
                 Err(_unsupported) => {}
             }
         }
         let report = match report {
             Some(r) => r,
             None if !delta.add_chains.is_empty() => {
-                // A dispatch chain comes or goes: its rules must be written with the maps
-                // (see apply_full), so this is a full sync of the updated ruleset.
+                // Without netlink a dispatch chain's rules can only be written together with
+                // the maps (see apply_full): a full sync of the updated ruleset.
                 drop(delta);
-                let mut desired = installed.clone();
+                let Some(mut desired) = self.installed.take() else {
+                    return Err(ApplyError::NoBaseline);
+                };
                 for (name, rules) in changes {
                     desired.set_service(name, rules);
                 }
@@ -232,16 +294,6 @@ impl<R: NftRunner> NftDataplane<R> {
             }
             None => {
                 let tx = delta.transaction(installed.family);
-                if tx.is_empty() {
-                    return Ok(SyncReport {
-                        kind: SyncKind::Partial,
-                        chains_written: 0,
-                        elements_changed: 0,
-                        script_bytes: 0,
-                        netlink: false,
-                        apply_time: Duration::ZERO,
-                    });
-                }
                 self.run(SyncKind::Partial, &tx)?
             }
         };

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use ferry_compile::config::LocalDetector;
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
 use ferry_dataplane::{NftDataplane, SyncKind};
@@ -13,9 +14,13 @@ use ferry_model::{
 };
 
 fn ruleset(endpoints: &[&str]) -> Ruleset {
+    ruleset_with(endpoints, TrafficPolicy::Cluster, &CompileConfig::default())
+}
+
+fn ruleset_with(endpoints: &[&str], policy: TrafficPolicy, cfg: &CompileConfig) -> Ruleset {
     let mut state = ClusterState::new();
     for (name, ip, np) in [("web", "10.96.0.10", 30080), ("api", "10.96.0.11", 30081)] {
-        let svc = with_node_port(mk_service("dev", name, ip, 80), np, TrafficPolicy::Cluster);
+        let svc = with_node_port(mk_service("dev", name, ip, 80), np, policy);
         state.apply(Object::Service(svc));
         let eps = endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect();
         state.apply(Object::EndpointSlice(mk_slice("dev", name, 8080, eps)));
@@ -25,10 +30,65 @@ fn ruleset(endpoints: &[&str]) -> Ruleset {
         node_name: "n1".into(),
         family: IpFamily::V4,
     };
-    render(&Plan::build(
-        &NodeView::build(&state, &ctx),
-        &CompileConfig::default(),
-    ))
+    render(&Plan::build(&NodeView::build(&state, &ctx), cfg))
+}
+
+/// The chain blocks of a table listing (`chain NAME { … }`), sets and elements left out.
+/// Fixed chains (written by nft from the same text) are reduced to their names: nft prints
+/// some of their rules normalised (`priority srcnat`, `== 0x00000000`).
+fn chains(listing: &str) -> Vec<String> {
+    const FIXED: [&str; 14] = [
+        "filter-input",
+        "filter-forward",
+        "filter-output",
+        "filter-output-post-dnat",
+        "nat-prerouting",
+        "nat-output",
+        "nat-postrouting",
+        "cluster-ips-check",
+        "mark-for-masquerade",
+        "masquerading",
+        "nodeport-endpoints-check",
+        "reject-chain",
+        "service-endpoints-check",
+        "services",
+    ];
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in listing.lines() {
+        if line.starts_with("\tchain ") {
+            current = Some(String::new());
+        }
+        if let Some(c) = current.as_mut() {
+            c.push_str(line.trim());
+            c.push('\n');
+            if line == "\t}" {
+                out.extend(current.take().map(|c| {
+                    let name = c["chain ".len()..].split(' ').next().unwrap_or_default();
+                    if FIXED.contains(&name) {
+                        format!("chain {name}")
+                    } else {
+                        c
+                    }
+                }));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn in_new_netns(f: impl FnOnce() + Send + 'static) {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    std::thread::spawn(move || {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+        f();
+    })
+    .join()
+    .expect("test thread");
 }
 
 fn list() -> String {
@@ -73,12 +133,14 @@ fn endpoint_changes_go_over_netlink_and_nft_lists_them() {
             "dev/api untouched: {listed}"
         );
 
-        // dev/api drops to one endpoint: its dispatch element moves to a new chain (full).
+        // dev/api drops to one endpoint: its dispatch element moves to a new chain, created
+        // with its rules in the same batch.
         let one = ruleset(&["10.0.0.5"]);
         let api = ServiceName::new("dev", "api");
         let changes = BTreeMap::from([(api.clone(), one.services.get(&api).cloned())]);
         let r = dp.apply_changes(changes).expect("count change");
-        assert_eq!(r.kind, SyncKind::Full);
+        assert!(r.netlink && r.kind == SyncKind::Partial, "{r:?}");
+        assert!(r.chains_written > 0, "{r:?}");
         let listed = list();
         assert!(
             listed
@@ -97,10 +159,85 @@ fn endpoint_changes_go_over_netlink_and_nft_lists_them() {
                 .contains("10.96.0.10 . tcp . 80 comment \"dev/web:http\" : goto cluster-ip-cluster-1-no-masquerade"),
             "{listed}"
         );
-        // cluster-ip-cluster-2 lost its last user; it stays (unreachable) until the next
-        // full sync rather than costing one now.
-        assert!(!listed.contains("goto cluster-ip-cluster-2"), "{listed}");
+        // cluster-ip-cluster-2 lost its last user: deleted in the same batch.
+        assert!(!listed.contains("chain cluster-ip-cluster-2 "), "{listed}");
+        assert_eq!(chains(&listed), chains(&dp.installed().expect("installed").to_string()));
     })
     .join()
     .expect("test thread");
+}
+
+/// Every kind of dispatch rule, written over netlink, lists exactly as `ferry rules` renders it;
+/// a resync replaces a changed table in place and deletes chains nobody uses any more.
+#[test]
+fn netlink_rules_list_as_rendered_and_full_syncs_replace_in_place() {
+    in_new_netns(|| {
+        let cidr = |s: &str| s.parse().expect("cidr");
+        let detector = |nets| CompileConfig {
+            local_detector: LocalDetector::ClusterCidr(nets),
+            ..CompileConfig::default()
+        };
+        let mut dp = NftDataplane::new();
+        for (policy, cfg) in [
+            (TrafficPolicy::Local, detector(vec![cidr("10.0.0.0/16")])),
+            (TrafficPolicy::Cluster, detector(vec![cidr("10.0.0.0/12")])),
+            (
+                TrafficPolicy::Local,
+                detector(vec![cidr("10.0.0.0/16"), cidr("172.16.0.0/12")]),
+            ),
+            (TrafficPolicy::Cluster, CompileConfig::default()),
+        ] {
+            let desired = ruleset_with(&["10.0.0.5", "10.0.0.6", "10.0.0.7"], policy, &cfg);
+            let rendered = desired.to_string();
+            let r = dp.apply_full(desired).expect("full");
+            assert!(r.netlink && r.kind == SyncKind::Full, "{r:?}");
+            let listed = list();
+            assert_eq!(chains(&listed), chains(&rendered), "{listed}");
+            assert!(
+                listed.contains("10.96.0.10 . tcp . 80 . 2 : 10.0.0.7 . 8080"),
+                "{listed}"
+            );
+        }
+    });
+}
+
+/// A full sync writes nothing but the skeleton through nft: a table left by a run that used a
+/// different chain set keeps working until the batch swaps everything at once.
+#[test]
+fn a_full_sync_over_an_existing_table_removes_stale_chains() {
+    in_new_netns(|| {
+        let mut first = NftDataplane::new();
+        first
+            .apply_full(ruleset(&["10.0.0.5", "10.0.0.6"]))
+            .expect("first");
+        // A new process (restart) with fewer endpoints: cluster-ip-…-2 chains are stale.
+        let mut second = NftDataplane::new();
+        let desired = ruleset(&["10.0.0.5"]);
+        let rendered = desired.to_string();
+        second.apply_full(desired).expect("restart");
+        let listed = list();
+        assert_eq!(chains(&listed), chains(&rendered), "{listed}");
+        assert!(!listed.contains("10.0.0.6"), "old elements gone: {listed}");
+    });
+}
+
+/// A table whose declarations conflict with Ferry's (a set of another type, as an older version
+/// might have left) is recreated in one nft run rather than left half-synced.
+#[test]
+fn conflicting_declarations_fall_back_to_recreating_the_table() {
+    in_new_netns(|| {
+        let out = Command::new("nft")
+            .args(["add table ip ferry; add set ip ferry cluster-ips { type inet_service; }"])
+            .output()
+            .expect("nft");
+        assert!(out.status.success(), "{out:?}");
+        let mut dp = NftDataplane::new();
+        let desired = ruleset(&["10.0.0.5"]);
+        let rendered = desired.to_string();
+        let r = dp.apply_full(desired).expect("full");
+        assert!(!r.netlink, "recreated with nft: {r:?}");
+        let listed = list();
+        assert_eq!(chains(&listed), chains(&rendered), "{listed}");
+        assert!(listed.contains("type ipv4_addr\n"), "{listed}");
+    });
 }

@@ -7,21 +7,11 @@
 //! and an endpoint change that keeps n changes map elements only: no rule, no chain, so the
 //! kernel does not re-validate the table.
 
-use ferry_model::TrafficPolicy;
-use ipnet::IpNet;
-
-use super::model::{Chain, Element, Key, ServiceRules, Value, Verdict};
+use super::model::{Element, Key, ServiceRules, Value, Verdict};
 use super::render::RenderContext;
+use super::rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, ServicePlan};
-
-/// How a dispatch chain's DNAT finds the frontend in the endpoint maps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum By {
-    /// Service IPs: `ip daddr . meta l4proto . th dport` (ClusterIPs, external IPs).
-    Ip,
-    /// Node ports: `meta l4proto . th dport` (the destination is any node address).
-    NodePort,
-}
+use ferry_model::TrafficPolicy;
 
 fn set_name(set: EndpointSet) -> &'static str {
     match set {
@@ -40,31 +30,37 @@ pub(crate) fn endpoint_map(by_node_port: bool, set: EndpointSet) -> &'static str
     }
 }
 
-/// `[match ]meta l4proto { tcp, udp, sctp } dnat ip to <frontend> . numgen random mod n map @m`
-fn dnat(ctx: &RenderContext, by: By, set: EndpointSet, n: usize, matching: &str) -> String {
-    let ip = ctx.ip();
-    let (key, map) = match by {
-        By::Ip => (
-            format!("{ip} daddr . meta l4proto . th dport"),
-            endpoint_map(false, set),
-        ),
-        By::NodePort => (
-            "meta l4proto . th dport".to_owned(),
-            endpoint_map(true, set),
-        ),
-    };
-    format!(
-        "{matching}meta l4proto {{ tcp, udp, sctp }} dnat {ip} to {key} . numgen random mod {n} map @{map}"
-    )
+/// `[matches] meta l4proto { tcp, udp, sctp } dnat ip to <frontend> . numgen random mod n map @m`
+fn dnat(
+    ctx: &RenderContext,
+    key: DnatKey,
+    set: EndpointSet,
+    n: usize,
+    matches: Vec<RuleMatch>,
+) -> DispatchRule {
+    DispatchRule {
+        family: ctx.family,
+        matches,
+        action: RuleAction::Dnat {
+            key,
+            slots: u32::try_from(n).unwrap_or(u32::MAX),
+            map: endpoint_map(key == DnatKey::NodePort, set),
+        },
+    }
 }
 
-fn cidr_match(ip: &str, dir: &str, negate: bool, cidrs: &[IpNet]) -> String {
-    let op = if negate { "!= " } else { "" };
-    if cidrs.len() == 1 {
-        format!("{ip} {dir} {op}{}", cidrs[0])
-    } else {
-        let list: Vec<String> = cidrs.iter().map(ToString::to_string).collect();
-        format!("{ip} {dir} {op}{{ {} }}", list.join(", "))
+fn jump_masquerade(ctx: &RenderContext, matches: Vec<RuleMatch>) -> DispatchRule {
+    DispatchRule {
+        family: ctx.family,
+        matches,
+        action: RuleAction::Jump("mark-for-masquerade"),
+    }
+}
+
+fn from_pods(ctx: &RenderContext, negate: bool) -> RuleMatch {
+    RuleMatch::Saddr {
+        negate,
+        nets: ctx.pod_cidrs.clone(),
     }
 }
 
@@ -74,24 +70,17 @@ fn cluster_ip_chain(
     masq: ClusterIpMasquerade,
     set: EndpointSet,
     n: usize,
-) -> Chain {
+) -> DispatchChain {
     let (suffix, rule) = match masq {
         ClusterIpMasquerade::Never => ("-no-masquerade", None),
-        ClusterIpMasquerade::NotFromPods => (
-            "",
-            Some(format!(
-                "{} jump mark-for-masquerade",
-                cidr_match(ctx.ip(), "saddr", true, &ctx.pod_cidrs)
-            )),
-        ),
-        ClusterIpMasquerade::Always => (
-            "-masquerade-all",
-            Some("jump mark-for-masquerade".to_owned()),
-        ),
+        ClusterIpMasquerade::NotFromPods => {
+            ("", Some(jump_masquerade(ctx, vec![from_pods(ctx, true)])))
+        }
+        ClusterIpMasquerade::Always => ("-masquerade-all", Some(jump_masquerade(ctx, vec![]))),
     };
-    let mut rules: Vec<String> = rule.into_iter().collect();
-    rules.push(dnat(ctx, By::Ip, set, n, ""));
-    Chain {
+    let mut rules: Vec<DispatchRule> = rule.into_iter().collect();
+    rules.push(dnat(ctx, DnatKey::ServiceIp, set, n, vec![]));
+    DispatchChain {
         name: format!("cluster-ip-{}-{n}{suffix}", set_name(set)),
         rules,
     }
@@ -99,40 +88,46 @@ fn cluster_ip_chain(
 
 /// The chain for external traffic (node port or external IP) with `n` cluster-wide and `m`
 /// node-local endpoints (`m` only counts with the Local policy).
-fn external_chain(ctx: &RenderContext, by: By, policy: TrafficPolicy, n: usize, m: usize) -> Chain {
+fn external_chain(
+    ctx: &RenderContext,
+    by: DnatKey,
+    policy: TrafficPolicy,
+    n: usize,
+    m: usize,
+) -> DispatchChain {
     let kind = match by {
-        By::Ip => "external-ip",
-        By::NodePort => "nodeport",
+        DnatKey::ServiceIp => "external-ip",
+        DnatKey::NodePort => "nodeport",
     };
     let mut rules = Vec::new();
     let name = match policy {
         TrafficPolicy::Cluster => {
             // May cross nodes: masquerade so the reply comes back through this node.
-            rules.push("jump mark-for-masquerade".to_owned());
-            rules.push(dnat(ctx, by, EndpointSet::Cluster, n, ""));
+            rules.push(jump_masquerade(ctx, vec![]));
+            rules.push(dnat(ctx, by, EndpointSet::Cluster, n, vec![]));
             format!("{kind}-cluster-{n}")
         }
         TrafficPolicy::Local => {
             // Pod and node traffic to an external destination is not subject to the policy
             // (it behaves as if it went out to a load balancer and came back in).
             if n > 0 && !ctx.pod_cidrs.is_empty() {
-                let pods = cidr_match(ctx.ip(), "saddr", false, &ctx.pod_cidrs);
-                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, &format!("{pods} ")));
+                let pods = vec![from_pods(ctx, false)];
+                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, pods));
             }
             // The node's own traffic has a node address as source, which the endpoint could
             // not answer directly: masquerade it.
-            rules.push("fib saddr type local jump mark-for-masquerade".to_owned());
+            rules.push(jump_masquerade(ctx, vec![RuleMatch::SaddrLocal]));
             if n > 0 {
-                let local = "fib saddr type local ";
+                let local = vec![RuleMatch::SaddrLocal];
                 rules.push(dnat(ctx, by, EndpointSet::Cluster, n, local));
             }
             if m > 0 {
-                rules.push(dnat(ctx, by, EndpointSet::Local, m, ""));
+                rules.push(dnat(ctx, by, EndpointSet::Local, m, vec![]));
             }
             format!("{kind}-local-{n}-{m}")
         }
     };
-    Chain { name, rules }
+    DispatchChain { name, rules }
 }
 
 fn verdict(d: Dispatch, forward_to: &str) -> Value {
@@ -155,9 +150,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     };
     let els = &mut out.elements;
     els.push(Element::new("cluster-ips", Key::Addr(sp.cluster_ip), None));
-    for e in sp.cluster_endpoints.iter().chain(&sp.local_endpoints) {
-        els.push(Element::new("hairpin", Key::AddrPair(e.ip(), e.ip()), None));
-    }
+    // `hairpin` is derived from the endpoint elements by the ruleset (model::shared_keys).
     let dispatch_el = |set, key, value: Value| Element {
         set,
         key,
@@ -208,7 +201,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     if let Some(np) = sp.node_port {
         let key = Key::NodePort(proto, np);
         if reaches_chain {
-            let chain = external_chain(ctx, By::NodePort, ext.policy, n, m);
+            let chain = external_chain(ctx, DnatKey::NodePort, ext.policy, n, m);
             els.push(dispatch_el(
                 "service-nodeports",
                 key.clone(),
@@ -231,7 +224,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     for addr in &sp.external_ips {
         let key = Key::Frontend(*addr, proto, port);
         if reaches_chain {
-            let chain = external_chain(ctx, By::Ip, ext.policy, n, m);
+            let chain = external_chain(ctx, DnatKey::ServiceIp, ext.policy, n, m);
             els.push(dispatch_el(
                 "service-ips",
                 key.clone(),

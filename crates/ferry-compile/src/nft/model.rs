@@ -1,10 +1,12 @@
 //! Typed desired state of Ferry's nftables table.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ferry_model::{IpFamily, ServiceName};
 
 pub use super::element::{Element, Key, Value, Verdict};
+use super::rule::DispatchChain;
 
 /// A chain and its rules (rule bodies in nft syntax).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +62,10 @@ impl SetDef {
 pub struct ServiceRules {
     /// Dispatch chains its elements `goto`, sorted by name. They are shared: a chain's name
     /// determines its rules, and many services use the same chain; the ruleset counts users.
-    pub chains: Vec<Chain>,
-    /// Elements, sorted. Elements of the shared sets (`cluster-ips`, `hairpin`) may also be
-    /// contributed by other services; the ruleset counts them.
+    pub chains: Vec<DispatchChain>,
+    /// Elements, sorted. Elements of the shared sets may also be contributed by other
+    /// services; the ruleset counts them. `hairpin` is not stored: it holds `ip . ip` for
+    /// every endpoint of the endpoint maps (see [`shared_keys`]).
     pub elements: Vec<Element>,
 }
 
@@ -81,14 +84,32 @@ pub struct Ruleset {
     pub elements: Vec<Element>,
     /// Per-service chains and elements.
     pub services: BTreeMap<ServiceName, ServiceRules>,
-    /// How many services contribute each element of a shared set.
-    pub(crate) shared: BTreeMap<(&'static str, Key), usize>,
+    /// How many services contribute each element of a shared set (a hash map: one entry per
+    /// endpoint address, the largest index Ferry keeps, looked up but never listed in order).
+    pub(crate) shared: HashMap<(&'static str, Key), u32>,
     /// Dispatch chains in use, with the number of services using each.
-    pub(crate) dispatch: BTreeMap<String, (usize, Chain)>,
+    pub(crate) dispatch: BTreeMap<String, (usize, DispatchChain)>,
 }
 
 /// Sets whose elements several services may contribute.
 pub(crate) const SHARED_SETS: [&str; 2] = ["cluster-ips", "hairpin"];
+
+/// The shared-set keys one service contributes, each once: its `cluster-ips` elements and,
+/// derived from its endpoint-map elements, `hairpin` (`endpoint . endpoint`: a pod reaching
+/// itself through a service is masqueraded). Deriving `hairpin` instead of storing it keeps
+/// one element per endpoint out of every service's rules.
+pub(crate) fn shared_keys(rules: &ServiceRules) -> BTreeSet<(&'static str, Key)> {
+    let mut keys = BTreeSet::new();
+    for e in &rules.elements {
+        if SHARED_SETS.contains(&e.set) {
+            keys.insert((e.set, e.key.clone()));
+        }
+        if let Some(Value::Endpoint(ep)) = &e.value {
+            keys.insert(("hairpin", Key::AddrPair(ep.ip(), ep.ip())));
+        }
+    }
+    keys
+}
 
 impl Ruleset {
     /// True when everything but the services is equal (an incremental sync is possible).
@@ -103,8 +124,7 @@ impl Ruleset {
     /// Replaces (or removes, with `None`) one service's rules, keeping shared counts.
     pub fn set_service(&mut self, name: ServiceName, rules: Option<ServiceRules>) {
         if let Some(old) = self.services.remove(&name) {
-            for e in old.elements.iter().filter(|e| SHARED_SETS.contains(&e.set)) {
-                let key = (e.set, e.key.clone());
+            for key in shared_keys(&old) {
                 if let Some(n) = self.shared.get_mut(&key) {
                     *n -= 1;
                     if *n == 0 {
@@ -122,8 +142,8 @@ impl Ruleset {
             }
         }
         if let Some(new) = rules {
-            for e in new.elements.iter().filter(|e| SHARED_SETS.contains(&e.set)) {
-                *self.shared.entry((e.set, e.key.clone())).or_default() += 1;
+            for key in shared_keys(&new) {
+                *self.shared.entry(key).or_default() += 1;
             }
             for c in &new.chains {
                 self.dispatch
@@ -137,7 +157,9 @@ impl Ruleset {
 
     /// How many services contribute a shared element.
     pub fn shared_count(&self, set: &'static str, key: &Key) -> usize {
-        self.shared.get(&(set, key.clone())).copied().unwrap_or(0)
+        self.shared
+            .get(&(set, key.clone()))
+            .map_or(0, |n| *n as usize)
     }
 
     /// How many services use a dispatch chain.
@@ -146,7 +168,7 @@ impl Ruleset {
     }
 
     /// The dispatch chains in use, sorted by name.
-    pub fn dispatch_chains(&self) -> impl Iterator<Item = &Chain> {
+    pub fn dispatch_chains(&self) -> impl Iterator<Item = &DispatchChain> {
         self.dispatch.values().map(|(_, c)| c)
     }
 
@@ -159,16 +181,58 @@ impl Ruleset {
             .chain(self.dispatch.keys().map(String::as_str))
     }
 
-    /// Every element, each shared element once, grouped by set.
-    pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<&Element>> {
+    /// The elements of one set, each shared element once, in no particular order. Unlike
+    /// [`all_elements`](Self::all_elements) it builds no index of the whole table (a full sync
+    /// streams a quarter of a million elements through this).
+    pub fn set_elements<'a>(
+        &'a self,
+        set: &'static str,
+    ) -> Box<dyn Iterator<Item = Cow<'a, Element>> + 'a> {
+        if SHARED_SETS.contains(&set) {
+            // Shared elements carry neither value nor comment; the counts hold their keys.
+            return Box::new(
+                self.shared
+                    .keys()
+                    .filter(move |(s, _)| *s == set)
+                    .map(move |(_, k)| Cow::Owned(Element::new(set, k.clone(), None))),
+            );
+        }
+        let node = self.elements.iter().filter(move |e| e.set == set);
+        let services = self
+            .services
+            .values()
+            .flat_map(|s| s.elements.iter())
+            .filter(move |e| e.set == set);
+        // Two services claiming the same frontend (conflicting manifests): the first wins, as
+        // in `all_elements`, so the kernel never sees one key twice.
+        let mut seen = std::collections::HashSet::new();
+        Box::new(
+            node.chain(services)
+                .filter(move |e| seen.insert(&e.key))
+                .map(Cow::Borrowed),
+        )
+    }
+
+    /// Every element, each shared element once, grouped by set, sorted by key.
+    pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<Cow<'_, Element>>> {
         let mut by_set: BTreeMap<&'static str, BTreeMap<&Key, &Element>> = BTreeMap::new();
         let service_elements = self.services.values().flat_map(|s| s.elements.iter());
         for e in self.elements.iter().chain(service_elements) {
-            by_set.entry(e.set).or_default().insert(&e.key, e);
+            if !SHARED_SETS.contains(&e.set) {
+                by_set.entry(e.set).or_default().entry(&e.key).or_insert(e);
+            }
         }
-        by_set
+        let mut out: BTreeMap<&'static str, Vec<Cow<'_, Element>>> = by_set
             .into_iter()
-            .map(|(set, els)| (set, els.into_values().collect()))
-            .collect()
+            .map(|(set, els)| (set, els.into_values().map(Cow::Borrowed).collect()))
+            .collect();
+        let mut shared: Vec<&(&'static str, Key)> = self.shared.keys().collect();
+        shared.sort();
+        for (set, key) in shared {
+            out.entry(set)
+                .or_default()
+                .push(Cow::Owned(Element::new(set, key.clone(), None)));
+        }
+        out
     }
 }

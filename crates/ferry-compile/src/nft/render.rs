@@ -27,13 +27,6 @@ impl RenderContext {
             pod_cidrs: plan.pod_cidrs.clone(),
         }
     }
-
-    pub(crate) fn ip(&self) -> &'static str {
-        match self.family {
-            IpFamily::V4 => "ip",
-            IpFamily::V6 => "ip6",
-        }
-    }
 }
 
 /// Renders a whole plan.
@@ -251,7 +244,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         sets,
         elements,
         services: BTreeMap::new(),
-        shared: BTreeMap::new(),
+        shared: Default::default(),
         dispatch: BTreeMap::new(),
     }
 }
@@ -266,5 +259,8 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
     out.chains.dedup_by(|a, b| a.name == b.name);
     out.elements.sort();
     out.elements.dedup();
+    // Held for as long as the service is installed: no growth slack.
+    out.elements.shrink_to_fit();
+    out.chains.shrink_to_fit();
     out
 }

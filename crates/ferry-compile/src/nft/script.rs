@@ -2,12 +2,14 @@
 //!
 //! Every transaction is applied atomically by the kernel: all of it or none of it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use ferry_model::{IpFamily, ServiceName};
 
-use super::model::{Chain, Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::model::{shared_keys, Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::rule::DispatchChain;
 
 /// Ferry's table name (in the `ip` and `ip6` families).
 pub const TABLE: &str = "ferry";
@@ -59,14 +61,66 @@ impl Writer {
         );
     }
 
-    fn rules(&mut self, chain: &Chain) {
+    fn rules<R: std::fmt::Display>(&mut self, chain: &str, rules: &[R]) {
         self.tx.chains_written += 1;
-        for rule in &chain.rules {
-            self.line("add", "rule", &format!("{} {rule}", chain.name));
+        for rule in rules {
+            self.line("add", "rule", &format!("{chain} {rule}"));
         }
     }
 
-    fn elements(&mut self, verb: &str, set: &str, els: &[&Element], with_value: bool) {
+    /// `add table`, the base and fixed chains, and the set declarations.
+    fn declare(&mut self, desired: &Ruleset, recreate: bool) {
+        let table = format!(
+            "add table {} {{ comment \"rules for Ferry\"; }}\n",
+            self.prefix
+        );
+        self.tx.text.push_str(&table);
+        if recreate {
+            let _ = writeln!(self.tx.text, "delete table {}", self.prefix);
+            self.tx.text.push_str(&table);
+        }
+        for b in &desired.base_chains {
+            let spec = format!(
+                "{} {{ type {} hook {} priority {}; policy accept; }}",
+                b.chain.name, b.kind, b.hook, b.priority
+            );
+            self.line("add", "chain", &spec);
+        }
+        for c in &desired.chains {
+            self.line("add", "chain", &c.name);
+        }
+        for s in &desired.sets {
+            self.set_def(s);
+        }
+    }
+
+    /// Rewrites the rules of the base and fixed chains (flushing them first unless the table
+    /// was just created).
+    fn fixed_rules(&mut self, desired: &Ruleset, flush: bool) {
+        let fixed = || {
+            desired
+                .base_chains
+                .iter()
+                .map(|b| &b.chain)
+                .chain(&desired.chains)
+        };
+        if flush {
+            for c in fixed() {
+                self.line("flush", "chain", &c.name);
+            }
+        }
+        for c in fixed() {
+            self.rules(&c.name, &c.rules);
+        }
+    }
+
+    fn elements<E: std::ops::Deref<Target = Element>>(
+        &mut self,
+        verb: &str,
+        set: &str,
+        els: &[E],
+        with_value: bool,
+    ) {
         if els.is_empty() {
             return;
         }
@@ -75,7 +129,7 @@ impl Writer {
         for (i, e) in els.iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
             if with_value {
-                let _ = write!(self.tx.text, "{sep}{e}");
+                let _ = write!(self.tx.text, "{sep}{}", &**e);
             } else {
                 let _ = write!(self.tx.text, "{sep}{}", e.key);
             }
@@ -85,46 +139,20 @@ impl Writer {
 }
 
 impl Transaction {
-    /// A full sync: declares every object, empties every chain, set and map Ferry owns, loads
-    /// the whole ruleset and deletes `stale_chains`. With `recreate`, the table is deleted and
-    /// created anew first (used at start-up, when what the kernel holds is unknown); established
-    /// connections are unaffected because their NAT bindings live in conntrack.
+    /// A full sync in one `nft -f` run, used when Ferry cannot talk netlink itself and as the
+    /// fallback when the table's declarations conflict (e.g. after an upgrade): declares every
+    /// object, empties every chain, set and map Ferry owns, loads the whole ruleset and deletes
+    /// `stale_chains`. With `recreate`, the table is deleted and created anew first, which is
+    /// the only way nft 1.0.6 can write the dispatch chains' rules (see [`super::rule`]);
+    /// established connections are unaffected because their NAT bindings live in conntrack.
     pub fn full(desired: &Ruleset, stale_chains: &[String], recreate: bool) -> Transaction {
         let mut w = Writer::new(desired.family);
-        let table = format!(
-            "add table {} {{ comment \"rules for Ferry\"; }}\n",
-            w.prefix
-        );
-        w.tx.text.push_str(&table);
-        if recreate {
-            let _ = writeln!(w.tx.text, "delete table {}", w.prefix);
-            w.tx.text.push_str(&table);
-        }
-        for b in &desired.base_chains {
-            let spec = format!(
-                "{} {{ type {} hook {} priority {}; policy accept; }}",
-                b.chain.name, b.kind, b.hook, b.priority
-            );
-            w.line("add", "chain", &spec);
-        }
-        let regular: Vec<&Chain> = desired
-            .chains
-            .iter()
-            .chain(desired.dispatch_chains())
-            .collect();
-        for c in &regular {
+        w.declare(desired, recreate);
+        for c in desired.dispatch_chains() {
             w.line("add", "chain", &c.name);
         }
-        for s in &desired.sets {
-            w.set_def(s);
-        }
         if !recreate {
-            let all = desired
-                .base_chains
-                .iter()
-                .map(|b| &b.chain)
-                .chain(regular.iter().copied());
-            for c in all {
+            for c in desired.dispatch_chains() {
                 w.line("flush", "chain", &c.name);
             }
             for s in &desired.sets {
@@ -134,13 +162,9 @@ impl Transaction {
                 w.line("flush", "chain", name);
             }
         }
-        for c in desired
-            .base_chains
-            .iter()
-            .map(|b| &b.chain)
-            .chain(regular.iter().copied())
-        {
-            w.rules(c);
+        w.fixed_rules(desired, !recreate);
+        for c in desired.dispatch_chains() {
+            w.rules(&c.name, &c.rules);
         }
         for (set, els) in desired.all_elements() {
             w.elements("add", set, &els, true);
@@ -149,6 +173,30 @@ impl Transaction {
             for name in stale_chains {
                 w.line("delete", "chain", name);
             }
+        }
+        w.tx
+    }
+
+    /// The part of a full sync that `nft` writes when the rest goes over netlink: the table,
+    /// the base and fixed chains with their rules (flushed first), the set declarations and
+    /// the elements of the interval sets. No dispatch chain and no other element: these rules
+    /// read only `type` maps, so nft can always write them again, and the script stays small
+    /// whatever the number of services. Nothing here refers to a dispatch chain, so the
+    /// dispatch chains and elements already in the kernel keep working until the netlink
+    /// batch replaces them.
+    pub fn skeleton(desired: &Ruleset) -> Transaction {
+        let mut w = Writer::new(desired.family);
+        w.declare(desired, false);
+        w.fixed_rules(desired, true);
+        // Interval sets hold node-level elements only (the node port addresses).
+        for s in desired.sets.iter().filter(|s| s.interval) {
+            w.line("flush", s.kind(), s.name);
+            let els: Vec<&Element> = desired
+                .elements
+                .iter()
+                .filter(|e| e.set == s.name)
+                .collect();
+            w.elements("add", s.name, &els, true);
         }
         w.tx
     }
@@ -175,13 +223,13 @@ impl Transaction {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Delta<'a> {
     /// Dispatch chains to create (first user came), with their rules.
-    pub add_chains: Vec<&'a Chain>,
+    pub add_chains: Vec<&'a DispatchChain>,
     /// Dispatch chains to delete (last user went), after their elements.
     pub delete_chains: Vec<&'a str>,
     /// Elements to delete, by set (a key whose value changed is deleted and added again).
-    pub delete: BTreeMap<&'static str, Vec<&'a Element>>,
+    pub delete: BTreeMap<&'static str, Vec<Cow<'a, Element>>>,
     /// Elements to add, by set.
-    pub add: BTreeMap<&'static str, Vec<&'a Element>>,
+    pub add: BTreeMap<&'static str, Vec<Cow<'a, Element>>>,
 }
 
 impl<'a> Delta<'a> {
@@ -195,10 +243,10 @@ impl<'a> Delta<'a> {
             elements: Vec::new(),
         };
         let empty = &EMPTY;
-        let mut chain_delta: BTreeMap<&str, (isize, &Chain)> = BTreeMap::new();
+        let mut chain_delta: BTreeMap<&str, (isize, &DispatchChain)> = BTreeMap::new();
         let mut old_els: BTreeSet<&Element> = BTreeSet::new();
         let mut new_els: BTreeSet<&Element> = BTreeSet::new();
-        let mut shared_delta: BTreeMap<(&'static str, &Key), (isize, &Element)> = BTreeMap::new();
+        let mut shared_delta: BTreeMap<(&'static str, Key), isize> = BTreeMap::new();
         for (name, new) in changes {
             let old = installed.services.get(name).unwrap_or(empty);
             let new = new.as_ref().unwrap_or(empty);
@@ -206,9 +254,12 @@ impl<'a> Delta<'a> {
                 for c in &rules.chains {
                     chain_delta.entry(c.name.as_str()).or_insert((0, c)).0 += sign;
                 }
+                for key in shared_keys(rules) {
+                    *shared_delta.entry(key).or_default() += sign;
+                }
                 for e in &rules.elements {
                     if SHARED_SETS.contains(&e.set) {
-                        shared_delta.entry((e.set, &e.key)).or_insert((0, e)).0 += sign;
+                        // Counted above.
                     } else if sign < 0 {
                         old_els.insert(e);
                     } else {
@@ -219,7 +270,7 @@ impl<'a> Delta<'a> {
         }
         // Dispatch chains are shared: one is added when its first user comes and deleted when
         // its last user goes. A chain's rules never change (its name says what they are).
-        let mut added: Vec<&Chain> = Vec::new();
+        let mut added: Vec<&DispatchChain> = Vec::new();
         let mut removed: Vec<&str> = Vec::new();
         for (name, (delta, c)) in &chain_delta {
             let before = installed.chain_users(name) as isize;
@@ -231,21 +282,27 @@ impl<'a> Delta<'a> {
             }
         }
         // Element changes: a key whose value changed is deleted and added again.
-        let mut delete: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
-        let mut add: BTreeMap<&str, Vec<&Element>> = BTreeMap::new();
+        let mut delete: BTreeMap<&str, Vec<Cow<'a, Element>>> = BTreeMap::new();
+        let mut add: BTreeMap<&str, Vec<Cow<'a, Element>>> = BTreeMap::new();
         for e in old_els.difference(&new_els) {
-            delete.entry(e.set).or_default().push(e);
+            delete.entry(e.set).or_default().push(Cow::Borrowed(*e));
         }
         for e in new_els.difference(&old_els) {
-            add.entry(e.set).or_default().push(e);
+            add.entry(e.set).or_default().push(Cow::Borrowed(*e));
         }
-        for ((set, key), (delta, e)) in &shared_delta {
-            let before = installed.shared_count(set, key) as isize;
+        // Shared elements carry neither value nor comment.
+        for ((set, key), delta) in shared_delta {
+            let before = installed.shared_count(set, &key) as isize;
             let after = before + delta;
             if before > 0 && after <= 0 {
-                delete.entry(set).or_default().push(e);
+                delete
+                    .entry(set)
+                    .or_default()
+                    .push(Cow::Owned(Element::new(set, key, None)));
             } else if before <= 0 && after > 0 {
-                add.entry(set).or_default().push(e);
+                add.entry(set)
+                    .or_default()
+                    .push(Cow::Owned(Element::new(set, key, None)));
             }
         }
         Delta {
@@ -281,7 +338,7 @@ impl<'a> Delta<'a> {
             w.line("flush", "chain", name);
         }
         for c in &self.add_chains {
-            w.rules(c);
+            w.rules(&c.name, &c.rules);
         }
         for (set, els) in &self.delete {
             w.elements("delete", set, els, false);

@@ -156,10 +156,9 @@ fn random_choice_is_uniform_over_the_slots() {
         assert_eq!(eps.len(), n, "each endpoint in exactly one slot, n={n}");
         let chain = &rules.chains[0];
         assert!(
-            chain
-                .rules
-                .iter()
-                .any(|r| r.contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
+            chain.rules.iter().any(|r| r
+                .to_string()
+                .contains(&format!("numgen random mod {n} map @cluster-endpoints"))),
             "{chain:?}"
         );
     }
@@ -217,4 +216,51 @@ fn a_delta_to_the_same_rules_is_empty() {
 fn hairpin_key(ip: &str) -> Key {
     let ip: std::net::IpAddr = ip.parse().expect("ip");
     Key::AddrPair(ip, ip)
+}
+
+#[test]
+fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
+    for policy in [TrafficPolicy::Cluster, TrafficPolicy::Local] {
+        let mut state = seed_state(policy, &["192.168.169.166", "192.168.36.70"]);
+        state.apply(Object::Service(mk_service(
+            "dev",
+            "other",
+            "10.96.0.20",
+            80,
+        )));
+        for node in ["k8s-node1", "k8s-node2"] {
+            let ctx = NodeContext {
+                node_name: node.into(),
+                family: IpFamily::V4,
+            };
+            let compiler = crate::NodeCompiler::new(&state, &ctx, &cfg());
+            let whole = render(&Plan::build(&NodeView::build(&state, &ctx), &cfg()));
+            assert_eq!(compiler.full(&state), whole, "{node} {policy:?}");
+        }
+    }
+}
+
+#[test]
+fn set_elements_streams_what_all_elements_lists() {
+    let mut state = seed_state(TrafficPolicy::Local, &["192.168.169.166", "192.168.36.70"]);
+    let other = mk_service("dev", "other", "10.96.0.20", 80);
+    state.apply(Object::Service(other));
+    state.apply(Object::EndpointSlice(mk_slice(
+        "dev",
+        "other",
+        56010,
+        vec![mk_endpoint("192.168.169.166", "k8s-node2")],
+    )));
+    let rs = ruleset(&state, "k8s-node2");
+    let all = rs.all_elements();
+    assert_eq!(all["hairpin"].len(), 2, "one per endpoint address");
+    for s in &rs.sets {
+        let mut streamed: Vec<Element> = rs.set_elements(s.name).map(|e| e.into_owned()).collect();
+        streamed.sort();
+        let listed: Vec<Element> = all
+            .get(s.name)
+            .map(|els| els.iter().map(|e| e.as_ref().clone()).collect())
+            .unwrap_or_default();
+        assert_eq!(streamed, listed, "{}", s.name);
+    }
 }

@@ -5,16 +5,16 @@
 
 use std::fmt::{self, Write as _};
 
-use super::model::{Chain, Ruleset};
+use super::model::Ruleset;
 use super::script::TABLE;
 use ferry_model::IpFamily;
 
-fn chain_block(out: &mut String, c: &Chain, header: Option<String>) {
-    let _ = writeln!(out, "\tchain {} {{", c.name);
+fn chain_block<R: fmt::Display>(out: &mut String, name: &str, rules: &[R], header: Option<String>) {
+    let _ = writeln!(out, "\tchain {name} {{");
     if let Some(h) = header {
         let _ = writeln!(out, "\t\t{h}");
     }
-    for r in &c.rules {
+    for r in rules {
         let _ = writeln!(out, "\t\t{r}");
     }
     out.push_str("\t}\n");
@@ -52,13 +52,13 @@ impl fmt::Display for Ruleset {
                 "type {} hook {} priority {}; policy accept;",
                 b.kind, b.hook, b.priority
             );
-            chain_block(&mut out, &b.chain, Some(header));
+            chain_block(&mut out, &b.chain.name, &b.chain.rules, Some(header));
         }
         for c in &self.chains {
-            chain_block(&mut out, c, None);
+            chain_block(&mut out, &c.name, &c.rules, None);
         }
         for c in self.dispatch_chains() {
-            chain_block(&mut out, c, None);
+            chain_block(&mut out, &c.name, &c.rules, None);
         }
         out.push_str("}\n");
         f.write_str(&out)

@@ -1,13 +1,8 @@
-//! nfnetlink message encoding for set-element batches (no I/O; unit-tested byte for byte).
-//!
-//! Concatenated keys put each field in its own 32-bit register, so every field is padded to
-//! a multiple of 4 bytes: an address is 4 (or 16) bytes, a protocol 1 byte + 3, a port 2 bytes
-//! (network order) + 2, a `numgen` slot 4 bytes in host order (what `numgen` writes).
+//! nfnetlink message encoding (no I/O; unit-tested byte for byte): the batch framing here,
+//! set elements in [`elements`], dispatch chains and their rules in [`rule`] (built from the
+//! expressions in [`expr`]), the chain dump request and its answers in [`dump`].
 
-use std::net::{IpAddr, SocketAddr};
-
-use ferry_compile::nft::{Element, Key, Value, Verdict};
-use ferry_model::{IpFamily, Protocol};
+use ferry_model::IpFamily;
 
 use super::NetlinkError;
 
@@ -16,163 +11,112 @@ use super::NetlinkError;
 #[error("not encodable as a netlink element batch: {0}")]
 pub struct Unsupported(pub &'static str);
 
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_CREATE: u16 = 0x400;
-const NLMSG_ERROR: u16 = 0x2;
-const NLA_F_NESTED: u16 = 0x8000;
+pub(super) const NLM_F_REQUEST: u16 = 0x1;
+pub(super) const NLM_F_ACK: u16 = 0x4;
+pub(super) const NLM_F_DUMP: u16 = 0x300;
+pub(super) const NLM_F_CREATE: u16 = 0x400;
+pub(super) const NLM_F_APPEND: u16 = 0x800;
+pub(super) const NLMSG_ERROR: u16 = 0x2;
+pub(super) const NLMSG_DONE: u16 = 0x3;
+pub(super) const NLA_F_NESTED: u16 = 0x8000;
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
-const NFT_MSG_NEWSETELEM: u16 = 12;
-const NFT_MSG_DELSETELEM: u16 = 14;
-const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
-const NFTA_SET_ELEM_LIST_SET: u16 = 2;
-const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
-const NFTA_LIST_ELEM: u16 = 1;
-const NFTA_SET_ELEM_KEY: u16 = 1;
-const NFTA_SET_ELEM_DATA: u16 = 2;
-const NFTA_SET_ELEM_USERDATA: u16 = 6;
-const NFTA_DATA_VALUE: u16 = 1;
-const NFTA_DATA_VERDICT: u16 = 2;
-const NFTA_VERDICT_CODE: u16 = 1;
-const NFTA_VERDICT_CHAIN: u16 = 2;
-const NF_DROP: i32 = 0;
-const NFT_GOTO: i32 = -4;
-/// libnftnl's element comment (`NFTNL_UDATA_SET_ELEM_COMMENT`), as `nft` writes it.
-const UDATA_COMMENT: u8 = 0;
-/// Element attributes per message: a nested attribute must stay below 64 KiB.
-const MAX_ELEMENTS_BYTES: usize = 48 * 1024;
+pub(super) const NFNL_SUBSYS_NFTABLES: u16 = 10;
+pub(super) const NFT_MSG_NEWCHAIN: u16 = 3;
+pub(super) const NFT_MSG_GETCHAIN: u16 = 4;
+pub(super) const NFT_MSG_DELCHAIN: u16 = 5;
+pub(super) const NFT_MSG_NEWRULE: u16 = 6;
+pub(super) const NFT_MSG_DELRULE: u16 = 8;
+pub(super) const NFT_MSG_NEWSET: u16 = 9;
+pub(super) const NFT_MSG_NEWSETELEM: u16 = 12;
+pub(super) const NFT_MSG_DELSETELEM: u16 = 14;
+pub(super) const NFTA_LIST_ELEM: u16 = 1;
+pub(super) const NFTA_DATA_VALUE: u16 = 1;
+pub(super) const NFTA_DATA_VERDICT: u16 = 2;
+pub(super) const NFTA_VERDICT_CODE: u16 = 1;
+pub(super) const NFTA_VERDICT_CHAIN: u16 = 2;
 
 /// One batch being written.
 pub(crate) struct Batch {
-    buf: Vec<u8>,
+    pub(super) buf: Vec<u8>,
     seq: u32,
     acks: usize,
-    family: u8,
-    table: &'static str,
+    pub(super) family: u8,
+    pub(super) table: &'static str,
+    /// The next anonymous set's transaction-local id.
+    pub(super) next_set_id: u32,
 }
 
-fn put_u16(buf: &mut [u8], at: usize, v: u16) {
+pub(super) fn put_u16(buf: &mut [u8], at: usize, v: u16) {
     buf[at..at + 2].copy_from_slice(&v.to_ne_bytes());
 }
 
-fn pad(buf: &mut Vec<u8>) {
+pub(super) fn pad(buf: &mut Vec<u8>) {
     while !buf.len().is_multiple_of(4) {
         buf.push(0);
     }
 }
 
 /// Starts an attribute; returns its offset for [`end_attr`].
-fn begin_attr(buf: &mut Vec<u8>, kind: u16) -> usize {
+pub(super) fn begin_attr(buf: &mut Vec<u8>, kind: u16) -> usize {
     let at = buf.len();
     buf.extend_from_slice(&[0, 0]);
     buf.extend_from_slice(&kind.to_ne_bytes());
     at
 }
 
-fn end_attr(buf: &mut Vec<u8>, at: usize) {
+pub(super) fn end_attr(buf: &mut Vec<u8>, at: usize) {
     let len = (buf.len() - at) as u16;
     put_u16(buf, at, len);
     pad(buf);
 }
 
-fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
+pub(super) fn attr(buf: &mut Vec<u8>, kind: u16, payload: &[u8]) {
     let at = begin_attr(buf, kind);
     buf.extend_from_slice(payload);
     end_attr(buf, at);
 }
 
-fn attr_str(buf: &mut Vec<u8>, kind: u16, s: &str) {
+pub(super) fn attr_str(buf: &mut Vec<u8>, kind: u16, s: &str) {
     let at = begin_attr(buf, kind);
     buf.extend_from_slice(s.as_bytes());
     buf.push(0);
     end_attr(buf, at);
 }
 
-fn addr(out: &mut Vec<u8>, a: IpAddr) {
-    match a {
-        IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
-        IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
-    }
-}
-
-fn proto(out: &mut Vec<u8>, p: Protocol) {
-    let n = match p {
-        Protocol::Tcp => 6,
-        Protocol::Udp => 17,
-        Protocol::Sctp => 132,
-    };
-    out.extend_from_slice(&[n, 0, 0, 0]);
-}
-
-fn port(out: &mut Vec<u8>, p: u16) {
-    let [hi, lo] = p.to_be_bytes();
-    out.extend_from_slice(&[hi, lo, 0, 0]);
-}
-
-/// The key's register bytes.
-pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unsupported> {
-    let mut out = Vec::with_capacity(40);
-    match key {
-        Key::Addr(a) => addr(&mut out, *a),
-        Key::Net(_) => return Err(Unsupported("interval set elements")),
-        Key::AddrPair(a, b) => {
-            addr(&mut out, *a);
-            addr(&mut out, *b);
-        }
-        Key::Frontend(a, p, n) => {
-            addr(&mut out, *a);
-            proto(&mut out, *p);
-            port(&mut out, *n);
-        }
-        Key::NodePort(p, n) => {
-            proto(&mut out, *p);
-            port(&mut out, *n);
-        }
-        Key::FrontendSlot(a, p, n, slot) => {
-            addr(&mut out, *a);
-            proto(&mut out, *p);
-            port(&mut out, *n);
-            out.extend_from_slice(&slot.to_ne_bytes());
-        }
-        Key::NodePortSlot(p, n, slot) => {
-            proto(&mut out, *p);
-            port(&mut out, *n);
-            out.extend_from_slice(&slot.to_ne_bytes());
-        }
-    }
-    Ok(out)
-}
-
-fn endpoint_bytes(ep: &SocketAddr) -> Vec<u8> {
-    let mut out = Vec::with_capacity(20);
-    addr(&mut out, ep.ip());
-    port(&mut out, ep.port());
-    out
+/// A 32-bit attribute in network byte order (what nf_tables expects for numbers).
+pub(super) fn attr_u32(buf: &mut Vec<u8>, kind: u16, v: u32) {
+    attr(buf, kind, &v.to_be_bytes());
 }
 
 impl Batch {
     /// A batch whose first message gets sequence number `seq`.
     pub(crate) fn new(seq: u32, family: IpFamily, table: &'static str) -> Self {
-        let family = match family {
-            IpFamily::V4 => 2,  // NFPROTO_IPV4
-            IpFamily::V6 => 10, // NFPROTO_IPV6
-        };
-        let mut b = Self {
-            buf: Vec::new(),
-            seq,
-            acks: 0,
-            family,
-            table,
-        };
+        let mut b = Self::bare(seq, family);
+        b.table = table;
         let at = b.header(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 0);
         b.end_msg(at);
         b
     }
 
+    /// Messages without the batch framing (a dump request).
+    pub(super) fn bare(seq: u32, family: IpFamily) -> Self {
+        let family = match family {
+            IpFamily::V4 => 2,  // NFPROTO_IPV4
+            IpFamily::V6 => 10, // NFPROTO_IPV6
+        };
+        Self {
+            buf: Vec::new(),
+            seq,
+            acks: 0,
+            family,
+            table: "",
+            next_set_id: 1,
+        }
+    }
+
     /// Writes a message header (nlmsghdr + nfgenmsg); returns the message's offset.
-    fn header(&mut self, kind: u16, flags: u16, family: u8) -> usize {
+    pub(super) fn header(&mut self, kind: u16, flags: u16, family: u8) -> usize {
         let at = self.buf.len();
         self.buf.extend_from_slice(&[0; 4]); // length, set by end_msg
         self.buf.extend_from_slice(&kind.to_ne_bytes());
@@ -190,81 +134,9 @@ impl Batch {
         at
     }
 
-    fn end_msg(&mut self, at: usize) {
+    pub(super) fn end_msg(&mut self, at: usize) {
         let len = (self.buf.len() - at) as u32;
         self.buf[at..at + 4].copy_from_slice(&len.to_ne_bytes());
-    }
-
-    /// Adds (`add`) or deletes elements of one set, in as many messages as needed.
-    pub(crate) fn elements(
-        &mut self,
-        add: bool,
-        set: &str,
-        els: &[&Element],
-    ) -> Result<(), Unsupported> {
-        let mut rest = els;
-        while !rest.is_empty() {
-            let (kind, flags) = if add {
-                (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK)
-            } else {
-                (NFT_MSG_DELSETELEM, NLM_F_REQUEST | NLM_F_ACK)
-            };
-            let msg = self.header((NFNL_SUBSYS_NFTABLES << 8) | kind, flags, self.family);
-            attr_str(&mut self.buf, NFTA_SET_ELEM_LIST_TABLE, self.table);
-            attr_str(&mut self.buf, NFTA_SET_ELEM_LIST_SET, set);
-            let list = begin_attr(&mut self.buf, NFTA_SET_ELEM_LIST_ELEMENTS | NLA_F_NESTED);
-            let start = self.buf.len();
-            let mut written = 0;
-            for e in rest {
-                if self.buf.len() - start > MAX_ELEMENTS_BYTES {
-                    break;
-                }
-                self.element(e, add)?;
-                written += 1;
-            }
-            end_attr(&mut self.buf, list);
-            self.end_msg(msg);
-            rest = &rest[written..];
-        }
-        Ok(())
-    }
-
-    fn element(&mut self, e: &Element, with_value: bool) -> Result<(), Unsupported> {
-        let buf = &mut self.buf;
-        let el = begin_attr(buf, NFTA_LIST_ELEM | NLA_F_NESTED);
-        let key = begin_attr(buf, NFTA_SET_ELEM_KEY | NLA_F_NESTED);
-        attr(buf, NFTA_DATA_VALUE, &key_bytes(&e.key)?);
-        end_attr(buf, key);
-        if with_value {
-            if let Some(v) = &e.value {
-                let data = begin_attr(buf, NFTA_SET_ELEM_DATA | NLA_F_NESTED);
-                match v {
-                    Value::Endpoint(ep) => attr(buf, NFTA_DATA_VALUE, &endpoint_bytes(ep)),
-                    Value::Verdict(v) => {
-                        let verdict = begin_attr(buf, NFTA_DATA_VERDICT | NLA_F_NESTED);
-                        let (code, chain) = match v {
-                            Verdict::Drop => (NF_DROP, None),
-                            Verdict::Goto(c) => (NFT_GOTO, Some(c)),
-                        };
-                        attr(buf, NFTA_VERDICT_CODE, &code.to_be_bytes());
-                        if let Some(c) = chain {
-                            attr_str(buf, NFTA_VERDICT_CHAIN, c);
-                        }
-                        end_attr(buf, verdict);
-                    }
-                }
-                end_attr(buf, data);
-            }
-            if let Some(c) = &e.comment {
-                let len = u8::try_from(c.len() + 1).map_err(|_| Unsupported("long comment"))?;
-                let mut udata = vec![UDATA_COMMENT, len];
-                udata.extend_from_slice(c.as_bytes());
-                udata.push(0);
-                attr(buf, NFTA_SET_ELEM_USERDATA, &udata);
-            }
-        }
-        end_attr(buf, el);
-        Ok(())
     }
 
     /// Closes the batch: its bytes, how many answers to expect, the next sequence number.
@@ -294,6 +166,16 @@ pub(crate) fn errors(mut buf: &[u8]) -> Result<Vec<i32>, NetlinkError> {
     }
     Ok(out)
 }
+
+mod anon_set;
+mod dump;
+mod elements;
+mod expr;
+mod rule;
+
+pub(crate) use dump::{chain_dump_request, chain_names};
+#[cfg(test)]
+use elements::key_bytes;
 
 #[cfg(test)]
 mod tests;

@@ -47,6 +47,9 @@ impl<R: NftRunner> Dataplane for NftDataplane<R> {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<SyncReport, ApplyError> {
+        // Free the installed ruleset before compiling the new one: the kernel keeps its
+        // rules until the new ones replace them, and the next sync is full if this one fails.
+        self.forget_installed();
         self.apply_full(compiler.full(state))
     }
 

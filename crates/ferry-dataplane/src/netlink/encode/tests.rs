@@ -1,4 +1,6 @@
 use super::*;
+use ferry_compile::nft::{Element, Key, Value};
+use ferry_model::Protocol;
 
 #[test]
 fn slot_keys_pad_every_field_to_a_register() {
@@ -32,9 +34,9 @@ fn a_batch_is_framed_and_counts_its_acks() {
         Some(Value::Endpoint("10.0.0.1:8080".parse().expect("ep"))),
     );
     let mut b = Batch::new(7, IpFamily::V4, "ferry");
-    b.elements(false, "cluster-endpoints", &[&ep])
+    b.elements(false, "cluster-endpoints", [&ep])
         .expect("encodable");
-    b.elements(true, "cluster-endpoints", &[&ep])
+    b.elements(true, "cluster-endpoints", [&ep])
         .expect("encodable");
     let (bytes, acks, next) = b.finish();
     assert_eq!(acks, 2);
@@ -58,7 +60,7 @@ fn many_elements_are_split_below_the_attribute_limit() {
         .collect();
     let refs: Vec<&Element> = els.iter().collect();
     let mut b = Batch::new(1, IpFamily::V4, "ferry");
-    b.elements(true, "cluster-endpoints", &refs)
+    b.elements(true, "cluster-endpoints", refs)
         .expect("encodable");
     let (bytes, acks, _) = b.finish();
     assert!(acks > 1, "split into several messages");

@@ -1,0 +1,124 @@
+//! Typed rules of the shared dispatch chains.
+//!
+//! The dispatch chains are the only rules that read the `typeof` endpoint maps, and nft 1.0.6
+//! cannot add such a rule once the map exists in the kernel ("conflicting protocols specified:
+//! tcp vs. th"). So the dataplane writes these rules over netlink itself, from this typed
+//! form, while `ferry rules` and the golden files print them with [`fmt::Display`], in the
+//! exact text `nft list table` prints for what the dataplane writes.
+//!
+//! Adding a kind of match or action: add a variant here with its text in the `Display`
+//! impl, then its expressions in `ferry-dataplane/src/netlink/encode/rule.rs` (the compiler
+//! refuses to build until both exist), and compare the two with the netns test
+//! `ferry-dataplane/tests/netlink_kernel.rs`.
+
+use std::fmt;
+
+use ipnet::IpNet;
+
+use ferry_model::IpFamily;
+
+/// A shared dispatch chain: a name that says everything its rules depend on, and the rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchChain {
+    /// Chain name.
+    pub name: String,
+    /// Rules, in order.
+    pub rules: Vec<DispatchRule>,
+}
+
+/// One rule: matches (all must hold), then an action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchRule {
+    /// The table's family (`ip saddr` or `ip6 saddr`).
+    pub family: IpFamily,
+    /// Conditions, in order.
+    pub matches: Vec<RuleMatch>,
+    /// What a matching packet gets.
+    pub action: RuleAction,
+}
+
+/// A condition on the packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleMatch {
+    /// `ip saddr PREFIX`, `ip saddr != PREFIX`, `ip saddr { P1, P2 }`: the source is (not)
+    /// within one of `nets` (never empty).
+    Saddr {
+        /// True for `!=`.
+        negate: bool,
+        /// The prefixes.
+        nets: Vec<IpNet>,
+    },
+    /// `fib saddr type local`: the source is one of this node's addresses.
+    SaddrLocal,
+}
+
+/// How the DNAT finds the frontend in an endpoint map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnatKey {
+    /// `ip daddr . meta l4proto . th dport`: service IPs (ClusterIPs, external IPs).
+    ServiceIp,
+    /// `meta l4proto . th dport`: node ports (the destination is any node address).
+    NodePort,
+}
+
+/// What a matching packet gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleAction {
+    /// `jump CHAIN`.
+    Jump(&'static str),
+    /// `meta l4proto { tcp, udp, sctp } dnat ip to KEY . numgen random mod SLOTS map @MAP`:
+    /// DNAT to the endpoint the map holds for the frontend and a random slot.
+    Dnat {
+        /// The frontend part of the map key.
+        key: DnatKey,
+        /// Number of slots (endpoints), at least 1.
+        slots: u32,
+        /// The endpoint map.
+        map: &'static str,
+    },
+}
+
+impl DispatchRule {
+    /// `ip` or `ip6`.
+    pub fn ip(&self) -> &'static str {
+        match self.family {
+            IpFamily::V4 => "ip",
+            IpFamily::V6 => "ip6",
+        }
+    }
+}
+
+impl fmt::Display for DispatchRule {
+    /// The rule as `nft list` prints it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ip = self.ip();
+        for m in &self.matches {
+            match m {
+                RuleMatch::Saddr { negate, nets } => {
+                    let op = if *negate { "!= " } else { "" };
+                    write!(f, "{ip} saddr {op}")?;
+                    if let [net] = nets.as_slice() {
+                        write!(f, "{net} ")?;
+                    } else {
+                        let list: Vec<String> = nets.iter().map(ToString::to_string).collect();
+                        write!(f, "{{ {} }} ", list.join(", "))?;
+                    }
+                }
+                RuleMatch::SaddrLocal => f.write_str("fib saddr type local ")?,
+            }
+        }
+        match &self.action {
+            RuleAction::Jump(chain) => write!(f, "jump {chain}"),
+            RuleAction::Dnat { key, slots, map } => {
+                let key = match key {
+                    DnatKey::ServiceIp => format!("{ip} daddr . meta l4proto . th dport"),
+                    DnatKey::NodePort => "meta l4proto . th dport".to_owned(),
+                };
+                write!(
+                    f,
+                    "meta l4proto {{ tcp, udp, sctp }} dnat {ip} to {key} . numgen random mod {slots} map @{map}"
+                )
+            }
+        }
+    }
+}
