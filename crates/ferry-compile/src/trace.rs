@@ -14,7 +14,7 @@ use ipnet::IpNet;
 use ferry_model::{NodeView, Protocol, ServicePortName};
 
 use crate::nft::{Key, Ruleset};
-use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
+use crate::plan::{Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
 
 mod iptables;
 mod steps;
@@ -55,6 +55,8 @@ pub enum Frontend {
     NodePort,
     /// An external IP.
     ExternalIp,
+    /// A load-balancer IP (`status.loadBalancer.ingress[].ip`).
+    LoadBalancerIp,
 }
 
 /// One candidate endpoint, in or out of the set used, and why.
@@ -102,6 +104,10 @@ pub enum StepKind {
     Masquerade,
     /// Pod or node traffic skips the Local policy.
     ShortCircuit,
+    /// The source is allowed by `loadBalancerSourceRanges`.
+    FirewallAllowed,
+    /// The source is not allowed by `loadBalancerSourceRanges`: dropped before DNAT.
+    FirewallDropped,
     /// DNAT to one endpoint of a set.
     Forward(EndpointSet),
     /// Hairpin: masqueraded if the endpoint is the sender.
@@ -151,6 +157,10 @@ pub struct Trace {
     pub masquerade: Option<String>,
     /// The outcome.
     pub verdict: Verdict,
+    /// The load-balancer firewall dropped a packet of a service without any endpoint. In
+    /// iptables mode (as upstream's) such a service has no `KUBE-FW-` chain, so the packet is
+    /// rejected like every other packet to it.
+    pub firewall_without_endpoints: bool,
 }
 
 fn step(
@@ -184,6 +194,7 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         candidates: Vec::new(),
         masquerade: None,
         verdict: Verdict::NotAService,
+        firewall_without_endpoints: false,
     };
     let Some((sp, frontend)) = find_frontend(view, plan, &packet, &origin) else {
         not_a_service(plan, &packet, &mut t);
@@ -220,6 +231,11 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
             svc_label(sp)
         ),
         Frontend::ExternalIp => format!("matches external IP {} of {}", packet.dst, svc_label(sp)),
+        Frontend::LoadBalancerIp => format!(
+            "matches load-balancer IP {} of {}",
+            packet.dst,
+            svc_label(sp)
+        ),
     };
     t.steps.push(step(
         StepKind::Dispatch,
@@ -244,6 +260,9 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         ],
     ));
     let sview = view.services.get(&sp.name);
+    if frontend == Frontend::LoadBalancerIp && !firewall(sp, &packet, &origin, &mut t) {
+        return t;
+    }
     match frontend {
         Frontend::ClusterIp => internal(sp, sview, plan, &packet, &objs, &mut t),
         _ => external(sp, sview, plan, &packet, &origin, &objs, &mut t),
@@ -288,7 +307,9 @@ fn node_port_address(view: &NodeView, plan: &Plan, dst: &IpAddr) -> bool {
         .any(|a| a.address == *dst);
     match &plan.node_ports {
         NodePortScope::AllLocal => local && !dst.is_loopback(),
-        NodePortScope::LocalWithin(nets) => nets.iter().any(|n| n.contains(dst)),
+        NodePortScope::LocalWithin(nets) => {
+            !dst.is_loopback() && nets.iter().any(|n| n.contains(dst))
+        }
     }
 }
 
@@ -306,12 +327,69 @@ fn find_frontend<'a>(
     if let Some(sp) = services().find(|sp| sp.port == p.port && sp.external_ips.contains(&p.dst)) {
         return Some((sp, Frontend::ExternalIp));
     }
+    if let Some(sp) =
+        services().find(|sp| sp.port == p.port && sp.load_balancer_ips.contains(&p.dst))
+    {
+        return Some((sp, Frontend::LoadBalancerIp));
+    }
     if node_port_address(view, plan, &p.dst) {
         if let Some(sp) = services().find(|sp| sp.node_port == Some(p.port)) {
             return Some((sp, Frontend::NodePort));
         }
     }
     None
+}
+
+/// `loadBalancerSourceRanges`, checked before DNAT (filter-prerouting / filter-output).
+/// Returns false when the packet is dropped (the trace is complete then).
+fn firewall(sp: &ServicePlan, p: &Packet, origin: &Origin, t: &mut Trace) -> bool {
+    let Some(fw) = &sp.firewall else { return true };
+    let no_endpoints = sp.external.as_ref().map(|e| e.dispatch) == Some(Dispatch::Reject);
+    if *origin == Origin::ThisNode && no_endpoints {
+        // filter-output checks "no endpoints" (reject) before the firewall.
+        return true;
+    }
+    let hook = if *origin == Origin::ThisNode {
+        "filter-output"
+    } else {
+        "filter-prerouting"
+    };
+    let frontend = format!("{} . {} . {}", p.dst, p.protocol, p.port);
+    let ranges = fw
+        .allowed
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut objects = vec![
+        format!("chain {hook} → firewall-check"),
+        format!("set firewall-ips element {frontend}"),
+        "chain firewall-allow-check".to_owned(),
+    ];
+    if let Some(allowed) = fw.allowed.iter().find(|n| n.contains(&p.src)) {
+        let key = Key::FrontendSource(p.dst, p.protocol, p.port, *allowed);
+        objects.push(format!("set firewall-allow element {key}"));
+        t.steps.push(step(
+            StepKind::FirewallAllowed,
+            format!("allowed by loadBalancerSourceRanges ({allowed})"),
+            format!("only these sources may reach the load-balancer IP: {ranges}"),
+            objects,
+        ));
+        return true;
+    }
+    objects.push(format!("set firewall-allow (no element for {})", p.src));
+    t.steps.push(step(
+        StepKind::FirewallDropped,
+        "dropped: the source is not in loadBalancerSourceRanges",
+        format!(
+            "only these sources may reach the load-balancer IP: {ranges}; the rest is dropped \
+             before DNAT (the client times out)"
+        ),
+        objects,
+    ));
+    t.verdict = Verdict::Dropped;
+    t.firewall_without_endpoints = no_endpoints;
+    false
 }
 
 fn not_a_service(plan: &Plan, p: &Packet, t: &mut Trace) {
@@ -347,6 +425,18 @@ impl Trace {
             && self.steps.iter().any(|s| s.kind == StepKind::UnknownPort)
         {
             self.verdict = Verdict::NotAService;
+        }
+        if backend == Backend::Iptables && self.firewall_without_endpoints {
+            // No KUBE-FW- chain without endpoints (upstream iptables mode): rejected.
+            self.steps.retain(|s| s.kind != StepKind::FirewallDropped);
+            self.steps.push(step(
+                StepKind::Rejected,
+                "rejected: the service has no ready (or serving terminating) endpoint anywhere",
+                "iptables mode has no load-balancer firewall for a service without endpoints; \
+                 every client gets \"connection refused\"",
+                Vec::new(),
+            ));
+            self.verdict = Verdict::Rejected;
         }
         self
     }

@@ -176,6 +176,43 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
                     .push(format!("{} {dest} -j {target}", p.head(comment)));
             }
         }
+        let firewall = sp.firewall.as_ref().filter(|_| has_endpoints);
+        let fw = service_chain(FIREWALL_PREFIX, &sp.name);
+        for addr in &sp.load_balancer_ips {
+            let dest = p.dest(addr, sp.port);
+            if has_endpoints {
+                let target = if firewall.is_some() { &fw } else { &p.ext };
+                out.nat_services.push(format!(
+                    "{} {dest} -j {target}",
+                    p.head(&format!("{} loadbalancer IP", p.name))
+                ));
+            }
+            if firewall.is_some() {
+                out.filter_firewall.push(format!(
+                    "{} {dest} -j DROP",
+                    p.head(&format!("{} traffic not accepted by {fw}", p.name))
+                ));
+            }
+            if let Some((target, comment)) = &verdict {
+                out.filter_external
+                    .push(format!("{} {dest} -j {target}", p.head(comment)));
+            }
+        }
+        if let Some(fw_rules) = firewall {
+            // Allowed sources go on to the external chain (DNAT); the rest reach the end of
+            // the chain un-NATed and are dropped by filter KUBE-PROXY-FIREWALL.
+            let comment = format!("-m comment --comment \"{} loadbalancer IP\"", p.name);
+            let mut rules: Vec<String> = fw_rules
+                .allowed
+                .iter()
+                .map(|src| format!("{comment} -s {src} -j {}", p.ext))
+                .collect();
+            rules.push(format!(
+                "-m comment --comment \"other traffic to {} will be dropped by {KUBE_PROXY_FIREWALL}\"",
+                p.name
+            ));
+            out.chains.push(chain(&fw, rules));
+        }
         if let Some(np) = sp.node_port {
             if has_endpoints {
                 out.nat_nodeports
