@@ -292,7 +292,9 @@ impl NodePortScope {
             NodePortScope::AllLocal => true,
             NodePortScope::LocalWithin(nets) => nets.iter().any(|n| {
                 let lo: IpNet = match n {
-                    IpNet::V4(_) => IpNet::V4(ipnet::Ipv4Net::new([127, 0, 0, 0].into(), 8).expect("valid prefix")),
+                    IpNet::V4(_) => IpNet::V4(
+                        ipnet::Ipv4Net::new([127, 0, 0, 0].into(), 8).expect("valid prefix"),
+                    ),
                     IpNet::V6(_) => IpNet::V6(ipnet::Ipv6Net::from(std::net::Ipv6Addr::LOCALHOST)),
                 };
                 n.contains(&lo) || lo.contains(n)

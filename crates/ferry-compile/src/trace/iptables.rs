@@ -20,10 +20,12 @@ impl Trace {
         let svl = service_chain(LOCAL_PREFIX, name);
         let ext = service_chain(EXTERNAL_PREFIX, name);
         let fw = service_chain(FIREWALL_PREFIX, name);
-        let firewalled = self
-            .steps
-            .iter()
-            .any(|s| matches!(s.kind, StepKind::FirewallAllowed | StepKind::FirewallDropped));
+        let firewalled = self.steps.iter().any(|s| {
+            matches!(
+                s.kind,
+                StepKind::FirewallAllowed | StepKind::FirewallDropped
+            )
+        });
         let external = self.frontend != Some(Frontend::ClusterIp);
         let forwarded_set = self.steps.iter().find_map(|s| match s.kind {
             StepKind::Forward(set) => Some(set),

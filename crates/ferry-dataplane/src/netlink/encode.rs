@@ -116,9 +116,7 @@ pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unsupported> {
     let mut out = Vec::with_capacity(40);
     match key {
         Key::Addr(a) => addr(&mut out, *a),
-        Key::Net(_) | Key::FrontendSource(..) => {
-            return Err(Unsupported("interval set elements"))
-        }
+        Key::Net(_) | Key::FrontendSource(..) => return Err(Unsupported("interval set elements")),
         Key::AddrPair(a, b) => {
             addr(&mut out, *a);
             addr(&mut out, *b);
