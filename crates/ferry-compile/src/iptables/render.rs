@@ -10,6 +10,7 @@ use ferry_model::{IpFamily, ServiceName, TrafficPolicy};
 
 use super::base::chain;
 pub use super::base::{jump_rules, render_base};
+use super::load_balancer::load_balancer;
 use super::model::{Chain, Ruleset, ServiceRules};
 use super::names::*;
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
@@ -81,13 +82,13 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
 }
 
 /// Per-port names and the `-m proto -p proto` match.
-struct Port<'a> {
-    sp: &'a ServicePlan,
-    name: String,
+pub(super) struct Port<'a> {
+    pub(super) sp: &'a ServicePlan,
+    pub(super) name: String,
     proto: &'static str,
     svc: String,
     svl: String,
-    ext: String,
+    pub(super) ext: String,
 }
 
 impl<'a> Port<'a> {
@@ -111,7 +112,7 @@ impl<'a> Port<'a> {
 
     /// `-m comment --comment "<text>" -m <proto> -p <proto>`; the comment is quoted when it
     /// has spaces, as upstream writes it.
-    fn head(&self, comment: &str) -> String {
+    pub(super) fn head(&self, comment: &str) -> String {
         format!(
             "-m comment --comment {} -m {p} -p {p}",
             quote(comment),
@@ -119,7 +120,7 @@ impl<'a> Port<'a> {
         )
     }
 
-    fn dest(&self, addr: impl std::fmt::Display, port: u16) -> String {
+    pub(super) fn dest(&self, addr: impl std::fmt::Display, port: u16) -> String {
         format!("-d {addr} --dport {port}")
     }
 }
@@ -176,43 +177,7 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
                     .push(format!("{} {dest} -j {target}", p.head(comment)));
             }
         }
-        let firewall = sp.firewall.as_ref().filter(|_| has_endpoints);
-        let fw = service_chain(FIREWALL_PREFIX, &sp.name);
-        for addr in &sp.load_balancer_ips {
-            let dest = p.dest(addr, sp.port);
-            if has_endpoints {
-                let target = if firewall.is_some() { &fw } else { &p.ext };
-                out.nat_services.push(format!(
-                    "{} {dest} -j {target}",
-                    p.head(&format!("{} loadbalancer IP", p.name))
-                ));
-            }
-            if firewall.is_some() {
-                out.filter_firewall.push(format!(
-                    "{} {dest} -j DROP",
-                    p.head(&format!("{} traffic not accepted by {fw}", p.name))
-                ));
-            }
-            if let Some((target, comment)) = &verdict {
-                out.filter_external
-                    .push(format!("{} {dest} -j {target}", p.head(comment)));
-            }
-        }
-        if let Some(fw_rules) = firewall {
-            // Allowed sources go on to the external chain (DNAT); the rest reach the end of
-            // the chain un-NATed and are dropped by filter KUBE-PROXY-FIREWALL.
-            let comment = format!("-m comment --comment \"{} loadbalancer IP\"", p.name);
-            let mut rules: Vec<String> = fw_rules
-                .allowed
-                .iter()
-                .map(|src| format!("{comment} -s {src} -j {}", p.ext))
-                .collect();
-            rules.push(format!(
-                "-m comment --comment \"other traffic to {} will be dropped by {KUBE_PROXY_FIREWALL}\"",
-                p.name
-            ));
-            out.chains.push(chain(&fw, rules));
-        }
+        load_balancer(&p, has_endpoints, verdict.as_ref(), out);
         if let Some(np) = sp.node_port {
             if has_endpoints {
                 out.nat_nodeports
