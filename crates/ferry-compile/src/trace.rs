@@ -220,6 +220,10 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         key: frontend_key,
         dispatch_map: map,
     };
+    // The load-balancer firewall runs before DNAT (filter hooks at dstnat - 10).
+    if frontend == Frontend::LoadBalancerIp && !firewall(sp, &packet, &origin, &mut t) {
+        return t;
+    }
     let what = match frontend {
         Frontend::ClusterIp => format!(
             "matches the ClusterIP of {} (port {})",
@@ -262,9 +266,6 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         ],
     ));
     let sview = view.services.get(&sp.name);
-    if frontend == Frontend::LoadBalancerIp && !firewall(sp, &packet, &origin, &mut t) {
-        return t;
-    }
     match frontend {
         Frontend::ClusterIp => internal(sp, sview, plan, &packet, &objs, &mut t),
         _ => external(sp, sview, plan, &packet, &origin, &objs, &mut t),

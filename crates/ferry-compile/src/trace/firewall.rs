@@ -44,7 +44,10 @@ pub(super) fn firewall(sp: &ServicePlan, p: &Packet, origin: &Origin, t: &mut Tr
     objects.push(format!("set firewall-allow (no element for {})", p.src));
     t.steps.push(step(
         StepKind::FirewallDropped,
-        "dropped: the source is not in loadBalancerSourceRanges",
+        format!(
+            "dropped: the source is not in loadBalancerSourceRanges of {} (load-balancer IP {})",
+            sp.name, p.dst
+        ),
         format!(
             "only these sources may reach the load-balancer IP: {ranges}; the rest is dropped \
              before DNAT (the client times out)"

@@ -83,7 +83,7 @@ impl Trace {
                 vec![format!("nat {fw} (-s {src} -j {ext})")]
             }
             StepKind::FirewallDropped => vec![
-                format!("nat {fw} (no rule matches: not DNATed)"),
+                format!("nat {KUBE_SERVICES} → {fw} (no rule matches: not DNATed)"),
                 format!("filter {KUBE_PROXY_FIREWALL} (DROP: traffic not accepted by {fw})"),
             ],
             StepKind::Hairpin => {
