@@ -11,6 +11,7 @@
 //! ([`jump_rules`]).
 
 mod base;
+mod load_balancer;
 mod model;
 pub(crate) mod names;
 mod render;

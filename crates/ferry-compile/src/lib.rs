@@ -19,4 +19,7 @@ pub mod trace;
 
 pub use config::{CompileConfig, NodePortAddresses};
 pub use node::NodeCompiler;
+#[cfg(test)]
+mod load_balancer_tests;
+
 pub use plan::{ClusterIpMasquerade, Dispatch, EndpointSet, External, Plan, ServicePlan};

@@ -57,6 +57,25 @@ pub struct External {
     pub dispatch: Dispatch,
 }
 
+/// `loadBalancerSourceRanges`: only these sources may reach the load-balancer IPs; traffic
+/// from any other source to a load-balancer IP is dropped before DNAT. NodePorts and external
+/// IPs are not subject to it (upstream: "for better or for worse").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Firewall {
+    /// The allowed sources: the source ranges, aggregated (no range inside another, so they
+    /// can be elements of one interval set), plus each load-balancer IP itself when a range
+    /// contains this node's IP — a VIP-style load balancer whose VIP is a local address
+    /// loops the node's own requests back with the VIP as source (upstream `allowFromNode`).
+    pub allowed: Vec<IpNet>,
+}
+
+impl Firewall {
+    /// Whether `src` may reach the load-balancer IPs.
+    pub fn allows(&self, src: &IpAddr) -> bool {
+        self.allowed.iter().any(|n| n.contains(src))
+    }
+}
+
 /// One service port, decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePlan {
@@ -70,6 +89,12 @@ pub struct ServicePlan {
     pub node_port: Option<u16>,
     /// External IPs.
     pub external_ips: Vec<IpAddr>,
+    /// Load-balancer IPs (`status.loadBalancer.ingress[].ip`, `ipMode: Proxy` entries left
+    /// out): external traffic, like external IPs.
+    pub load_balancer_ips: Vec<IpAddr>,
+    /// The load-balancer firewall (`loadBalancerSourceRanges`), when the service has both
+    /// load-balancer IPs and source ranges.
+    pub firewall: Option<Firewall>,
     /// The cluster-wide endpoint set, sorted.
     pub cluster_endpoints: Vec<SocketAddr>,
     /// The node-local endpoint set, sorted.
@@ -130,6 +155,8 @@ pub struct Plan {
     pub family: IpFamily,
     /// The masquerade mark.
     pub masquerade_mark: u32,
+    /// This node's primary IPs of the family (from its Node object; empty when unknown).
+    pub node_ips: Vec<IpAddr>,
     /// Sources that are this cluster's pods (the local-traffic detector); empty when none.
     pub pod_cidrs: Vec<IpNet>,
     /// Where NodePorts answer.
@@ -143,15 +170,20 @@ pub struct Plan {
 pub struct PlanContext {
     /// How ClusterIP traffic is masqueraded.
     pub cluster_ip_masquerade: ClusterIpMasquerade,
+    /// This node's primary IPs of the family (upstream `nodeIP`), for the firewall's
+    /// `allowFromNode`.
+    pub node_ips: Vec<IpAddr>,
 }
 
 impl Plan {
     /// Plans the whole node.
     pub fn build(view: &NodeView, cfg: &CompileConfig) -> Plan {
         let pod_cidrs = pod_cidrs(view, cfg);
-        let ctx = plan_context(cfg, &pod_cidrs);
+        let node_ips = node_ips(view, cfg);
+        let ctx = plan_context(cfg, &pod_cidrs, &node_ips);
         Plan {
             family: cfg.family,
+            node_ips,
             masquerade_mark: cfg.masquerade_mark(),
             node_ports: node_port_scope(view, cfg),
             pod_cidrs,
@@ -165,11 +197,20 @@ impl Plan {
 
     /// The context [`ServicePlan::build`] needs, as used by this plan.
     pub fn context(&self, cfg: &CompileConfig) -> PlanContext {
-        plan_context(cfg, &self.pod_cidrs)
+        plan_context(cfg, &self.pod_cidrs, &self.node_ips)
     }
 }
 
-fn plan_context(cfg: &CompileConfig, pod_cidrs: &[IpNet]) -> PlanContext {
+/// This node's primary IPs of the family (upstream's `nodeIP`).
+fn node_ips(view: &NodeView, cfg: &CompileConfig) -> Vec<IpAddr> {
+    view.node
+        .iter()
+        .flat_map(|n| n.primary_ips())
+        .filter(|ip| IpFamily::of(ip) == cfg.family)
+        .collect()
+}
+
+fn plan_context(cfg: &CompileConfig, pod_cidrs: &[IpNet], node_ips: &[IpAddr]) -> PlanContext {
     let cluster_ip_masquerade = if cfg.masquerade_all {
         ClusterIpMasquerade::Always
     } else if !pod_cidrs.is_empty() {
@@ -179,7 +220,27 @@ fn plan_context(cfg: &CompileConfig, pod_cidrs: &[IpNet]) -> PlanContext {
     };
     PlanContext {
         cluster_ip_masquerade,
+        node_ips: node_ips.to_vec(),
     }
+}
+
+/// The firewall of a service port with load-balancer IPs and source ranges (upstream's
+/// `usesFWChain`, nftables mode: whether or not the service has endpoints).
+fn firewall(sp: &ServicePortView, ctx: &PlanContext) -> Option<Firewall> {
+    if sp.load_balancer_ips.is_empty() || sp.load_balancer_source_ranges.is_empty() {
+        return None;
+    }
+    let ranges = &sp.load_balancer_source_ranges;
+    let allow_from_node = ranges
+        .iter()
+        .any(|r| ctx.node_ips.iter().any(|ip| r.contains(ip)));
+    let mut allowed: Vec<IpNet> = ranges.iter().map(IpNet::trunc).collect();
+    if allow_from_node {
+        allowed.extend(sp.load_balancer_ips.iter().map(|ip| IpNet::from(*ip)));
+    }
+    Some(Firewall {
+        allowed: IpNet::aggregate(&allowed),
+    })
 }
 
 fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpNet> {
@@ -234,6 +295,26 @@ fn node_port_scope(view: &NodeView, cfg: &CompileConfig) -> NodePortScope {
     }
 }
 
+impl NodePortScope {
+    /// True when a configured prefix covers loopback addresses (e.g. `0.0.0.0/0`): the rules
+    /// must then exclude 127.0.0.0/8 (`::1`) themselves, since NodePorts are never opened on
+    /// localhost (that would need `route_localnet`, CVE-2020-8558).
+    pub fn covers_loopback(&self) -> bool {
+        match self {
+            NodePortScope::AllLocal => true,
+            NodePortScope::LocalWithin(nets) => nets.iter().any(|n| {
+                let lo: IpNet = match n {
+                    IpNet::V4(_) => IpNet::V4(
+                        ipnet::Ipv4Net::new([127, 0, 0, 0].into(), 8).expect("valid prefix"),
+                    ),
+                    IpNet::V6(_) => IpNet::V6(ipnet::Ipv6Net::from(std::net::Ipv6Addr::LOCALHOST)),
+                };
+                n.contains(&lo) || lo.contains(n)
+            }),
+        }
+    }
+}
+
 impl ServicePlan {
     /// Decides one service port.
     pub fn build(sp: &ServicePortView, ctx: &PlanContext) -> ServicePlan {
@@ -263,6 +344,8 @@ impl ServicePlan {
             port: sp.port,
             node_port: sp.node_port,
             external_ips: sp.external_ips.clone(),
+            load_balancer_ips: sp.load_balancer_ips.clone(),
+            firewall: firewall(sp, ctx),
             internal: dispatch(sp.internal_policy),
             cluster_ip_masquerade: ctx.cluster_ip_masquerade,
             external,

@@ -16,11 +16,13 @@ use ferry_model::{NodeView, Protocol, ServicePortName};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 
+mod firewall;
 mod iptables;
 mod steps;
 mod text;
 mod topology;
 
+use firewall::firewall;
 use steps::{external, internal, Objects};
 
 /// The first packet of a connection.
@@ -56,6 +58,8 @@ pub enum Frontend {
     NodePort,
     /// An external IP.
     ExternalIp,
+    /// A load-balancer IP (`status.loadBalancer.ingress[].ip`).
+    LoadBalancerIp,
 }
 
 /// One candidate endpoint, in or out of the set used, and why.
@@ -103,6 +107,10 @@ pub enum StepKind {
     Masquerade,
     /// Pod or node traffic skips the Local policy.
     ShortCircuit,
+    /// The source is allowed by `loadBalancerSourceRanges`.
+    FirewallAllowed,
+    /// The source is not allowed by `loadBalancerSourceRanges`: dropped before DNAT.
+    FirewallDropped,
     /// DNAT to one endpoint of a set.
     Forward(EndpointSet),
     /// Hairpin: masqueraded if the endpoint is the sender.
@@ -152,6 +160,10 @@ pub struct Trace {
     pub masquerade: Option<String>,
     /// The outcome.
     pub verdict: Verdict,
+    /// The load-balancer firewall dropped a packet of a service without any endpoint. In
+    /// iptables mode (as upstream's) such a service has no `KUBE-FW-` chain, so the packet is
+    /// rejected like every other packet to it.
+    pub firewall_without_endpoints: bool,
 }
 
 fn step(
@@ -185,6 +197,7 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         candidates: Vec::new(),
         masquerade: None,
         verdict: Verdict::NotAService,
+        firewall_without_endpoints: false,
     };
     let Some((sp, frontend)) = find_frontend(view, plan, &packet, &origin) else {
         not_a_service(plan, &packet, &mut t);
@@ -208,6 +221,10 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         key: frontend_key,
         dispatch_map: map,
     };
+    // The load-balancer firewall runs before DNAT (filter hooks at dstnat - 10).
+    if frontend == Frontend::LoadBalancerIp && !firewall(sp, &packet, &origin, &mut t) {
+        return t;
+    }
     let what = match frontend {
         Frontend::ClusterIp => format!(
             "matches the ClusterIP of {} (port {})",
@@ -221,6 +238,11 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
             svc_label(sp)
         ),
         Frontend::ExternalIp => format!("matches external IP {} of {}", packet.dst, svc_label(sp)),
+        Frontend::LoadBalancerIp => format!(
+            "matches load-balancer IP {} of {}",
+            packet.dst,
+            svc_label(sp)
+        ),
     };
     t.steps.push(step(
         StepKind::Dispatch,
@@ -289,7 +311,9 @@ fn node_port_address(view: &NodeView, plan: &Plan, dst: &IpAddr) -> bool {
         .any(|a| a.address == *dst);
     match &plan.node_ports {
         NodePortScope::AllLocal => local && !dst.is_loopback(),
-        NodePortScope::LocalWithin(nets) => nets.iter().any(|n| n.contains(dst)),
+        NodePortScope::LocalWithin(nets) => {
+            !dst.is_loopback() && nets.iter().any(|n| n.contains(dst))
+        }
     }
 }
 
@@ -306,6 +330,11 @@ fn find_frontend<'a>(
     }
     if let Some(sp) = services().find(|sp| sp.port == p.port && sp.external_ips.contains(&p.dst)) {
         return Some((sp, Frontend::ExternalIp));
+    }
+    if let Some(sp) =
+        services().find(|sp| sp.port == p.port && sp.load_balancer_ips.contains(&p.dst))
+    {
+        return Some((sp, Frontend::LoadBalancerIp));
     }
     if node_port_address(view, plan, &p.dst) {
         if let Some(sp) = services().find(|sp| sp.node_port == Some(p.port)) {
@@ -348,6 +377,9 @@ impl Trace {
             && self.steps.iter().any(|s| s.kind == StepKind::UnknownPort)
         {
             self.verdict = Verdict::NotAService;
+        }
+        if backend == Backend::Iptables {
+            self.reject_without_firewall();
         }
         self
     }

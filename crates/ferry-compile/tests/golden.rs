@@ -90,6 +90,16 @@ fn cases() -> Vec<Case> {
             config: cluster_cidr("192.168.0.0/16"),
         },
         Case {
+            dir: "load-balancer",
+            node: "node-a",
+            config: cluster_cidr("10.0.0.0/16"),
+        },
+        Case {
+            dir: "load-balancer",
+            node: "node-b",
+            config: cluster_cidr("10.0.0.0/16"),
+        },
+        Case {
             dir: "protocols-and-policies",
             node: "node-a",
             config: CompileConfig {

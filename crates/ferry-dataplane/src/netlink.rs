@@ -25,7 +25,7 @@ use nix::sys::socket::{
     SockProtocol, SockType,
 };
 
-use ferry_compile::nft::{Delta, Ruleset, TABLE};
+use ferry_compile::nft::{Delta, Ruleset, NODE_LEVEL_SETS, TABLE};
 use ferry_model::IpFamily;
 
 pub use encode::Unsupported;
@@ -135,7 +135,7 @@ impl NetlinkSocket {
 
     /// The bulk of a full sync, as one atomic batch, once `nft` has written the skeleton:
     /// creates the dispatch chains and rewrites their rules, replaces every element of every
-    /// non-interval set and map, and deletes the chains of the table that `desired` does not
+    /// set and map but the node-level ones, and deletes the chains of the table that `desired` does not
     /// have (`existing`: what [`chains`](Self::chains) found). Returns the elements written.
     pub fn apply_full(
         &mut self,
@@ -151,7 +151,7 @@ impl NetlinkSocket {
         let bulk: Vec<&str> = desired
             .sets
             .iter()
-            .filter(|s| !s.interval)
+            .filter(|s| !NODE_LEVEL_SETS.contains(&s.name))
             .map(|s| s.name)
             .collect();
         for set in &bulk {

@@ -29,7 +29,7 @@ pub enum ApplyError {
     #[error("no nfnetlink socket")]
     NoNetlink,
     /// The kernel rejected a batch sent over netlink.
-    #[error("netlink batch failed")]
+    #[error("netlink batch failed: {0}")]
     Netlink(#[from] NetlinkError),
     /// `nft` rejected the transaction.
     #[error("{program} -f - failed ({status}): {stderr}")]

@@ -37,7 +37,10 @@ fn ruleset_with(endpoints: &[&str], policy: TrafficPolicy, cfg: &CompileConfig) 
 /// Fixed chains (written by nft from the same text) are reduced to their names: nft prints
 /// some of their rules normalised (`priority srcnat`, `== 0x00000000`).
 fn chains(listing: &str) -> Vec<String> {
-    const FIXED: [&str; 14] = [
+    const FIXED: [&str; 17] = [
+        "filter-prerouting",
+        "firewall-check",
+        "firewall-allow-check",
         "filter-input",
         "filter-forward",
         "filter-output",

@@ -210,6 +210,7 @@ fn to_json(t: &Trace, backend: Backend) -> Value {
             Frontend::ClusterIp => "ClusterIP",
             Frontend::NodePort => "NodePort",
             Frontend::ExternalIp => "ExternalIP",
+            Frontend::LoadBalancerIp => "LoadBalancerIP",
         }),
         "steps": t.steps.iter().map(|s| json!({"what": s.what, "why": s.why, key: t.objects(s, backend)})).collect::<Vec<_>>(),
         "endpoints": t.candidates.iter().map(|c| json!({

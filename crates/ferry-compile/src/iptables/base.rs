@@ -9,6 +9,13 @@ use super::model::{Chain, JumpRule, Ruleset, Table};
 use super::names::*;
 use crate::plan::{NodePortScope, Plan};
 
+fn loopback(family: IpFamily) -> &'static str {
+    match family {
+        IpFamily::V4 => "127.0.0.0/8",
+        IpFamily::V6 => "::1/128",
+    }
+}
+
 /// upstream's mark text: `%#08x` of the mark (`0x004000` for bit 14).
 fn mark_text(mark: u32) -> String {
     format!("{mark:#08x}")
@@ -60,25 +67,32 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             ],
         ),
         Chain::new(KUBE_NODEPORTS),
-        Chain::new(KUBE_PROXY_FIREWALL),
     ];
     let comment =
         "-m comment --comment \"kubernetes service nodeports; NOTE: this must be the last rule in this chain\"";
     let local = "-m addrtype --dst-type LOCAL";
     let nodeport_jumps = match &plan.node_ports {
-        NodePortScope::AllLocal => {
-            let loopback = match plan.family {
-                IpFamily::V4 => "127.0.0.0/8",
-                IpFamily::V6 => "::1/128",
-            };
-            vec![format!(
-                "{comment} {local} ! -d {loopback} -j {KUBE_NODEPORTS}"
-            )]
+        NodePortScope::AllLocal => vec![format!(
+            "{comment} {local} ! -d {} -j {KUBE_NODEPORTS}",
+            loopback(plan.family)
+        )],
+        NodePortScope::LocalWithin(nets) => {
+            // A prefix covering loopback (e.g. 0.0.0.0/0): iptables has one `-d` per rule, so
+            // loopback destinations leave the chain before the NodePort jumps.
+            let skip_loopback = plan.node_ports.covers_loopback().then(|| {
+                format!(
+                    "-m comment --comment \"NodePorts are never opened on localhost\" -d {} -j RETURN",
+                    loopback(plan.family)
+                )
+            });
+            skip_loopback
+                .into_iter()
+                .chain(
+                    nets.iter()
+                        .map(|n| format!("{comment} -d {n} {local} -j {KUBE_NODEPORTS}")),
+                )
+                .collect()
         }
-        NodePortScope::LocalWithin(nets) => nets
-            .iter()
-            .map(|n| format!("{comment} -d {n} {local} -j {KUBE_NODEPORTS}"))
-            .collect(),
     };
     Ruleset {
         family: plan.family,

@@ -75,6 +75,9 @@ pub struct ServiceRules {
     /// Rules in filter `KUBE-EXTERNAL-SERVICES` (external destinations without usable
     /// endpoints).
     pub filter_external: Vec<String>,
+    /// Rules in filter `KUBE-PROXY-FIREWALL` (load-balancer IP traffic that the service's
+    /// `KUBE-FW-` chain did not accept, so it was not DNATed: dropped).
+    pub filter_firewall: Vec<String>,
     /// Endpoint chains of the service (what large cluster mode counts).
     pub endpoints: usize,
 }
@@ -145,6 +148,7 @@ impl Ruleset {
                     + s.nat_nodeports.len()
                     + s.filter_services.len()
                     + s.filter_external.len()
+                    + s.filter_firewall.len()
                     + s.chains.iter().map(|c| c.rules.len()).sum::<usize>()
             })
             .sum();

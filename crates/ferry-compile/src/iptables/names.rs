@@ -21,7 +21,8 @@ pub const KUBE_POSTROUTING: &str = "KUBE-POSTROUTING";
 pub const KUBE_MARK_MASQ: &str = "KUBE-MARK-MASQ";
 /// filter: accepts forwarded service traffic (marked, or of an established connection).
 pub const KUBE_FORWARD: &str = "KUBE-FORWARD";
-/// filter: load-balancer source ranges (empty until load balancers are supported).
+/// filter: drops load-balancer IP traffic that a `KUBE-FW-` chain did not accept (it was not
+/// DNATed, so it still carries the load-balancer IP).
 pub const KUBE_PROXY_FIREWALL: &str = "KUBE-PROXY-FIREWALL";
 /// The canary chain in mangle, nat and filter: its disappearance means someone flushed the
 /// tables, and the next sync must be a full one.
@@ -34,9 +35,10 @@ pub const NON_POD_MASQ: &str = "KUBE-FERRY-NON-POD-MASQ";
 pub const SVC_PREFIX: &str = "KUBE-SVC-";
 /// Local-policy endpoint dispatch of a service port.
 pub const LOCAL_PREFIX: &str = "KUBE-SVL-";
-/// External-traffic chain of a service port (NodePort, external IPs).
+/// External-traffic chain of a service port (NodePort, external and load-balancer IPs).
 pub const EXTERNAL_PREFIX: &str = "KUBE-EXT-";
-/// Load-balancer source-range firewall of a service port (not generated yet).
+/// Load-balancer source-range firewall of a service port (nat: allowed sources go on to
+/// `KUBE-EXT-`).
 pub const FIREWALL_PREFIX: &str = "KUBE-FW-";
 /// One endpoint of a service port.
 pub const SEP_PREFIX: &str = "KUBE-SEP-";

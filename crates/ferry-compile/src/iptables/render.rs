@@ -10,6 +10,7 @@ use ferry_model::{IpFamily, ServiceName, TrafficPolicy};
 
 use super::base::chain;
 pub use super::base::{jump_rules, render_base};
+use super::load_balancer::load_balancer;
 use super::model::{Chain, Ruleset, ServiceRules};
 use super::names::*;
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
@@ -81,13 +82,13 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
 }
 
 /// Per-port names and the `-m proto -p proto` match.
-struct Port<'a> {
-    sp: &'a ServicePlan,
-    name: String,
+pub(super) struct Port<'a> {
+    pub(super) sp: &'a ServicePlan,
+    pub(super) name: String,
     proto: &'static str,
     svc: String,
     svl: String,
-    ext: String,
+    pub(super) ext: String,
 }
 
 impl<'a> Port<'a> {
@@ -111,7 +112,7 @@ impl<'a> Port<'a> {
 
     /// `-m comment --comment "<text>" -m <proto> -p <proto>`; the comment is quoted when it
     /// has spaces, as upstream writes it.
-    fn head(&self, comment: &str) -> String {
+    pub(super) fn head(&self, comment: &str) -> String {
         format!(
             "-m comment --comment {} -m {p} -p {p}",
             quote(comment),
@@ -119,7 +120,7 @@ impl<'a> Port<'a> {
         )
     }
 
-    fn dest(&self, addr: impl std::fmt::Display, port: u16) -> String {
+    pub(super) fn dest(&self, addr: impl std::fmt::Display, port: u16) -> String {
         format!("-d {addr} --dport {port}")
     }
 }
@@ -176,6 +177,7 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
                     .push(format!("{} {dest} -j {target}", p.head(comment)));
             }
         }
+        load_balancer(&p, has_endpoints, verdict.as_ref(), out);
         if let Some(np) = sp.node_port {
             if has_endpoints {
                 out.nat_nodeports

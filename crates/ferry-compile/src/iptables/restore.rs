@@ -102,6 +102,7 @@ fn top_level(w: &mut Writer, rs: &Ruleset, table: Table) {
             for c in &rs.filter {
                 w.chain(&c.name, &c.rules);
             }
+            w.chain(KUBE_PROXY_FIREWALL, all(|s| &s.filter_firewall));
         }
         Table::Nat => {
             w.chain(

@@ -86,7 +86,7 @@ fn cluster_ip_chain(
     }
 }
 
-/// The chain for external traffic (node port or external IP) with `n` cluster-wide and `m`
+/// The chain for external traffic (node port, external or load-balancer IP) with `n` cluster-wide and `m`
 /// node-local endpoints (`m` only counts with the Local policy).
 fn external_chain(
     ctx: &RenderContext,
@@ -181,7 +181,24 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
         d => els.push(dispatch_el("no-endpoint-services", vip, verdict(d, ""))),
     }
 
-    // External traffic: node port and external IPs.
+    // loadBalancerSourceRanges: checked before DNAT by the fixed `firewall-check` rules,
+    // whatever happens to the traffic afterwards (upstream nftables mode).
+    if let Some(fw) = &sp.firewall {
+        for lb in &sp.load_balancer_ips {
+            els.push(Element {
+                set: "firewall-ips",
+                key: Key::Frontend(*lb, proto, port),
+                value: None,
+                comment: Some(comment.clone()),
+            });
+            for src in &fw.allowed {
+                let key = Key::FrontendSource(*lb, proto, port, *src);
+                els.push(Element::new("firewall-allow", key, None));
+            }
+        }
+    }
+
+    // External traffic: node port, external IPs and load-balancer IPs.
     let Some(ext) = &sp.external else { return };
     let n = sp.cluster_endpoints.len();
     let m = match ext.dispatch {
@@ -221,7 +238,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
             ));
         }
     }
-    for addr in &sp.external_ips {
+    for addr in sp.external_ips.iter().chain(&sp.load_balancer_ips) {
         let key = Key::Frontend(*addr, proto, port);
         if reaches_chain {
             let chain = external_chain(ctx, DnatKey::ServiceIp, ext.policy, n, m);

@@ -24,6 +24,9 @@ pub enum Key {
     FrontendSlot(IpAddr, Protocol, u16, u32),
     /// `protocol . port . slot`: one endpoint slot of a node port frontend.
     NodePortSlot(Protocol, u16, u32),
+    /// `address . protocol . port . source prefix`: a source allowed to reach a load-balancer
+    /// IP frontend (`firewall-allow`, an interval set).
+    FrontendSource(IpAddr, Protocol, u16, IpNet),
 }
 
 /// A verdict held by a verdict map.
@@ -81,6 +84,15 @@ impl fmt::Display for Key {
                 write!(f, "{a} . {} . {port} . {i}", p.as_str())
             }
             Key::NodePortSlot(p, port, i) => write!(f, "{} . {port} . {i}", p.as_str()),
+            Key::FrontendSource(a, p, port, src) => {
+                write!(f, "{a} . {} . {port} . ", p.as_str())?;
+                // A single address as `nft list` prints it (no `/32`).
+                if src.prefix_len() == src.max_prefix_len() {
+                    write!(f, "{}", src.addr())
+                } else {
+                    write!(f, "{src}")
+                }
+            }
         }
     }
 }

@@ -94,6 +94,10 @@ pub struct Ruleset {
 /// Sets whose elements several services may contribute.
 pub(crate) const SHARED_SETS: [&str; 2] = ["cluster-ips", "hairpin"];
 
+/// Sets that hold node-level elements only (the node port prefixes). The `nft` tool writes
+/// them with the table's skeleton; every other set and map is written over netlink.
+pub const NODE_LEVEL_SETS: [&str; 1] = ["nodeport-ips"];
+
 /// The shared-set keys one service contributes, each once: its `cluster-ips` elements and,
 /// derived from its endpoint-map elements, `hairpin` (`endpoint . endpoint`: a pod reaching
 /// itself through a service is masqueraded). Deriving `hairpin` instead of storing it keeps

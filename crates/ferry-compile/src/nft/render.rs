@@ -71,6 +71,14 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     // cluster-ips check on output runs after it (dstnat + 10), so that a locally generated
     // packet to a valid service port has already been translated.
     let base_chains = vec![
+        // The load-balancer firewall must see the load-balancer IP, so it runs before DNAT in
+        // prerouting (traffic from outside and from pods) and output (the node itself).
+        base(
+            "filter",
+            "prerouting",
+            -110,
+            &[&format!("{ct_new} jump firewall-check")],
+        ),
         base(
             "filter",
             "input",
@@ -93,7 +101,10 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             "filter",
             "output",
             -110,
-            &[&format!("{ct_new} jump service-endpoints-check")],
+            &[
+                &format!("{ct_new} jump service-endpoints-check"),
+                &format!("{ct_new} jump firewall-check"),
+            ],
         ),
         BaseChain {
             kind: "filter",
@@ -110,12 +121,33 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     ];
     let node_port_match = match &plan.node_ports {
         NodePortScope::AllLocal => format!("fib daddr type local {ip} daddr != {loopback}"),
+        NodePortScope::LocalWithin(_) if plan.node_ports.covers_loopback() => {
+            format!("{ip} daddr @nodeport-ips {ip} daddr != {loopback} fib daddr type local")
+        }
         NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
     };
     let chains = vec![
         chain(
             "cluster-ips-check",
             &[&format!("{ip} daddr @cluster-ips reject")],
+        ),
+        // loadBalancerSourceRanges, element-driven: `firewall-ips` holds the load-balancer
+        // frontends that have source ranges, `firewall-allow` their allowed sources, so a
+        // change of ranges is elements only (no per-service rule or chain).
+        chain(
+            "firewall-allow-check",
+            &[
+                &format!(
+                    "{ip} daddr . meta l4proto . th dport . {ip} saddr @firewall-allow return"
+                ),
+                "drop",
+            ],
+        ),
+        chain(
+            "firewall-check",
+            &[&format!(
+                "{ip} daddr . meta l4proto . th dport @firewall-ips jump firewall-allow-check"
+            )],
         ),
         chain(
             "mark-for-masquerade",
@@ -183,6 +215,18 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             "Active ClusterIPs",
         ),
         set(
+            "firewall-allow",
+            format!("type {svc_key} . {addr}"),
+            true,
+            "load-balancer IP . protocol . port . source: allowed by loadBalancerSourceRanges",
+        ),
+        set(
+            "firewall-ips",
+            format!("type {svc_key}"),
+            false,
+            "load-balancer IP . protocol . port subject to loadBalancerSourceRanges",
+        ),
+        set(
             "hairpin",
             format!("type {addr} . {addr}"),
             false,
@@ -222,7 +266,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         map(
             "service-ips",
             format!("type {svc_key} : verdict"),
-            "ClusterIP and external IP traffic",
+            "ClusterIP, external IP and load-balancer IP traffic",
         ),
         map(
             "service-nodeports",

@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 
 use ferry_model::{IpFamily, ServiceName};
 
-use super::model::{shared_keys, Element, Key, Ruleset, ServiceRules, SetDef, SHARED_SETS};
+use super::model::{
+    shared_keys, Element, Key, Ruleset, ServiceRules, SetDef, NODE_LEVEL_SETS, SHARED_SETS,
+};
 use super::rule::DispatchChain;
 
 /// Ferry's table name (in the `ip` and `ip6` families).
@@ -179,7 +181,7 @@ impl Transaction {
 
     /// The part of a full sync that `nft` writes when the rest goes over netlink: the table,
     /// the base and fixed chains with their rules (flushed first), the set declarations and
-    /// the elements of the interval sets. No dispatch chain and no other element: these rules
+    /// the node port addresses ([`NODE_LEVEL_SETS`]). No dispatch chain and no other element: these rules
     /// read only `type` maps, so nft can always write them again, and the script stays small
     /// whatever the number of services. Nothing here refers to a dispatch chain, so the
     /// dispatch chains and elements already in the kernel keep working until the netlink
@@ -188,8 +190,13 @@ impl Transaction {
         let mut w = Writer::new(desired.family);
         w.declare(desired, false);
         w.fixed_rules(desired, true);
-        // Interval sets hold node-level elements only (the node port addresses).
-        for s in desired.sets.iter().filter(|s| s.interval) {
+        // The node port addresses; service elements (even of interval sets such as
+        // `firewall-allow`) go over netlink, so their sets are not flushed here.
+        for s in desired
+            .sets
+            .iter()
+            .filter(|s| NODE_LEVEL_SETS.contains(&s.name))
+        {
             w.line("flush", s.kind(), s.name);
             let els: Vec<&Element> = desired
                 .elements

@@ -2,8 +2,9 @@
 //! Ferry's `--proxy-mode iptables`) names them, for `iptables -t nat -vnL …`.
 
 use crate::iptables::names::{
-    endpoint_chain, service_chain, EXTERNAL_PREFIX, KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ,
-    KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_SERVICES, LOCAL_PREFIX, SVC_PREFIX,
+    endpoint_chain, service_chain, EXTERNAL_PREFIX, FIREWALL_PREFIX, KUBE_EXTERNAL_SERVICES,
+    KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_PROXY_FIREWALL, KUBE_SERVICES,
+    LOCAL_PREFIX, SVC_PREFIX,
 };
 use crate::plan::EndpointSet;
 
@@ -18,6 +19,13 @@ impl Trace {
         let svc = service_chain(SVC_PREFIX, name);
         let svl = service_chain(LOCAL_PREFIX, name);
         let ext = service_chain(EXTERNAL_PREFIX, name);
+        let fw = service_chain(FIREWALL_PREFIX, name);
+        let firewalled = self.steps.iter().any(|s| {
+            matches!(
+                s.kind,
+                StepKind::FirewallAllowed | StepKind::FirewallDropped
+            )
+        });
         let external = self.frontend != Some(Frontend::ClusterIp);
         let forwarded_set = self.steps.iter().find_map(|s| match s.kind {
             StepKind::Forward(set) => Some(set),
@@ -29,6 +37,12 @@ impl Trace {
                     vec![format!("nat {KUBE_SERVICES} → {KUBE_NODEPORTS} → {ext}")]
                 }
                 (Some(Frontend::ExternalIp), _) => vec![format!("nat {KUBE_SERVICES} → {ext}")],
+                (Some(Frontend::LoadBalancerIp), _) if firewalled => {
+                    vec![format!("nat {KUBE_SERVICES} → {fw}")]
+                }
+                (Some(Frontend::LoadBalancerIp), _) => {
+                    vec![format!("nat {KUBE_SERVICES} → {ext}")]
+                }
                 (_, Some(EndpointSet::Local)) => vec![format!("nat {KUBE_SERVICES} → {svl}")],
                 (_, Some(EndpointSet::Cluster)) => vec![format!("nat {KUBE_SERVICES} → {svc}")],
                 (_, None) => vec![format!("filter {KUBE_SERVICES}")],
@@ -59,6 +73,19 @@ impl Trace {
                 }
                 out
             }
+            StepKind::FirewallAllowed => {
+                let src = step
+                    .objects
+                    .iter()
+                    .find_map(|o| o.strip_prefix("set firewall-allow element "))
+                    .and_then(|k| k.rsplit(" . ").next())
+                    .unwrap_or("?");
+                vec![format!("nat {fw} (-s {src} -j {ext})")]
+            }
+            StepKind::FirewallDropped => vec![
+                format!("nat {KUBE_SERVICES} → {fw} (no rule matches: not DNATed)"),
+                format!("filter {KUBE_PROXY_FIREWALL} (DROP: traffic not accepted by {fw})"),
+            ],
             StepKind::Hairpin => {
                 let me = self.candidates.iter().find(|c| c.addr.ip() == self.packet.src);
                 match me {

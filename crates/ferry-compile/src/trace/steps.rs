@@ -306,7 +306,11 @@ StepKind::Dropped,
                         "Local keeps the client's source IP by never forwarding to another node; with no local endpoint the packet is dropped (the client times out)",
                         vec![
                             format!("chain {chain} (no rule matches)"),
-                            "chain filter-input → nodeport-endpoints-check".into(),
+                            if objs.by_node_port {
+                                "chain filter-input → nodeport-endpoints-check".into()
+                            } else {
+                                "chain filter-input/filter-forward → service-endpoints-check".into()
+                            },
                             objs.element(no_ep_map),
                         ],
                     ));

@@ -92,6 +92,7 @@ impl Trace {
         let entry = match self.frontend {
             Some(Frontend::NodePort) => format!("{}:{} NodePort", p.dst, p.port),
             Some(Frontend::ExternalIp) => format!("{}:{} external IP", p.dst, p.port),
+            Some(Frontend::LoadBalancerIp) => format!("{}:{} load-balancer IP", p.dst, p.port),
             Some(Frontend::ClusterIp) => format!("{}:{} ClusterIP", p.dst, p.port),
             None => format!("{}:{}", p.dst, p.port),
         };

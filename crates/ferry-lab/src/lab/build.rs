@@ -173,6 +173,22 @@ impl Lab {
         Ok(())
     }
 
+    /// Adds a route inside one host's namespace (never the root namespace), e.g. a
+    /// load-balancer IP routed to a node from a client, as a router in front of the cluster
+    /// would. Removed with the lab.
+    pub fn add_route(
+        &self,
+        host: &super::Host,
+        dst: Ipv4Net,
+        via: Ipv4Addr,
+    ) -> Result<(), LabError> {
+        let ns = self.netns_of(host)?;
+        let mut b = IpBatch::new(Some(ns));
+        b.line(format!("route add {dst} via {via} dev eth0"));
+        b.run()?;
+        Ok(())
+    }
+
     /// Creates pod `name` on `node` with `ip`, calico-style. On failure the pod's namespace is
     /// removed again.
     pub(super) fn create_pod(

@@ -355,8 +355,16 @@ fn load_balancer_ips(
         .unwrap_or_default();
     let mut ips = Vec::new();
     for (i, entry) in ingress.iter().enumerate() {
-        if entry.ip_mode.as_deref() == Some("Proxy") {
-            continue;
+        match non_empty(entry.ip_mode.as_deref()) {
+            None | Some("VIP") => {}
+            Some("Proxy") => continue,
+            Some(other) => {
+                return Err(InvalidObject::new(
+                    object,
+                    format!("status.loadBalancer.ingress[{i}].ipMode"),
+                    format!("unsupported value {other:?} (want VIP or Proxy)"),
+                ))
+            }
         }
         if let Some(s) = non_empty(entry.ip.as_deref()) {
             ips.push(ip(

@@ -24,6 +24,7 @@ pub(super) const NFTA_SET_ELEM_KEY: u16 = 1;
 const NFTA_SET_ELEM_DATA: u16 = 2;
 pub(super) const NFTA_SET_ELEM_FLAGS: u16 = 3;
 const NFTA_SET_ELEM_USERDATA: u16 = 6;
+const NFTA_SET_ELEM_KEY_END: u16 = 10;
 const NF_DROP: i32 = 0;
 const NFT_GOTO: i32 = -4;
 /// libnftnl's element comment (`NFTNL_UDATA_SET_ELEM_COMMENT`), as `nft` writes it.
@@ -58,6 +59,12 @@ pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unsupported> {
     match key {
         Key::Addr(a) => addr(&mut out, *a),
         Key::Net(_) => return Err(Unsupported("interval set elements")),
+        Key::FrontendSource(a, p, n, src) => {
+            addr(&mut out, *a);
+            proto(&mut out, *p);
+            port(&mut out, *n);
+            addr(&mut out, src.network());
+        }
         Key::AddrPair(a, b) => {
             addr(&mut out, *a);
             addr(&mut out, *b);
@@ -84,6 +91,23 @@ pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unsupported> {
         }
     }
     Ok(out)
+}
+
+/// The end of the key's range, for keys that are ranges in a concatenated interval set
+/// (`NFTA_SET_ELEM_KEY_END`, the kernel's pipapo sets): the same fields, with the last
+/// address of the source prefix.
+pub(crate) fn key_end_bytes(key: &Key) -> Option<Vec<u8>> {
+    match key {
+        Key::FrontendSource(a, p, n, src) => {
+            let mut out = Vec::with_capacity(40);
+            addr(&mut out, *a);
+            proto(&mut out, *p);
+            port(&mut out, *n);
+            addr(&mut out, src.broadcast());
+            Some(out)
+        }
+        _ => None,
+    }
 }
 
 fn endpoint_bytes(ep: &SocketAddr) -> Vec<u8> {
@@ -144,6 +168,11 @@ impl Batch {
         let key = begin_attr(buf, NFTA_SET_ELEM_KEY | NLA_F_NESTED);
         attr(buf, NFTA_DATA_VALUE, &key_bytes(&e.key)?);
         end_attr(buf, key);
+        if let Some(end) = key_end_bytes(&e.key) {
+            let key_end = begin_attr(buf, NFTA_SET_ELEM_KEY_END | NLA_F_NESTED);
+            attr(buf, NFTA_DATA_VALUE, &end);
+            end_attr(buf, key_end);
+        }
         if with_value {
             if let Some(v) = &e.value {
                 let data = begin_attr(buf, NFTA_SET_ELEM_DATA | NLA_F_NESTED);

@@ -1,4 +1,5 @@
 use super::*;
+use crate::netlink::encode::elements::key_end_bytes;
 use ferry_compile::nft::{Element, Key, Value};
 use ferry_model::Protocol;
 
@@ -13,6 +14,39 @@ fn slot_keys_pad_every_field_to_a_register() {
     want.extend_from_slice(&0u32.to_ne_bytes());
     assert_eq!(key_bytes(&np), Ok(want));
     assert!(key_bytes(&Key::Net("10.0.0.0/8".parse().expect("net"))).is_err());
+}
+
+#[test]
+fn firewall_ranges_are_a_key_and_a_key_end() {
+    let key = Key::FrontendSource(
+        "203.0.113.10".parse().expect("ip"),
+        Protocol::Tcp,
+        443,
+        "10.1.1.96/28".parse().expect("net"),
+    );
+    let head = [203, 0, 113, 10, 6, 0, 0, 0, 1, 187, 0, 0];
+    let mut start = head.to_vec();
+    start.extend_from_slice(&[10, 1, 1, 96]);
+    let mut end = head.to_vec();
+    end.extend_from_slice(&[10, 1, 1, 111]);
+    assert_eq!(key_bytes(&key), Ok(start));
+    assert_eq!(key_end_bytes(&key), Some(end));
+    let single = Key::FrontendSource(
+        "203.0.113.10".parse().expect("ip"),
+        Protocol::Udp,
+        53,
+        "10.1.1.100/32".parse().expect("net"),
+    );
+    assert_eq!(
+        key_bytes(&single).map(|k| k[12..].to_vec()),
+        Ok(vec![10, 1, 1, 100])
+    );
+    assert_eq!(
+        key_end_bytes(&single).map(|k| k[12..].to_vec()),
+        Some(vec![10, 1, 1, 100])
+    );
+    let plain = Key::Frontend("203.0.113.10".parse().expect("ip"), Protocol::Tcp, 443);
+    assert_eq!(key_end_bytes(&plain), None);
 }
 
 fn lengths_and_kinds(bytes: &[u8]) -> Vec<(usize, u16)> {

@@ -391,6 +391,27 @@ fn proxy_mode_and_hostname_only_ingress_entries_are_skipped() {
 }
 
 #[test]
+fn unknown_ingress_ip_mode_is_rejected() {
+    let mut object = svc(spec_with(json!({})));
+    object.status = Some(from_json(json!({"loadBalancer": {"ingress": [
+        {"ip": "203.0.113.1"},
+        {"ip": "203.0.113.2", "ipMode": "proxy"},
+    ]}})));
+    assert_rejected(
+        service(&object),
+        WEB,
+        "status.loadBalancer.ingress[1].ipMode",
+        "want VIP or Proxy",
+    );
+}
+
+#[test]
+fn load_balancer_source_range_with_a_bad_prefix_length_is_rejected() {
+    let spec = spec_with(json!({"loadBalancerSourceRanges": ["10.0.0.0/8", "10.0.0.0/33"]}));
+    rejected(spec, "spec.loadBalancerSourceRanges[1]", "10.0.0.0/33");
+}
+
+#[test]
 fn load_balancer_source_range_must_be_a_cidr_not_a_bare_ip() {
     let spec = spec_with(json!({"loadBalancerSourceRanges": ["203.0.113.7"]}));
     rejected(spec, "spec.loadBalancerSourceRanges[0]", "must be a CIDR");
