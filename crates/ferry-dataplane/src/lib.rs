@@ -12,6 +12,7 @@
 pub mod iptables;
 mod netlink;
 mod nft;
+mod pins;
 mod read_back;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};

@@ -1,13 +1,14 @@
 //! The nftables applier.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::nft::{Delta, Key, Ruleset, ServiceRules, Transaction, TABLE};
 
 use crate::netlink::{ElementSocket, NetlinkError};
+use crate::pins;
 use ferry_model::{IpFamily, ServiceName};
 
 /// Why a transaction was not applied. The kernel holds what it held before.
@@ -44,6 +45,12 @@ pub enum ApplyError {
 pub trait NftRunner: Send {
     /// Applies one script atomically.
     fn run(&mut self, script: &str) -> Result<(), ApplyError>;
+
+    /// `nft -j list map <family> ferry <map>`: the map with the elements the kernel added
+    /// (session affinity pins). A runner without a kernel has none.
+    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, ApplyError> {
+        Ok(String::new())
+    }
 }
 
 /// Runs `nft -f -` (atomic per invocation).
@@ -87,6 +94,29 @@ impl NftRunner for NftCli {
             })
         }
     }
+
+    fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, ApplyError> {
+        let family = match family {
+            IpFamily::V4 => "ip",
+            IpFamily::V6 => "ip6",
+        };
+        let out = Command::new(&self.program)
+            .args(["-j", "list", "map", family, TABLE, map])
+            .output()
+            .map_err(|source| ApplyError::Spawn {
+                program: self.program.clone(),
+                source,
+            })?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(ApplyError::Rejected {
+                program: self.program.clone(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
 }
 
 /// Full or incremental.
@@ -122,6 +152,10 @@ pub struct NftDataplane<R: NftRunner = NftCli> {
     installed: Option<Ruleset>,
     /// Element-only deltas go here when open (see [`crate::netlink`]).
     elements: Option<ElementSocket>,
+    /// The chains the kernel holds, when this process committed them: a full sync then
+    /// rebuilds the table in place (keeping session affinity pins) instead of recreating it.
+    /// Kept across a failed transaction, which changes nothing in the kernel.
+    committed_chains: Option<Vec<String>>,
 }
 
 impl NftDataplane<NftCli> {
@@ -151,6 +185,7 @@ impl<R: NftRunner> NftDataplane<R> {
             runner,
             installed: None,
             elements: None,
+            committed_chains: None,
         }
     }
 
@@ -173,16 +208,72 @@ impl<R: NftRunner> NftDataplane<R> {
     /// the same transaction (what an earlier run left is unknown); later ones flush and reload
     /// Ferry's objects and delete chains that are no longer wanted.
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
-        // Always recreate the table in the transaction: nft 1.0.6 cannot add a rule that
-        // reads one of the `typeof` endpoint maps once that map exists in the kernel
-        // ("conflicting protocols specified: tcp vs. th"), so rules are only ever written
-        // together with their maps. Established connections keep their conntrack NAT state.
-        let tx = Transaction::full(&desired, &[], true);
-        self.installed = None;
-        let report = self.run(SyncKind::Full, &tx)?;
-        drop(tx);
+        // nft 1.0.6 cannot add a rule that reads one of the `typeof` endpoint maps once that
+        // map exists in the kernel ("conflicting protocols specified: tcp vs. th"), so rules
+        // are only ever written together with their maps: when this process knows the table's
+        // chains, the table is rebuilt in place, recreating those maps and keeping the session
+        // affinity pins; otherwise (start-up) it is recreated. Established connections keep
+        // their conntrack NAT state either way.
+        let before = self.installed.take();
+        let rebuild = self.committed_chains.as_ref().map(|known| {
+            let wanted: BTreeSet<&str> = desired.chain_names().collect();
+            let stale: Vec<String> = known
+                .iter()
+                .filter(|c| !wanted.contains(c.as_str()))
+                .cloned()
+                .collect();
+            Transaction::full(&desired, &stale, false)
+        });
+        let sweep = rebuild.is_some()
+            && before.as_ref().is_none_or(|b| {
+                pins::may_go_stale(b.services.values(), desired.services.values())
+            });
+        let valid = sweep.then(|| pins::record_keys(&desired));
+        if let Some(valid) = &valid {
+            self.sweep_pins(desired.family, valid);
+        }
+        let report = match rebuild {
+            Some(tx) => match self.run(SyncKind::Full, &tx) {
+                Ok(report) => report,
+                Err(e) => {
+                    tracing::warn!(error = %e, "in-place full sync failed; recreating the table");
+                    self.run(SyncKind::Full, &Transaction::full(&desired, &[], true))?
+                }
+            },
+            None => self.run(SyncKind::Full, &Transaction::full(&desired, &[], true))?,
+        };
+        if let Some(valid) = &valid {
+            self.sweep_pins(desired.family, valid);
+        }
+        self.committed_chains = Some(desired.chain_names().map(str::to_owned).collect());
         self.installed = Some(desired);
         Ok(report)
+    }
+
+    /// Deletes the session affinity pins `desired` does not back (their endpoint went, or their
+    /// frontend lost its affinity). Best effort: a pin left behind is retried at the next sweep.
+    fn sweep_pins(&mut self, family: IpFamily, valid: &HashSet<Key>) {
+        for attempt in 0..2 {
+            let mut stale = Vec::new();
+            for (map, _) in pins::PIN_MAPS {
+                match self.runner.list_map(family, map) {
+                    Ok(json) => stale.extend(pins::stale(pins::parse(map, &json), valid)),
+                    Err(e) => tracing::debug!(error = %e, map, "cannot read affinity pins"),
+                }
+            }
+            if stale.is_empty() {
+                return;
+            }
+            match self.runner.run(&pins::delete_script(family, &stale)) {
+                Ok(()) => {
+                    tracing::debug!(pins = stale.len(), "deleted stale affinity pins");
+                    return;
+                }
+                // A pin re-created with another endpoint since it was read: read again.
+                Err(e) if attempt == 0 => tracing::debug!(error = %e, "retrying the pin sweep"),
+                Err(e) => tracing::warn!(error = %e, "could not delete stale affinity pins"),
+            }
+        }
     }
 
     /// Replaces the given services' rules, touching nothing else. Requires a previous
@@ -191,6 +282,32 @@ impl<R: NftRunner> NftDataplane<R> {
         &mut self,
         changes: BTreeMap<ServiceName, Option<ServiceRules>>,
     ) -> Result<SyncReport, ApplyError> {
+        let Some(installed) = self.installed.as_ref() else {
+            return Err(ApplyError::NoBaseline);
+        };
+        let family = installed.family;
+        // Pins to endpoints about to go are deleted before they go (a pinned client must not be
+        // sent to a removed endpoint), and again after, for pins recorded meanwhile.
+        let sweep = pins::may_go_stale(
+            changes.keys().filter_map(|n| installed.services.get(n)),
+            changes.values().flatten(),
+        )
+        .then(|| {
+            let mut valid = pins::record_keys(installed);
+            for name in changes.keys() {
+                if let Some(old) = installed.services.get(name) {
+                    for e in &old.elements {
+                        valid.remove(&e.key);
+                    }
+                }
+            }
+            let new = changes.values().flatten();
+            valid.extend(new.flat_map(|r| r.elements.iter().map(|e| e.key.clone())));
+            valid
+        });
+        if let Some(valid) = &sweep {
+            self.sweep_pins(family, valid);
+        }
         let Some(installed) = self.installed.as_ref() else {
             return Err(ApplyError::NoBaseline);
         };
@@ -249,6 +366,9 @@ impl<R: NftRunner> NftDataplane<R> {
             for (name, rules) in changes {
                 installed.set_service(name, rules);
             }
+        }
+        if let Some(valid) = &sweep {
+            self.sweep_pins(family, valid);
         }
         Ok(report)
     }

@@ -10,6 +10,7 @@
 use ferry_model::TrafficPolicy;
 use ipnet::IpNet;
 
+use super::affinity::{self, Frontend};
 use super::model::{Chain, Element, Key, ServiceRules, Value, Verdict};
 use super::render::RenderContext;
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, ServicePlan};
@@ -68,12 +69,22 @@ fn cidr_match(ip: &str, dir: &str, negate: bool, cidrs: &[IpNet]) -> String {
     }
 }
 
+/// The name suffix of a shape with session affinity (its chain reads the pin map first).
+fn affinity_suffix(affinity: bool) -> &'static str {
+    if affinity {
+        "-affinity"
+    } else {
+        ""
+    }
+}
+
 /// The chain for ClusterIP traffic to `set` with `n` endpoints.
 fn cluster_ip_chain(
     ctx: &RenderContext,
     masq: ClusterIpMasquerade,
     set: EndpointSet,
     n: usize,
+    affinity: bool,
 ) -> Chain {
     let (suffix, rule) = match masq {
         ClusterIpMasquerade::Never => ("-no-masquerade", None),
@@ -90,27 +101,62 @@ fn cluster_ip_chain(
         ),
     };
     let mut rules: Vec<String> = rule.into_iter().collect();
+    if affinity {
+        rules.push(affinity::pinned_dnat(ctx, false));
+    }
     rules.push(dnat(ctx, By::Ip, set, n, ""));
     Chain {
-        name: format!("cluster-ip-{}-{n}{suffix}", set_name(set)),
+        name: format!(
+            "cluster-ip-{}-{n}{suffix}{}",
+            set_name(set),
+            affinity_suffix(affinity)
+        ),
         rules,
     }
 }
 
 /// The chain for external traffic (node port or external IP) with `n` cluster-wide and `m`
 /// node-local endpoints (`m` only counts with the Local policy).
-fn external_chain(ctx: &RenderContext, by: By, policy: TrafficPolicy, n: usize, m: usize) -> Chain {
+fn external_chain(
+    ctx: &RenderContext,
+    by: By,
+    policy: TrafficPolicy,
+    (n, m): (usize, usize),
+    affinity: bool,
+) -> Chain {
     let kind = match by {
         By::Ip => "external-ip",
         By::NodePort => "nodeport",
     };
     let mut rules = Vec::new();
+    let pinned = affinity::pinned_dnat(ctx, by == By::NodePort);
     let name = match policy {
         TrafficPolicy::Cluster => {
             // May cross nodes: masquerade so the reply comes back through this node.
             rules.push("jump mark-for-masquerade".to_owned());
+            if affinity {
+                rules.push(pinned);
+            }
             rules.push(dnat(ctx, by, EndpointSet::Cluster, n, ""));
             format!("{kind}-cluster-{n}")
+        }
+        TrafficPolicy::Local if affinity => {
+            // The node's own traffic is masqueraded whether or not it is pinned; every client
+            // class (pod, node, outside) is pinned to an endpoint of the set it was sent to.
+            rules.push("fib saddr type local jump mark-for-masquerade".to_owned());
+            rules.push(pinned);
+            if n > 0 && !ctx.pod_cidrs.is_empty() {
+                let pods = cidr_match(ctx.ip(), "saddr", false, &ctx.pod_cidrs);
+                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, &format!("{pods} ")));
+            }
+            if n > 0 {
+                let local = "fib saddr type local ";
+                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, local));
+            }
+            if m > 0 {
+                rules.push(dnat(ctx, by, EndpointSet::Local, m, ""));
+            }
+            format!("{kind}-local-{n}-{m}")
         }
         TrafficPolicy::Local => {
             // Pod and node traffic to an external destination is not subject to the policy
@@ -132,7 +178,10 @@ fn external_chain(ctx: &RenderContext, by: By, policy: TrafficPolicy, n: usize, 
             format!("{kind}-local-{n}-{m}")
         }
     };
-    Chain { name, rules }
+    Chain {
+        name: format!("{name}{}", affinity_suffix(affinity)),
+        rules,
+    }
 }
 
 fn verdict(d: Dispatch, forward_to: &str) -> Value {
@@ -174,8 +223,9 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     let vip = Key::Frontend(sp.cluster_ip, proto, port);
     match sp.internal {
         Dispatch::Forward(set) => {
-            let chain =
-                cluster_ip_chain(ctx, sp.cluster_ip_masquerade, set, sp.endpoints(set).len());
+            let affinity = sp.affinity.is_some();
+            let n = sp.endpoints(set).len();
+            let chain = cluster_ip_chain(ctx, sp.cluster_ip_masquerade, set, n, affinity);
             els.push(dispatch_el(
                 "service-ips",
                 vip,
@@ -184,6 +234,11 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
             let key = |i| Key::FrontendSlot(sp.cluster_ip, proto, port, i);
             slots(els, endpoint_map(false, set), &key, set);
             out.chains.push(chain);
+            if let Some(timeout) = sp.affinity {
+                let frontend = Frontend::Ip(sp.cluster_ip, proto, port);
+                let eps = sp.endpoints(set);
+                affinity::record(ctx, frontend, eps, timeout, &mut out.chains, els);
+            }
         }
         d => els.push(dispatch_el("no-endpoint-services", vip, verdict(d, ""))),
     }
@@ -205,10 +260,15 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
         sets.push(EndpointSet::Local);
     }
     let forwards = matches!(ext.dispatch, Dispatch::Forward(_));
+    let affinity = sp.affinity.is_some();
+    // The endpoints external traffic may be pinned to: those of the sets its chain reads.
+    let mut reachable: Vec<_> = sets.iter().flat_map(|&s| sp.endpoints(s)).copied().collect();
+    reachable.sort();
+    reachable.dedup();
     if let Some(np) = sp.node_port {
         let key = Key::NodePort(proto, np);
         if reaches_chain {
-            let chain = external_chain(ctx, By::NodePort, ext.policy, n, m);
+            let chain = external_chain(ctx, By::NodePort, ext.policy, (n, m), affinity);
             els.push(dispatch_el(
                 "service-nodeports",
                 key.clone(),
@@ -219,6 +279,10 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 slots(els, endpoint_map(true, set), &key, set);
             }
             out.chains.push(chain);
+            if let Some(timeout) = sp.affinity {
+                let frontend = Frontend::NodePort(proto, np);
+                affinity::record(ctx, frontend, &reachable, timeout, &mut out.chains, els);
+            }
         }
         if !forwards {
             els.push(dispatch_el(
@@ -231,7 +295,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     for addr in &sp.external_ips {
         let key = Key::Frontend(*addr, proto, port);
         if reaches_chain {
-            let chain = external_chain(ctx, By::Ip, ext.policy, n, m);
+            let chain = external_chain(ctx, By::Ip, ext.policy, (n, m), affinity);
             els.push(dispatch_el(
                 "service-ips",
                 key.clone(),
@@ -242,6 +306,10 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 slots(els, endpoint_map(false, set), &key, set);
             }
             out.chains.push(chain);
+            if let Some(timeout) = sp.affinity {
+                let frontend = Frontend::Ip(*addr, proto, port);
+                affinity::record(ctx, frontend, &reachable, timeout, &mut out.chains, els);
+            }
         }
         if !forwards {
             els.push(dispatch_el(

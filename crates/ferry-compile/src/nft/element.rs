@@ -24,6 +24,17 @@ pub enum Key {
     FrontendSlot(IpAddr, Protocol, u16, u32),
     /// `protocol . port . slot`: one endpoint slot of a node port frontend.
     NodePortSlot(Protocol, u16, u32),
+    /// `address . protocol . port . endpoint address . endpoint port`: an endpoint a service
+    /// IP frontend with session affinity may pin a client to (`affinity-service-ips`).
+    FrontendEndpoint(IpAddr, Protocol, u16, SocketAddr),
+    /// `protocol . port . endpoint address . endpoint port`: the same for a node port
+    /// (`affinity-nodeports`).
+    NodePortEndpoint(Protocol, u16, SocketAddr),
+    /// `address . protocol . port . client`: a client pinned through a service IP frontend
+    /// (`affinity`; written by the kernel, read back to remove stale pins).
+    FrontendClient(IpAddr, Protocol, u16, IpAddr),
+    /// `protocol . port . client`: a client pinned through a node port (`nodeport-affinity`).
+    NodePortClient(Protocol, u16, IpAddr),
 }
 
 /// A verdict held by a verdict map.
@@ -81,6 +92,18 @@ impl fmt::Display for Key {
                 write!(f, "{a} . {} . {port} . {i}", p.as_str())
             }
             Key::NodePortSlot(p, port, i) => write!(f, "{} . {port} . {i}", p.as_str()),
+            Key::FrontendEndpoint(a, p, port, ep) => write!(
+                f,
+                "{a} . {} . {port} . {} . {}",
+                p.as_str(),
+                ep.ip(),
+                ep.port()
+            ),
+            Key::NodePortEndpoint(p, port, ep) => {
+                write!(f, "{} . {port} . {} . {}", p.as_str(), ep.ip(), ep.port())
+            }
+            Key::FrontendClient(a, p, port, c) => write!(f, "{a} . {} . {port} . {c}", p.as_str()),
+            Key::NodePortClient(p, port, c) => write!(f, "{} . {port} . {c}", p.as_str()),
         }
     }
 }

@@ -48,7 +48,11 @@ impl Writer {
     }
 
     fn set_def(&mut self, s: &SetDef) {
-        let flags = if s.interval { " flags interval;" } else { "" };
+        let flags = match (s.interval, s.dynamic) {
+            (true, _) => " flags interval;",
+            (false, true) => " flags dynamic,timeout; size 1048576;",
+            (false, false) => "",
+        };
         self.line(
             "add",
             s.kind(),
@@ -88,7 +92,10 @@ impl Transaction {
     /// A full sync: declares every object, empties every chain, set and map Ferry owns, loads
     /// the whole ruleset and deletes `stale_chains`. With `recreate`, the table is deleted and
     /// created anew first (used at start-up, when what the kernel holds is unknown); established
-    /// connections are unaffected because their NAT bindings live in conntrack.
+    /// connections are unaffected because their NAT bindings live in conntrack. Without it, the
+    /// table is rebuilt in place: the `typeof` maps are deleted and added again (nft 1.0.6 can
+    /// only write a rule reading one in the transaction that creates it), and the dynamic maps
+    /// (session affinity pins, written by the kernel) keep their elements.
     pub fn full(desired: &Ruleset, stale_chains: &[String], recreate: bool) -> Transaction {
         let mut w = Writer::new(desired.family);
         let table = format!(
@@ -127,11 +134,18 @@ impl Transaction {
             for c in all {
                 w.line("flush", "chain", &c.name);
             }
-            for s in &desired.sets {
-                w.line("flush", s.kind(), s.name);
-            }
             for name in stale_chains {
                 w.line("flush", "chain", name);
+            }
+            // No rule refers to a set any more: recreate the `typeof` maps, empty the others.
+            for s in desired.typeof_sets() {
+                w.line("delete", s.kind(), s.name);
+                w.set_def(s);
+            }
+            for s in desired.sets.iter().filter(|s| !s.dynamic) {
+                if !s.decl.starts_with("typeof") {
+                    w.line("flush", s.kind(), s.name);
+                }
             }
         }
         for c in desired
