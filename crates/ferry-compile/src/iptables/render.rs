@@ -205,6 +205,9 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
             }
         }
         let eps = sp.endpoints(set);
+        if let Some(timeout) = sp.affinity {
+            rules.extend(affinity_checks(&p, eps, timeout, ctx.large_cluster));
+        }
         rules.extend(endpoint_dispatch(&p, eps, ctx.large_cluster));
         endpoints.extend(eps.iter().copied());
         out.chains.push(chain(p.set_chain(set), rules));
@@ -304,20 +307,53 @@ fn endpoint_dispatch(p: &Port<'_>, endpoints: &[SocketAddr], large: bool) -> Vec
         .collect()
 }
 
+/// Session affinity (upstream's layout): before the random choice, one rule per endpoint
+/// sends a client seen by that endpoint's `recent` list within `timeout` seconds back to it
+/// (`--reap` drops older entries).
+fn affinity_checks(
+    p: &Port<'_>,
+    endpoints: &[SocketAddr],
+    timeout: u32,
+    large: bool,
+) -> Vec<String> {
+    endpoints
+        .iter()
+        .map(|ep| {
+            let sep = endpoint_chain(&p.sp.name, ep);
+            let mut rule = String::new();
+            if !large {
+                let _ = write!(rule, "-m comment --comment \"{} -> {ep}\" ", p.name);
+            }
+            let _ = write!(
+                rule,
+                "-m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}"
+            );
+            rule
+        })
+        .collect()
+}
+
 fn endpoint_chain_rules(p: &Port<'_>, ep: &SocketAddr, large: bool) -> Chain {
     let comment = if large {
         String::new()
     } else {
         format!("-m comment --comment {} ", quote(&p.name))
     };
+    let name = endpoint_chain(&p.sp.name, ep);
+    // With session affinity the DNAT also records the client in this endpoint's list.
+    let recent = if p.sp.affinity.is_some() {
+        format!("-m recent --name {name} --set ")
+    } else {
+        String::new()
+    };
     chain(
-        &endpoint_chain(&p.sp.name, ep),
+        &name,
         vec![
             // Hairpin: a pod reaching itself through the service must be masqueraded, or it
             // would answer itself directly.
             format!("{comment}-s {} -j {KUBE_MARK_MASQ}", ep.ip()),
             format!(
-                "{comment}-m {pr} -p {pr} -j DNAT --to-destination {ep}",
+                "{comment}{recent}-m {pr} -p {pr} -j DNAT --to-destination {ep}",
                 pr = p.proto
             ),
         ],
