@@ -122,6 +122,13 @@ impl Transaction {
         for c in &regular {
             w.line("add", "chain", &c.name);
         }
+        if !recreate {
+            // A stale chain may already be gone (an incremental sync deleted it): make sure
+            // it exists, so that flushing and deleting it cannot fail.
+            for name in stale_chains {
+                w.line("add", "chain", name);
+            }
+        }
         for s in &desired.sets {
             w.set_def(s);
         }
