@@ -16,6 +16,7 @@ use ferry_model::{NodeView, Protocol, ServicePortName};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 
+mod affinity;
 mod iptables;
 mod steps;
 mod text;
@@ -102,6 +103,8 @@ pub enum StepKind {
     Masquerade,
     /// Pod or node traffic skips the Local policy.
     ShortCircuit,
+    /// Session affinity: a pinned client goes back to its endpoint (set, timeout in seconds).
+    Affinity(EndpointSet, u32),
     /// DNAT to one endpoint of a set.
     Forward(EndpointSet),
     /// Hairpin: masqueraded if the endpoint is the sender.

@@ -225,9 +225,9 @@ impl<R: NftRunner> NftDataplane<R> {
             Transaction::full(&desired, &stale, false)
         });
         let sweep = rebuild.is_some()
-            && before.as_ref().is_none_or(|b| {
-                pins::may_go_stale(b.services.values(), desired.services.values())
-            });
+            && before
+                .as_ref()
+                .is_none_or(|b| pins::may_go_stale(b.services.values(), desired.services.values()));
         let valid = sweep.then(|| pins::record_keys(&desired));
         if let Some(valid) = &valid {
             self.sweep_pins(desired.family, valid);

@@ -49,7 +49,10 @@ fn start(mode: Mode, timeout: u32, extra: &[&str]) -> Option<SeedLab> {
 /// The pod a request reached (its IP), checking that it is one of the seed's two.
 fn reached(seed: &SeedLab, from: &Host, url: &str) -> String {
     let ip = seed.hello(from, url).server_ip;
-    assert!(ip == POD_A.1 || ip == POD_B.1, "{ip} is not a url-analysis pod");
+    assert!(
+        ip == POD_A.1 || ip == POD_B.1,
+        "{ip} is not a url-analysis pod"
+    );
     ip
 }
 
@@ -109,7 +112,10 @@ fn records(seed: &SeedLab, node: &str) -> BTreeMap<String, Vec<Record>> {
             // KUBE-SEP- chain → endpoint IP, from the DNAT rules.
             let save = seed
                 .lab
-                .exec(node, [format!("{iptables}-save"), "-t".into(), "nat".into()])
+                .exec(
+                    node,
+                    [format!("{iptables}-save"), "-t".into(), "nat".into()],
+                )
                 .expect("iptables-save");
             let endpoints: BTreeMap<&str, &str> = save
                 .lines()
@@ -121,7 +127,10 @@ fn records(seed: &SeedLab, node: &str) -> BTreeMap<String, Vec<Record>> {
                 .collect();
             let lists = seed
                 .lab
-                .exec(node, ["sh", "-c", "grep -H . /proc/net/xt_recent/* || true"])
+                .exec(
+                    node,
+                    ["sh", "-c", "grep -H . /proc/net/xt_recent/* || true"],
+                )
                 .expect("read xt_recent");
             for line in lists.lines() {
                 // /proc/net/xt_recent/KUBE-SEP-X:src=10.1.1.100 ttl: 63 last_seen: 4297… …
@@ -248,7 +257,10 @@ fn a_pin_expires_after_the_timeout_without_traffic(mode: Mode) {
     assert_eq!(fresh.endpoint, pod);
     match mode.iptables() {
         // A new element with the whole timeout ahead of it.
-        None => assert!(fresh.clock > 0 && fresh.clock <= u64::from(TIMEOUT), "{fresh:?}"),
+        None => assert!(
+            fresh.clock > 0 && fresh.clock <= u64::from(TIMEOUT),
+            "{fresh:?}"
+        ),
         Some(_) => assert!(fresh.clock > pin.clock, "{fresh:?} after {pin:?}"),
     }
 }

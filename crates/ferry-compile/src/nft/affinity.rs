@@ -61,7 +61,10 @@ pub(crate) fn record_chain(ip: &str) -> Chain {
 pub(crate) fn pin_chain(ctx: &RenderContext, by_node_port: bool, timeout: u32) -> Chain {
     let ip = ctx.ip();
     let (kind, frontend) = if by_node_port {
-        ("nodeport", "meta l4proto . ct original proto-dst".to_owned())
+        (
+            "nodeport",
+            "meta l4proto . ct original proto-dst".to_owned(),
+        )
     } else {
         (
             "ip",

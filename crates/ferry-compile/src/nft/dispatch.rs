@@ -262,7 +262,11 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     let forwards = matches!(ext.dispatch, Dispatch::Forward(_));
     let affinity = sp.affinity.is_some();
     // The endpoints external traffic may be pinned to: those of the sets its chain reads.
-    let mut reachable: Vec<_> = sets.iter().flat_map(|&s| sp.endpoints(s)).copied().collect();
+    let mut reachable: Vec<_> = sets
+        .iter()
+        .flat_map(|&s| sp.endpoints(s))
+        .copied()
+        .collect();
     reachable.sort();
     reachable.dedup();
     if let Some(np) = sp.node_port {

@@ -218,3 +218,71 @@ fn hairpin_key(ip: &str) -> Key {
     let ip: std::net::IpAddr = ip.parse().expect("ip");
     Key::AddrPair(ip, ip)
 }
+
+fn with_affinity(mut state: ClusterState, timeout: u32) -> ClusterState {
+    let mut svc = with_node_port(
+        mk_service("dev", "url-analysis", "10.96.198.86", 8080),
+        32223,
+        TrafficPolicy::Cluster,
+    );
+    svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
+        timeout_seconds: timeout,
+    };
+    state.apply(Object::Service(svc));
+    state
+}
+
+#[test]
+fn an_affinity_service_keeps_endpoint_changes_element_only() {
+    let eps = |b: &'static str| {
+        with_affinity(
+            seed_state(TrafficPolicy::Cluster, &["192.168.169.166", b]),
+            30,
+        )
+    };
+    let before = ruleset(&eps("192.168.169.168"), "k8s-node1");
+    let after = ruleset(&eps("192.168.169.170"), "k8s-node1");
+    let changes = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
+    let tx = Transaction::delta(&before, &changes);
+    assert!(!tx.text.contains("chain"), "no chain, no rule: {}", tx.text);
+    // The frontends' record elements follow the endpoints.
+    for want in [
+        "delete element ip ferry affinity-service-ips { 10.96.198.86 . tcp . 8080 . 192.168.169.168 . 56010 }",
+        "10.96.198.86 . tcp . 8080 . 192.168.169.170 . 56010 : goto affinity-ip-30",
+        "tcp . 32223 . 192.168.169.170 . 56010 : goto affinity-nodeport-30",
+    ] {
+        assert!(tx.text.contains(want), "{want}: {}", tx.text);
+    }
+}
+
+#[test]
+fn affinity_shapes_read_the_pin_map_before_the_random_choice() {
+    let rs = ruleset(
+        &with_affinity(
+            seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]),
+            10800,
+        ),
+        "k8s-node1",
+    );
+    let chain = |name: &str| {
+        rs.dispatch_chains()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no chain {name}: {rs}"))
+            .rules
+            .clone()
+    };
+    let ip = chain("cluster-ip-cluster-1-affinity");
+    assert!(ip[1].ends_with("ip daddr . meta l4proto . th dport . ip saddr map @affinity"));
+    assert!(ip[2].contains("numgen random mod 1"));
+    let np = chain("nodeport-cluster-1-affinity");
+    assert!(np[1].ends_with("meta l4proto . th dport . ip saddr map @nodeport-affinity"));
+    assert!(chain("affinity-ip-10800")[0].contains("timeout 10800s"));
+    // Without affinity nothing reads or records pins.
+    let plain = ruleset(
+        &seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]),
+        "k8s-node1",
+    );
+    assert!(plain
+        .dispatch_chains()
+        .all(|c| !c.name.contains("affinity")));
+}

@@ -34,7 +34,11 @@ fn pins_are_read_from_nft_json() {
         np[0].key,
         Key::NodePortClient(Protocol::Udp, 30053, ip("203.0.113.9"))
     );
-    assert!(parse("affinity", r#"{"nftables": [{"map": {"name": "affinity"}}]}"#).is_empty());
+    assert!(parse(
+        "affinity",
+        r#"{"nftables": [{"map": {"name": "affinity"}}]}"#
+    )
+    .is_empty());
     assert!(parse("affinity", "not json").is_empty());
 }
 
