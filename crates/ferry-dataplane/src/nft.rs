@@ -1,11 +1,11 @@
 //! The nftables applier.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferry_compile::nft::{Delta, Key, Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
 
 use crate::netlink::{ElementSocket, NetlinkError};
 use crate::pins;
@@ -49,6 +49,12 @@ pub trait NftRunner: Send {
     /// `nft -j list map <family> ferry <map>`: the map with the elements the kernel added
     /// (session affinity pins). A runner without a kernel has none.
     fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, ApplyError> {
+        Ok(String::new())
+    }
+
+    /// `nft -j -t list table <family> ferry`: Ferry's table without elements (chains, sets),
+    /// or an error when there is none. A runner without a kernel has none.
+    fn list_table(&mut self, _family: IpFamily) -> Result<String, ApplyError> {
         Ok(String::new())
     }
 }
@@ -96,12 +102,26 @@ impl NftRunner for NftCli {
     }
 
     fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, ApplyError> {
-        let family = match family {
-            IpFamily::V4 => "ip",
-            IpFamily::V6 => "ip6",
-        };
+        self.list(&["-j", "list", "map", family_name(family), TABLE, map])
+    }
+
+    fn list_table(&mut self, family: IpFamily) -> Result<String, ApplyError> {
+        self.list(&["-j", "-t", "list", "table", family_name(family), TABLE])
+    }
+}
+
+fn family_name(family: IpFamily) -> &'static str {
+    match family {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    }
+}
+
+impl NftCli {
+    /// Runs an `nft` listing and returns its stdout.
+    fn list(&self, args: &[&str]) -> Result<String, ApplyError> {
         let out = Command::new(&self.program)
-            .args(["-j", "list", "map", family, TABLE, map])
+            .args(args)
             .output()
             .map_err(|source| ApplyError::Spawn {
                 program: self.program.clone(),
@@ -215,6 +235,11 @@ impl<R: NftRunner> NftDataplane<R> {
         // affinity pins; otherwise (start-up) it is recreated. Established connections keep
         // their conntrack NAT state either way.
         let before = self.installed.take();
+        if self.committed_chains.is_none() {
+            // Start-up: a table an earlier run left is rebuilt in place too (its pins kept),
+            // when it holds no set this version does not declare.
+            self.committed_chains = pins::kernel_chains(&mut self.runner, &desired);
+        }
         let rebuild = self.committed_chains.as_ref().map(|known| {
             let wanted: BTreeSet<&str> = desired.chain_names().collect();
             let stale: Vec<String> = known
@@ -230,7 +255,7 @@ impl<R: NftRunner> NftDataplane<R> {
                 .is_none_or(|b| pins::may_go_stale(b.services.values(), desired.services.values()));
         let valid = sweep.then(|| pins::record_keys(&desired));
         if let Some(valid) = &valid {
-            self.sweep_pins(desired.family, valid);
+            pins::sweep(&mut self.runner, desired.family, valid);
         }
         let report = match rebuild {
             Some(tx) => match self.run(SyncKind::Full, &tx) {
@@ -243,37 +268,11 @@ impl<R: NftRunner> NftDataplane<R> {
             None => self.run(SyncKind::Full, &Transaction::full(&desired, &[], true))?,
         };
         if let Some(valid) = &valid {
-            self.sweep_pins(desired.family, valid);
+            pins::sweep(&mut self.runner, desired.family, valid);
         }
         self.committed_chains = Some(desired.chain_names().map(str::to_owned).collect());
         self.installed = Some(desired);
         Ok(report)
-    }
-
-    /// Deletes the session affinity pins `desired` does not back (their endpoint went, or their
-    /// frontend lost its affinity). Best effort: a pin left behind is retried at the next sweep.
-    fn sweep_pins(&mut self, family: IpFamily, valid: &HashSet<Key>) {
-        for attempt in 0..2 {
-            let mut stale = Vec::new();
-            for (map, _) in pins::PIN_MAPS {
-                match self.runner.list_map(family, map) {
-                    Ok(json) => stale.extend(pins::stale(pins::parse(map, &json), valid)),
-                    Err(e) => tracing::debug!(error = %e, map, "cannot read affinity pins"),
-                }
-            }
-            if stale.is_empty() {
-                return;
-            }
-            match self.runner.run(&pins::delete_script(family, &stale)) {
-                Ok(()) => {
-                    tracing::debug!(pins = stale.len(), "deleted stale affinity pins");
-                    return;
-                }
-                // A pin re-created with another endpoint since it was read: read again.
-                Err(e) if attempt == 0 => tracing::debug!(error = %e, "retrying the pin sweep"),
-                Err(e) => tracing::warn!(error = %e, "could not delete stale affinity pins"),
-            }
-        }
     }
 
     /// Replaces the given services' rules, touching nothing else. Requires a previous
@@ -306,7 +305,7 @@ impl<R: NftRunner> NftDataplane<R> {
             valid
         });
         if let Some(valid) = &sweep {
-            self.sweep_pins(family, valid);
+            pins::sweep(&mut self.runner, family, valid);
         }
         let Some(installed) = self.installed.as_ref() else {
             return Err(ApplyError::NoBaseline);
@@ -368,7 +367,7 @@ impl<R: NftRunner> NftDataplane<R> {
             }
         }
         if let Some(valid) = &sweep {
-            self.sweep_pins(family, valid);
+            pins::sweep(&mut self.runner, family, valid);
         }
         Ok(report)
     }

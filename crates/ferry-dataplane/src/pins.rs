@@ -14,6 +14,8 @@ use std::net::{IpAddr, SocketAddr};
 use serde_json::Value as Json;
 
 use ferry_compile::nft::{Key, Ruleset, ServiceRules, TABLE};
+
+use crate::nft::NftRunner;
 use ferry_model::{IpFamily, Protocol};
 
 /// The maps holding pins, each with the map of record elements that validate them.
@@ -172,6 +174,56 @@ pub(crate) fn delete_script(family: IpFamily, pins: &[Pin]) -> String {
         }
     }
     out
+}
+
+/// Deletes the session affinity pins `desired` does not back (their endpoint went, or their
+/// frontend lost its affinity). Best effort: a pin left behind is retried at the next sweep.
+pub(crate) fn sweep(runner: &mut impl NftRunner, family: IpFamily, valid: &HashSet<Key>) {
+    for attempt in 0..2 {
+        let mut gone = Vec::new();
+        for (map, _) in PIN_MAPS {
+            match runner.list_map(family, map) {
+                Ok(json) => gone.extend(stale(parse(map, &json), valid)),
+                Err(e) => tracing::debug!(error = %e, map, "cannot read affinity pins"),
+            }
+        }
+        if gone.is_empty() {
+            return;
+        }
+        match runner.run(&delete_script(family, &gone)) {
+            Ok(()) => {
+                tracing::debug!(pins = gone.len(), "deleted stale affinity pins");
+                return;
+            }
+            // A pin re-created with another endpoint since it was read: read again.
+            Err(e) if attempt == 0 => tracing::debug!(error = %e, "retrying the pin sweep"),
+            Err(e) => tracing::warn!(error = %e, "could not delete stale affinity pins"),
+        }
+    }
+}
+
+/// The chains of the Ferry table an earlier run left, when it can be rebuilt in place: it
+/// exists and holds no set `desired` does not declare. `None`: recreate it.
+pub(crate) fn kernel_chains(runner: &mut impl NftRunner, desired: &Ruleset) -> Option<Vec<String>> {
+    let json = runner.list_table(desired.family).ok()?;
+    let doc: Json = serde_json::from_str(&json).ok()?;
+    let objects = doc["nftables"].as_array()?;
+    let mut chains = Vec::new();
+    let mut table = false;
+    for o in objects {
+        table |= o.get("table").is_some();
+        if let Some(name) = o["chain"]["name"].as_str() {
+            chains.push(name.to_owned());
+        }
+        for kind in ["set", "map"] {
+            if let Some(name) = o[kind]["name"].as_str() {
+                if !desired.sets.iter().any(|s| s.name == name) {
+                    return None;
+                }
+            }
+        }
+    }
+    table.then_some(chains)
 }
 
 #[cfg(test)]

@@ -87,6 +87,15 @@ fn pins_survive_full_syncs_and_go_with_their_endpoint() {
             assert!(listed.contains(client), "{client} lost its pin: {listed}");
         }
 
+        // Ferry restarts: the new process rebuilds the table it finds in place, pins kept.
+        dp = NftDataplane::new();
+        dp.apply_full(ruleset(&["10.0.0.5", "10.0.0.6"], true))
+            .expect("full sync after a restart");
+        let listed = pins();
+        for client in ["10.1.1.100", "10.1.1.101", "10.1.1.102"] {
+            assert!(listed.contains(client), "{client} lost its pin: {listed}");
+        }
+
         // 10.0.0.6 is replaced (same count: element-only, over netlink): its pins go, the
         // pin to 10.0.0.5 stays.
         let after = ruleset(&["10.0.0.5", "10.0.0.7"], true);
