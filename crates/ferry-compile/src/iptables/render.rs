@@ -8,6 +8,7 @@ use ipnet::IpNet;
 
 use ferry_model::{IpFamily, ServiceName, TrafficPolicy};
 
+use super::affinity;
 use super::base::chain;
 pub use super::base::{jump_rules, render_base};
 use super::model::{Chain, Ruleset, ServiceRules};
@@ -206,7 +207,12 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
         }
         let eps = sp.endpoints(set);
         if let Some(timeout) = sp.affinity {
-            rules.extend(affinity_checks(&p, eps, timeout, ctx.large_cluster));
+            rules.extend(affinity::checks(
+                &p.sp.name,
+                eps,
+                timeout,
+                ctx.large_cluster,
+            ));
         }
         rules.extend(endpoint_dispatch(&p, eps, ctx.large_cluster));
         endpoints.extend(eps.iter().copied());
@@ -307,32 +313,6 @@ fn endpoint_dispatch(p: &Port<'_>, endpoints: &[SocketAddr], large: bool) -> Vec
         .collect()
 }
 
-/// Session affinity (upstream's layout): before the random choice, one rule per endpoint
-/// sends a client seen by that endpoint's `recent` list within `timeout` seconds back to it
-/// (`--reap` drops older entries).
-fn affinity_checks(
-    p: &Port<'_>,
-    endpoints: &[SocketAddr],
-    timeout: u32,
-    large: bool,
-) -> Vec<String> {
-    endpoints
-        .iter()
-        .map(|ep| {
-            let sep = endpoint_chain(&p.sp.name, ep);
-            let mut rule = String::new();
-            if !large {
-                let _ = write!(rule, "-m comment --comment \"{} -> {ep}\" ", p.name);
-            }
-            let _ = write!(
-                rule,
-                "-m recent --name {sep} --rcheck --seconds {timeout} --reap -j {sep}"
-            );
-            rule
-        })
-        .collect()
-}
-
 fn endpoint_chain_rules(p: &Port<'_>, ep: &SocketAddr, large: bool) -> Chain {
     let comment = if large {
         String::new()
@@ -340,12 +320,7 @@ fn endpoint_chain_rules(p: &Port<'_>, ep: &SocketAddr, large: bool) -> Chain {
         format!("-m comment --comment {} ", quote(&p.name))
     };
     let name = endpoint_chain(&p.sp.name, ep);
-    // With session affinity the DNAT also records the client in this endpoint's list.
-    let recent = if p.sp.affinity.is_some() {
-        format!("-m recent --name {name} --set ")
-    } else {
-        String::new()
-    };
+    let recent = affinity::record(p.sp, &name);
     chain(
         &name,
         vec![
