@@ -224,7 +224,7 @@ fn clients_stick_to_one_pod_each_across_full_syncs(mode: Mode) {
 }
 
 fn a_pin_expires_after_the_timeout_without_traffic(mode: Mode) {
-    const TIMEOUT: u32 = 3;
+    const TIMEOUT: u32 = 5;
     let Some(seed) = start(mode, TIMEOUT, &[]) else {
         return;
     };
