@@ -52,9 +52,10 @@ pub trait NftRunner: Send {
         Ok(String::new())
     }
 
-    /// `nft -j -t list table <family> ferry`: Ferry's table without elements (chains, sets),
-    /// or an error when there is none. A runner without a kernel has none.
-    fn list_table(&mut self, _family: IpFamily) -> Result<String, ApplyError> {
+    /// `nft -j list chains <family>`: the chains of every table of the family (names only: a
+    /// few milliseconds, where listing sets would read every element). A runner without a
+    /// kernel has none.
+    fn list_chains(&mut self, _family: IpFamily) -> Result<String, ApplyError> {
         Ok(String::new())
     }
 }
@@ -105,8 +106,8 @@ impl NftRunner for NftCli {
         self.list(&["-j", "list", "map", family_name(family), TABLE, map])
     }
 
-    fn list_table(&mut self, family: IpFamily) -> Result<String, ApplyError> {
-        self.list(&["-j", "-t", "list", "table", family_name(family), TABLE])
+    fn list_chains(&mut self, family: IpFamily) -> Result<String, ApplyError> {
+        self.list(&["-j", "list", "chains", family_name(family)])
     }
 }
 
@@ -236,9 +237,9 @@ impl<R: NftRunner> NftDataplane<R> {
         // their conntrack NAT state either way.
         let before = self.installed.take();
         if self.committed_chains.is_none() {
-            // Start-up: a table an earlier run left is rebuilt in place too (its pins kept),
-            // when it holds no set this version does not declare.
-            self.committed_chains = pins::kernel_chains(&mut self.runner, &desired);
+            // Start-up: a table an earlier run left is rebuilt in place too, its pins kept
+            // (if the kernel refuses, e.g. a set of another type, it is recreated below).
+            self.committed_chains = pins::kernel_chains(&mut self.runner, desired.family);
         }
         let rebuild = self.committed_chains.as_ref().map(|known| {
             let wanted: BTreeSet<&str> = desired.chain_names().collect();

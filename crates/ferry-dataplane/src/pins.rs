@@ -202,28 +202,19 @@ pub(crate) fn sweep(runner: &mut impl NftRunner, family: IpFamily, valid: &HashS
     }
 }
 
-/// The chains of the Ferry table an earlier run left, when it can be rebuilt in place: it
-/// exists and holds no set `desired` does not declare. `None`: recreate it.
-pub(crate) fn kernel_chains(runner: &mut impl NftRunner, desired: &Ruleset) -> Option<Vec<String>> {
-    let json = runner.list_table(desired.family).ok()?;
+/// The chains of the Ferry table an earlier run left, to rebuild it in place; `None` when
+/// there is none (it is then created). Sets this version does not declare, if any, are left
+/// alone (unused) until the table is recreated.
+pub(crate) fn kernel_chains(runner: &mut impl NftRunner, family: IpFamily) -> Option<Vec<String>> {
+    let json = runner.list_chains(family).ok()?;
     let doc: Json = serde_json::from_str(&json).ok()?;
-    let objects = doc["nftables"].as_array()?;
-    let mut chains = Vec::new();
-    let mut table = false;
-    for o in objects {
-        table |= o.get("table").is_some();
-        if let Some(name) = o["chain"]["name"].as_str() {
-            chains.push(name.to_owned());
-        }
-        for kind in ["set", "map"] {
-            if let Some(name) = o[kind]["name"].as_str() {
-                if !desired.sets.iter().any(|s| s.name == name) {
-                    return None;
-                }
-            }
-        }
-    }
-    table.then_some(chains)
+    let chains: Vec<String> = doc["nftables"]
+        .as_array()?
+        .iter()
+        .filter(|o| o["chain"]["table"].as_str() == Some(TABLE))
+        .filter_map(|o| o["chain"]["name"].as_str().map(str::to_owned))
+        .collect();
+    (!chains.is_empty()).then_some(chains)
 }
 
 #[cfg(test)]

@@ -73,39 +73,25 @@ impl NftRunner for Listing {
     fn run(&mut self, _script: &str) -> Result<(), crate::ApplyError> {
         Ok(())
     }
-    fn list_table(&mut self, _family: IpFamily) -> Result<String, crate::ApplyError> {
+    fn list_chains(&mut self, _family: IpFamily) -> Result<String, crate::ApplyError> {
         Ok(self.0.to_owned())
     }
 }
 
-fn desired() -> Ruleset {
-    use ferry_compile::{CompileConfig, Plan};
-    use ferry_model::{ClusterState, NodeContext, NodeView};
-    let ctx = NodeContext {
-        node_name: "n1".into(),
-        family: IpFamily::V4,
-    };
-    let view = NodeView::build(&ClusterState::new(), &ctx);
-    ferry_compile::nft::render(&Plan::build(&view, &CompileConfig::default()))
-}
-
 #[test]
-fn a_table_left_by_an_earlier_run_is_rebuilt_in_place_unless_it_has_unknown_sets() {
-    let table = r#"{"nftables": [{"metainfo": {}}, {"table": {"name": "ferry"}},
-        {"map": {"name": "affinity"}}, {"chain": {"name": "services"}},
-        {"chain": {"name": "cluster-ip-cluster-3"}}]}"#;
+fn a_table_left_by_an_earlier_run_is_found_by_its_chains() {
+    let chains = r#"{"nftables": [{"metainfo": {}},
+        {"chain": {"family": "ip", "table": "nat", "name": "KUBE-SERVICES"}},
+        {"chain": {"family": "ip", "table": "ferry", "name": "services"}},
+        {"chain": {"family": "ip", "table": "ferry", "name": "cluster-ip-cluster-3"}}]}"#;
     assert_eq!(
-        kernel_chains(&mut Listing(table), &desired()),
+        kernel_chains(&mut Listing(chains), IpFamily::V4),
         Some(vec![
             "services".to_owned(),
             "cluster-ip-cluster-3".to_owned()
         ])
     );
-    let unknown = r#"{"nftables": [{"table": {"name": "ferry"}}, {"set": {"name": "old-set"}}]}"#;
-    assert_eq!(kernel_chains(&mut Listing(unknown), &desired()), None);
-    assert_eq!(
-        kernel_chains(&mut Listing(""), &desired()),
-        None,
-        "no table"
-    );
+    let other = r#"{"nftables": [{"chain": {"table": "nat", "name": "KUBE-SERVICES"}}]}"#;
+    assert_eq!(kernel_chains(&mut Listing(other), IpFamily::V4), None);
+    assert_eq!(kernel_chains(&mut Listing(""), IpFamily::V4), None);
 }
