@@ -1,6 +1,6 @@
 //! `sessionAffinity: ClientIP` with real packets in the seed lab, in every proxy mode: a client
-//! sticks to one pod (and a second client is pinned on its own), the pin survives full syncs,
-//! expires after `timeoutSeconds` without traffic, and follows the removal of its endpoint at
+//! sticks to one pod (and a second client is pinned on its own), the pin survives full syncs
+//! and a restart of Ferry, expires after `timeoutSeconds` without traffic, and follows the removal of its endpoint at
 //! once. Each assertion is on the answers' server names and on the kernel's own affinity state
 //! (nftables: Ferry's pin maps; iptables: `/proc/net/xt_recent/KUBE-SEP-…`), never on chance.
 //! Needs root (skips otherwise).
@@ -219,6 +219,17 @@ fn clients_stick_to_one_pod_each_across_full_syncs(mode: Mode) {
     seed.wait_full_synced(NODE1, full + 2);
     assert_eq!(record(&seed, NODE1, CLIENT_IP).endpoint, pod1);
     assert_eq!(record(&seed, NODE1, CLIENT2_IP).endpoint, pod2);
+    assert_eq!(sticks(&seed, &client, &url, 6), pod1);
+    assert_eq!(sticks(&seed, &client2, &url, 6), pod2);
+
+    // So does a restart of Ferry (it rebuilds the rules it finds). The log is appended to:
+    // wait for the new process's first full sync.
+    let full = seed.full_syncs(NODE1);
+    let ferry = seed.ferry(NODE1);
+    ferry.stop().expect("stop ferry");
+    ferry.restart().expect("restart ferry");
+    seed.wait_full_synced(NODE1, full + 1);
+    assert_eq!(record(&seed, NODE1, CLIENT_IP).endpoint, pod1);
     assert_eq!(sticks(&seed, &client, &url, 6), pod1);
     assert_eq!(sticks(&seed, &client2, &url, 6), pod2);
 }
