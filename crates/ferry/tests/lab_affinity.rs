@@ -214,6 +214,30 @@ fn clients_stick_to_one_pod_each_across_full_syncs(mode: Mode) {
     let pinned = sticks(&seed, &pod, &cluster_url(), 8);
     assert_eq!(record(&seed, MASTER, MASTER_POD.1).endpoint, pinned);
 
+    // `ferry explain --live` on the node agrees with the kernel: pins are not differences.
+    let dir = seed.manifests.path().display().to_string();
+    let mut args = vec![
+        FERRY.to_owned(),
+        "explain".into(),
+        "--live".into(),
+        "--manifests".into(),
+        dir,
+        "--node".into(),
+        NODE1.into(),
+        "--from".into(),
+        CLIENT_IP.into(),
+        "--to".into(),
+        format!("{NODE1_IP}:{NODE_PORT}"),
+        "--cluster-cidr".into(),
+        "192.168.0.0/16".into(),
+        "--proxy-mode".into(),
+        mode.flag().into(),
+    ];
+    args.extend(mode.args());
+    let out = seed.lab.exec(NODE1, &args).expect("ferry explain --live");
+    assert!(out.contains("session affinity"), "{out}");
+    assert!(out.contains("agrees with the compiled rules"), "{out}");
+
     // Periodic full syncs keep the pins.
     let full = seed.full_syncs(NODE1);
     seed.wait_full_synced(NODE1, full + 2);
