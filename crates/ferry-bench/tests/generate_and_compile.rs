@@ -112,22 +112,23 @@ fn services_mix_cluster_ip_and_node_port_kinds() {
 fn a_tiny_cluster_compiles_to_the_expected_counts() {
     // 10 services × 3 endpoints, compiled for node-1:
     // - services 0 (NodePort, Cluster policy) and 5 (NodePort, Local policy), 8 ClusterIP;
-    // - chains: 8 base + 9 fixed + 3 shared dispatch chains: `cluster-ip-cluster-3` (all ten
+    // - chains: 9 base + 10 fixed (session affinity's post-DNAT hook and `affinity-record`
+    //   included) + 3 shared dispatch chains: `cluster-ip-cluster-3` (all ten
     //   ClusterIPs), `nodeport-cluster-3` (service 0), `nodeport-local-3-1` (service 5 has one
     //   endpoint on node-1: pod 16);
     // - elements: 10 cluster-ips + 30 hairpin + 10 service-ips + 2 service-nodeports
     //   + 1 nodeport-ips (node-1's InternalIP) + 30 cluster-endpoints (10 × 3 slots)
     //   + 6 nodeport-cluster-endpoints (2 × 3) + 1 nodeport-local-endpoints;
-    // - rules: 25 base/fixed + 2 (ClusterIP: masquerade, DNAT) + 2 (NodePort, Cluster:
+    // - rules: 29 base/fixed + 2 (ClusterIP: masquerade, DNAT) + 2 (NodePort, Cluster:
     //   masquerade, DNAT) + 4 (NodePort, Local: pods, node masquerade, node, local).
     let state = build_state(spec(10, 3).objects());
     let (rs, _) = compile(&state, &node_context(), &compile_config().expect("config"));
     let size = RulesetSize::of(&rs);
-    assert_eq!(size.chains, 20);
+    assert_eq!(size.chains, 22);
     assert_eq!(size.service_chains, 3);
-    assert_eq!(size.sets, 13);
+    assert_eq!(size.sets, 17);
     assert_eq!(size.elements, 90);
-    assert_eq!(size.rules, 33);
+    assert_eq!(size.rules, 37);
     assert!(size.script_bytes > 0);
     let els = rs.all_elements();
     let count = |set: &str| els.get(set).map_or(0, Vec::len);
@@ -144,7 +145,7 @@ fn a_tiny_cluster_compiles_to_the_expected_counts() {
 
 #[test]
 fn counts_scale_as_the_formula_says() {
-    // chains = 17 + `cluster-ip-cluster-M` + `nodeport-cluster-M` + one `nodeport-local-M-L`
+    // chains = 19 + `cluster-ip-cluster-M` + `nodeport-cluster-M` + one `nodeport-local-M-L`
     // per distinct local endpoint count L of the Local-policy NodePorts;
     // elements = 2N (cluster-ips, service-ips) + N×M (hairpin) + N×M (cluster-endpoints)
     //   + NodePort × (1 + M) (service-nodeports, nodeport-cluster-endpoints)
@@ -170,7 +171,7 @@ fn counts_scale_as_the_formula_says() {
             .collect();
         let distinct: std::collections::BTreeSet<_> = local_counts.iter().collect();
         let size = RulesetSize::of(&rs);
-        assert_eq!(size.chains, 19 + distinct.len(), "N={n}");
+        assert_eq!(size.chains, 21 + distinct.len(), "N={n}");
         let local: usize = local_counts.iter().sum();
         assert_eq!(
             size.elements,

@@ -10,6 +10,7 @@
 //! restore (that would mean owning PREROUTING, INPUT, …); the dataplane ensures them one by one
 //! ([`jump_rules`]).
 
+mod affinity;
 mod base;
 mod load_balancer;
 mod model;

@@ -6,6 +6,7 @@
 //! shared dispatch chains, one per shape; hairpin masquerade from one `saddr . daddr` set. An
 //! endpoint change is then map elements only: no rule, so the kernel re-validates nothing.
 
+pub(crate) mod affinity;
 pub(crate) mod dispatch;
 mod element;
 mod model;

@@ -10,7 +10,9 @@ use std::net::{IpAddr, SocketAddr};
 
 use ipnet::IpNet;
 
-use ferry_model::{IpFamily, NodeView, ServicePortName, ServicePortView, TrafficPolicy};
+use ferry_model::{
+    IpFamily, NodeView, ServicePortName, ServicePortView, SessionAffinity, TrafficPolicy,
+};
 
 use crate::config::{CompileConfig, LocalDetector};
 
@@ -105,6 +107,10 @@ pub struct ServicePlan {
     pub cluster_ip_masquerade: ClusterIpMasquerade,
     /// External traffic, when the service is externally accessible.
     pub external: Option<External>,
+    /// `sessionAffinity: ClientIP`: seconds a client stays pinned to the endpoint it reached
+    /// after its last new connection (`timeoutSeconds`); `None` without affinity. Applies to
+    /// every frontend of the port, through whichever endpoint set its traffic uses.
+    pub affinity: Option<u32>,
 }
 
 impl ServicePlan {
@@ -351,6 +357,10 @@ impl ServicePlan {
             external,
             cluster_endpoints,
             local_endpoints,
+            affinity: match sp.session_affinity {
+                SessionAffinity::None => None,
+                SessionAffinity::ClientIp { timeout_seconds } => Some(timeout_seconds),
+            },
         }
     }
 }

@@ -16,6 +16,7 @@ use ferry_model::{NodeView, Protocol, ServicePortName};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 
+mod affinity;
 mod firewall;
 mod iptables;
 mod steps;
@@ -111,6 +112,8 @@ pub enum StepKind {
     FirewallAllowed,
     /// The source is not allowed by `loadBalancerSourceRanges`: dropped before DNAT.
     FirewallDropped,
+    /// Session affinity: a pinned client goes back to its endpoint (set, timeout in seconds).
+    Affinity(EndpointSet, u32),
     /// DNAT to one endpoint of a set.
     Forward(EndpointSet),
     /// Hairpin: masqueraded if the endpoint is the sender.

@@ -100,6 +100,11 @@ fn cases() -> Vec<Case> {
             config: cluster_cidr("10.0.0.0/16"),
         },
         Case {
+            dir: "session-affinity",
+            node: "node-a",
+            config: cluster_cidr("10.0.0.0/8"),
+        },
+        Case {
             dir: "protocols-and-policies",
             node: "node-a",
             config: CompileConfig {

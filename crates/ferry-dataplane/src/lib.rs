@@ -14,6 +14,7 @@ pub mod conntrack;
 pub mod iptables;
 mod netlink;
 mod nft;
+mod pins;
 mod read_back;
 pub mod support;
 

@@ -151,7 +151,9 @@ impl NetlinkSocket {
         let bulk: Vec<&str> = desired
             .sets
             .iter()
-            .filter(|s| !NODE_LEVEL_SETS.contains(&s.name))
+            // Node-level sets are nft's; the dynamic maps hold session affinity pins the
+            // kernel wrote, which must survive (stale ones are swept by the applier).
+            .filter(|s| !NODE_LEVEL_SETS.contains(&s.name) && !s.dynamic)
             .map(|s| s.name)
             .collect();
         for set in &bulk {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
 
 use crate::netlink::{NetlinkError, NetlinkSocket};
+use crate::pins;
 use ferry_model::{IpFamily, ServiceName};
 
 /// Why a transaction was not applied. The kernel holds what it held before.
@@ -47,6 +48,12 @@ pub enum ApplyError {
 pub trait NftRunner: Send {
     /// Applies one script atomically.
     fn run(&mut self, script: &str) -> Result<(), ApplyError>;
+
+    /// `nft -j list map <family> ferry <map>`: the map with the elements the kernel added
+    /// (session affinity pins). A runner without a kernel has none.
+    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, ApplyError> {
+        Ok(String::new())
+    }
 }
 
 /// Runs `nft -f -` (atomic per invocation).
@@ -82,6 +89,39 @@ impl NftRunner for NftCli {
         let out = child.wait_with_output().map_err(spawn_err)?;
         if out.status.success() {
             Ok(())
+        } else {
+            Err(ApplyError::Rejected {
+                program: self.program.clone(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
+
+    fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, ApplyError> {
+        self.list(&["-j", "list", "map", family_name(family), TABLE, map])
+    }
+}
+
+fn family_name(family: IpFamily) -> &'static str {
+    match family {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    }
+}
+
+impl NftCli {
+    /// Runs an `nft` listing and returns its stdout.
+    fn list(&self, args: &[&str]) -> Result<String, ApplyError> {
+        let out = Command::new(&self.program)
+            .args(args)
+            .output()
+            .map_err(|source| ApplyError::Spawn {
+                program: self.program.clone(),
+                source,
+            })?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
             Err(ApplyError::Rejected {
                 program: self.program.clone(),
@@ -187,8 +227,19 @@ impl<R: NftRunner> NftDataplane<R> {
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
         // Forget the old state first: it is stale whatever happens below, and freeing it
         // keeps a resync from holding two whole rulesets.
-        self.installed = None;
+        let before = self.installed.take();
         let start = Instant::now();
+        // Session affinity pins (kernel-written, never flushed in place) whose endpoint the new
+        // ruleset no longer backs are deleted before the sync and again after it (pins
+        // recorded meanwhile). Without the previous ruleset (start-up, resync) any may be.
+        let sweep = before
+            .as_ref()
+            .is_none_or(|b| pins::may_go_stale(b.services.values(), desired.services.values()));
+        drop(before);
+        let valid = sweep.then(|| pins::record_keys(&desired));
+        if let Some(valid) = &valid {
+            pins::sweep(&mut self.runner, desired.family, valid);
+        }
         let report = if self.netlink.is_none() {
             self.recreate(&desired, start)?
         } else {
@@ -196,12 +247,16 @@ impl<R: NftRunner> NftDataplane<R> {
                 Ok(report) => report,
                 Err(e) => {
                     // E.g. a set declared with another type by an older version, or a chain
-                    // something else still refers to: start from a clean table.
+                    // something else still refers to: start from a clean table (the pins
+                    // go with it).
                     tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
                     self.recreate(&desired, start)?
                 }
             }
         };
+        if let Some(valid) = &valid {
+            pins::sweep(&mut self.runner, desired.family, valid);
+        }
         self.installed = Some(desired);
         Ok(report)
     }
@@ -242,6 +297,32 @@ impl<R: NftRunner> NftDataplane<R> {
         &mut self,
         changes: BTreeMap<ServiceName, Option<ServiceRules>>,
     ) -> Result<SyncReport, ApplyError> {
+        let Some(installed) = self.installed.as_ref() else {
+            return Err(ApplyError::NoBaseline);
+        };
+        let family = installed.family;
+        // Pins to endpoints about to go are deleted before they go (a pinned client must not be
+        // sent to a removed endpoint), and again after, for pins recorded meanwhile.
+        let sweep = pins::may_go_stale(
+            changes.keys().filter_map(|n| installed.services.get(n)),
+            changes.values().flatten(),
+        )
+        .then(|| {
+            let mut valid = pins::record_keys(installed);
+            for name in changes.keys() {
+                if let Some(old) = installed.services.get(name) {
+                    for e in &old.elements {
+                        valid.remove(&e.key);
+                    }
+                }
+            }
+            let new = changes.values().flatten();
+            valid.extend(new.flat_map(|r| r.elements.iter().map(|e| e.key.clone())));
+            valid
+        });
+        if let Some(valid) = &sweep {
+            pins::sweep(&mut self.runner, family, valid);
+        }
         let Some(installed) = self.installed.as_ref() else {
             return Err(ApplyError::NoBaseline);
         };
@@ -301,6 +382,9 @@ impl<R: NftRunner> NftDataplane<R> {
             for (name, rules) in changes {
                 installed.set_service(name, rules);
             }
+        }
+        if let Some(valid) = &sweep {
+            pins::sweep(&mut self.runner, family, valid);
         }
         Ok(report)
     }

@@ -37,8 +37,10 @@ fn ruleset_with(endpoints: &[&str], policy: TrafficPolicy, cfg: &CompileConfig) 
 /// Fixed chains (written by nft from the same text) are reduced to their names: nft prints
 /// some of their rules normalised (`priority srcnat`, `== 0x00000000`).
 fn chains(listing: &str) -> Vec<String> {
-    const FIXED: [&str; 17] = [
+    const FIXED: [&str; 19] = [
         "filter-prerouting",
+        "filter-prerouting-post-dnat",
+        "affinity-record",
         "firewall-check",
         "firewall-allow-check",
         "filter-input",

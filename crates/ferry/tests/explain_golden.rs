@@ -109,3 +109,35 @@ fn explain_outputs_match_the_golden_files() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The seed's NodePort with `sessionAffinity: ClientIP` (timeoutSeconds 600): the pin step,
+/// in both modes (text output).
+#[test]
+fn explain_with_session_affinity_matches_the_golden_files() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/explain");
+    let bless = std::env::var_os("FERRY_BLESS").is_some();
+    let mut manifests = seed::Manifests::new("Cluster");
+    manifests.affinity_timeout = Some(600);
+    manifests.write();
+    let dir = manifests.path().display().to_string();
+    for (name, mode) in [
+        ("affinity-node-port", "nftables"),
+        ("affinity-node-port-iptables", "iptables"),
+    ] {
+        let out = Command::new(seed::FERRY)
+            .args(["explain", "--manifests", &dir, "--node", "k8s-node1"])
+            .args(["--from", "10.1.1.100", "--to", "10.1.1.17:32223"])
+            .args(["--cluster-cidr", "192.168.0.0/16", "--proxy-mode", mode])
+            .output()
+            .expect("run ferry explain");
+        assert!(out.status.success(), "{name}: {out:?}");
+        let got = String::from_utf8_lossy(&out.stdout).into_owned();
+        let path = golden.join(format!("{name}.txt"));
+        if bless {
+            std::fs::write(&path, &got).expect("write golden");
+        } else {
+            let want = std::fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(want, got, "{} (FERRY_BLESS=1 rewrites)", path.display());
+        }
+    }
+}

@@ -8,6 +8,7 @@ use ipnet::IpNet;
 
 use ferry_model::{IpFamily, ServiceName, TrafficPolicy};
 
+use super::affinity;
 use super::base::chain;
 pub use super::base::{jump_rules, render_base};
 use super::load_balancer::load_balancer;
@@ -207,6 +208,14 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
             }
         }
         let eps = sp.endpoints(set);
+        if let Some(timeout) = sp.affinity {
+            rules.extend(affinity::checks(
+                &p.sp.name,
+                eps,
+                timeout,
+                ctx.large_cluster,
+            ));
+        }
         rules.extend(endpoint_dispatch(&p, eps, ctx.large_cluster));
         endpoints.extend(eps.iter().copied());
         out.chains.push(chain(p.set_chain(set), rules));
@@ -312,14 +321,16 @@ fn endpoint_chain_rules(p: &Port<'_>, ep: &SocketAddr, large: bool) -> Chain {
     } else {
         format!("-m comment --comment {} ", quote(&p.name))
     };
+    let name = endpoint_chain(&p.sp.name, ep);
+    let recent = affinity::record(p.sp, &name);
     chain(
-        &endpoint_chain(&p.sp.name, ep),
+        &name,
         vec![
             // Hairpin: a pod reaching itself through the service must be masqueraded, or it
             // would answer itself directly.
             format!("{comment}-s {} -j {KUBE_MARK_MASQ}", ep.ip()),
             format!(
-                "{comment}-m {pr} -p {pr} -j DNAT --to-destination {ep}",
+                "{comment}{recent}-m {pr} -p {pr} -j DNAT --to-destination {ep}",
                 pr = p.proto
             ),
         ],

@@ -277,3 +277,51 @@ fn above_a_thousand_endpoints_per_endpoint_rules_carry_no_comment() {
     );
     assert!(!small.large_cluster);
 }
+
+#[test]
+fn client_ip_affinity_checks_every_endpoints_recent_list_before_the_random_choice() {
+    let mut state = seed_state(TrafficPolicy::Cluster, &["10.0.0.1", "10.0.0.2"]);
+    let mut svc_obj = with_node_port(
+        mk_service("dev", "url-analysis", "10.96.198.86", 8080),
+        32223,
+        TrafficPolicy::Cluster,
+    );
+    svc_obj.session_affinity = ferry_model::SessionAffinity::ClientIp {
+        timeout_seconds: 10800,
+    };
+    state.apply(Object::Service(svc_obj));
+    let rs = ruleset(&state, "k8s-node2", &["192.168.0.0/16"]);
+    let rules = &rs.services[&svc()];
+    let svc_rules = &chain(rules, SVC_PREFIX).rules;
+    // Masquerade, one rcheck per endpoint, then the statistic cascade.
+    assert!(svc_rules[0].contains("-j KUBE-MARK-MASQ"), "{svc_rules:?}");
+    for (i, ep) in ["10.0.0.1:56010", "10.0.0.2:56010"].iter().enumerate() {
+        let sep = endpoint_chain(&rs_port(), &ep.parse().expect("endpoint"));
+        assert_eq!(
+            svc_rules[1 + i],
+            format!(
+                "-m comment --comment \"dev/url-analysis:http -> {ep}\" -m recent --name {sep} --rcheck --seconds 10800 --reap -j {sep}"
+            )
+        );
+        let dnat = &chain_named(rules, &sep).rules[1];
+        assert!(
+            dnat.contains(&format!(
+                "-m recent --name {sep} --set -m tcp -p tcp -j DNAT"
+            )),
+            "{dnat}"
+        );
+    }
+    assert!(svc_rules[3].contains("statistic"), "{svc_rules:?}");
+}
+
+fn rs_port() -> ServicePortName {
+    port_name("dev", "url-analysis", "http", Protocol::Tcp)
+}
+
+fn chain_named<'a>(rules: &'a ServiceRules, name: &str) -> &'a Chain {
+    rules
+        .chains
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name} chain in {rules:?}"))
+}

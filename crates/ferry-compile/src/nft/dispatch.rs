@@ -7,6 +7,7 @@
 //! and an endpoint change that keeps n changes map elements only: no rule, no chain, so the
 //! kernel does not re-validate the table.
 
+use super::affinity::{self, Frontend};
 use super::model::{Element, Key, ServiceRules, Value, Verdict};
 use super::render::RenderContext;
 use super::rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
@@ -57,6 +58,15 @@ fn jump_masquerade(ctx: &RenderContext, matches: Vec<RuleMatch>) -> DispatchRule
     }
 }
 
+/// The name suffix of a shape with session affinity (its chain reads the pin map first).
+fn affinity_suffix(affinity: bool) -> &'static str {
+    if affinity {
+        "-affinity"
+    } else {
+        ""
+    }
+}
+
 fn from_pods(ctx: &RenderContext, negate: bool) -> RuleMatch {
     RuleMatch::Saddr {
         negate,
@@ -70,6 +80,7 @@ fn cluster_ip_chain(
     masq: ClusterIpMasquerade,
     set: EndpointSet,
     n: usize,
+    affinity: bool,
 ) -> DispatchChain {
     let (suffix, rule) = match masq {
         ClusterIpMasquerade::Never => ("-no-masquerade", None),
@@ -79,9 +90,16 @@ fn cluster_ip_chain(
         ClusterIpMasquerade::Always => ("-masquerade-all", Some(jump_masquerade(ctx, vec![]))),
     };
     let mut rules: Vec<DispatchRule> = rule.into_iter().collect();
+    if affinity {
+        rules.push(affinity::pinned_dnat(ctx, DnatKey::ServiceIp));
+    }
     rules.push(dnat(ctx, DnatKey::ServiceIp, set, n, vec![]));
     DispatchChain {
-        name: format!("cluster-ip-{}-{n}{suffix}", set_name(set)),
+        name: format!(
+            "cluster-ip-{}-{n}{suffix}{}",
+            set_name(set),
+            affinity_suffix(affinity)
+        ),
         rules,
     }
 }
@@ -92,8 +110,8 @@ fn external_chain(
     ctx: &RenderContext,
     by: DnatKey,
     policy: TrafficPolicy,
-    n: usize,
-    m: usize,
+    (n, m): (usize, usize),
+    affinity: bool,
 ) -> DispatchChain {
     let kind = match by {
         DnatKey::ServiceIp => "external-ip",
@@ -104,8 +122,29 @@ fn external_chain(
         TrafficPolicy::Cluster => {
             // May cross nodes: masquerade so the reply comes back through this node.
             rules.push(jump_masquerade(ctx, vec![]));
+            if affinity {
+                rules.push(affinity::pinned_dnat(ctx, by));
+            }
             rules.push(dnat(ctx, by, EndpointSet::Cluster, n, vec![]));
             format!("{kind}-cluster-{n}")
+        }
+        TrafficPolicy::Local if affinity => {
+            // The node's own traffic is masqueraded whether or not it is pinned; every client
+            // class (pod, node, outside) is pinned to an endpoint of the set it was sent to.
+            rules.push(jump_masquerade(ctx, vec![RuleMatch::SaddrLocal]));
+            rules.push(affinity::pinned_dnat(ctx, by));
+            if n > 0 && !ctx.pod_cidrs.is_empty() {
+                let pods = vec![from_pods(ctx, false)];
+                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, pods));
+            }
+            if n > 0 {
+                let local = vec![RuleMatch::SaddrLocal];
+                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, local));
+            }
+            if m > 0 {
+                rules.push(dnat(ctx, by, EndpointSet::Local, m, vec![]));
+            }
+            format!("{kind}-local-{n}-{m}")
         }
         TrafficPolicy::Local => {
             // Pod and node traffic to an external destination is not subject to the policy
@@ -127,7 +166,10 @@ fn external_chain(
             format!("{kind}-local-{n}-{m}")
         }
     };
-    DispatchChain { name, rules }
+    DispatchChain {
+        name: format!("{name}{}", affinity_suffix(affinity)),
+        rules,
+    }
 }
 
 fn verdict(d: Dispatch, forward_to: &str) -> Value {
@@ -167,8 +209,9 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     let vip = Key::Frontend(sp.cluster_ip, proto, port);
     match sp.internal {
         Dispatch::Forward(set) => {
-            let chain =
-                cluster_ip_chain(ctx, sp.cluster_ip_masquerade, set, sp.endpoints(set).len());
+            let n = sp.endpoints(set).len();
+            let affinity = sp.affinity.is_some();
+            let chain = cluster_ip_chain(ctx, sp.cluster_ip_masquerade, set, n, affinity);
             els.push(dispatch_el(
                 "service-ips",
                 vip,
@@ -177,6 +220,11 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
             let key = |i| Key::FrontendSlot(sp.cluster_ip, proto, port, i);
             slots(els, endpoint_map(false, set), &key, set);
             out.chains.push(chain);
+            if let Some(timeout) = sp.affinity {
+                let frontend = Frontend::Ip(sp.cluster_ip, proto, port);
+                let eps = sp.endpoints(set);
+                affinity::record(ctx, frontend, eps, timeout, &mut out.chains, els);
+            }
         }
         d => els.push(dispatch_el("no-endpoint-services", vip, verdict(d, ""))),
     }
@@ -215,10 +263,19 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
         sets.push(EndpointSet::Local);
     }
     let forwards = matches!(ext.dispatch, Dispatch::Forward(_));
+    let affinity = sp.affinity.is_some();
+    // The endpoints external traffic may be pinned to: those of the sets its chain reads.
+    let mut reachable: Vec<_> = sets
+        .iter()
+        .flat_map(|&s| sp.endpoints(s))
+        .copied()
+        .collect();
+    reachable.sort();
+    reachable.dedup();
     if let Some(np) = sp.node_port {
         let key = Key::NodePort(proto, np);
         if reaches_chain {
-            let chain = external_chain(ctx, DnatKey::NodePort, ext.policy, n, m);
+            let chain = external_chain(ctx, DnatKey::NodePort, ext.policy, (n, m), affinity);
             els.push(dispatch_el(
                 "service-nodeports",
                 key.clone(),
@@ -229,6 +286,10 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 slots(els, endpoint_map(true, set), &key, set);
             }
             out.chains.push(chain);
+            if let Some(timeout) = sp.affinity {
+                let frontend = Frontend::NodePort(proto, np);
+                affinity::record(ctx, frontend, &reachable, timeout, &mut out.chains, els);
+            }
         }
         if !forwards {
             els.push(dispatch_el(
@@ -241,7 +302,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     for addr in sp.external_ips.iter().chain(&sp.load_balancer_ips) {
         let key = Key::Frontend(*addr, proto, port);
         if reaches_chain {
-            let chain = external_chain(ctx, DnatKey::ServiceIp, ext.policy, n, m);
+            let chain = external_chain(ctx, DnatKey::ServiceIp, ext.policy, (n, m), affinity);
             els.push(dispatch_el(
                 "service-ips",
                 key.clone(),
@@ -252,6 +313,10 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 slots(els, endpoint_map(false, set), &key, set);
             }
             out.chains.push(chain);
+            if let Some(timeout) = sp.affinity {
+                let frontend = Frontend::Ip(*addr, proto, port);
+                affinity::record(ctx, frontend, &reachable, timeout, &mut out.chains, els);
+            }
         }
         if !forwards {
             els.push(dispatch_el(

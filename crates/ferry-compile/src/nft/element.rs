@@ -27,6 +27,17 @@ pub enum Key {
     /// `address . protocol . port . source prefix`: a source allowed to reach a load-balancer
     /// IP frontend (`firewall-allow`, an interval set).
     FrontendSource(IpAddr, Protocol, u16, IpNet),
+    /// `address . protocol . port . endpoint address . endpoint port`: an endpoint a service
+    /// IP frontend with session affinity may pin a client to (`affinity-service-ips`).
+    FrontendEndpoint(IpAddr, Protocol, u16, SocketAddr),
+    /// `protocol . port . endpoint address . endpoint port`: the same for a node port
+    /// (`affinity-nodeports`).
+    NodePortEndpoint(Protocol, u16, SocketAddr),
+    /// `address . protocol . port . client`: a client pinned through a service IP frontend
+    /// (`affinity`; written by the kernel, read back to remove stale pins).
+    FrontendClient(IpAddr, Protocol, u16, IpAddr),
+    /// `protocol . port . client`: a client pinned through a node port (`nodeport-affinity`).
+    NodePortClient(Protocol, u16, IpAddr),
 }
 
 /// A verdict held by a verdict map.
@@ -93,6 +104,18 @@ impl fmt::Display for Key {
                     write!(f, "{src}")
                 }
             }
+            Key::FrontendEndpoint(a, p, port, ep) => write!(
+                f,
+                "{a} . {} . {port} . {} . {}",
+                p.as_str(),
+                ep.ip(),
+                ep.port()
+            ),
+            Key::NodePortEndpoint(p, port, ep) => {
+                write!(f, "{} . {port} . {} . {}", p.as_str(), ep.ip(), ep.port())
+            }
+            Key::FrontendClient(a, p, port, c) => write!(f, "{a} . {} . {port} . {c}", p.as_str()),
+            Key::NodePortClient(p, port, c) => write!(f, "{} . {port} . {c}", p.as_str()),
         }
     }
 }

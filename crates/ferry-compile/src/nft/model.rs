@@ -42,6 +42,10 @@ pub struct SetDef {
     pub decl: String,
     /// `interval` for prefix sets.
     pub interval: bool,
+    /// `dynamic,timeout`: elements are added by rules (`update @set { … }`) and expire; Ferry
+    /// never loads them, and a full sync keeps them (session affinity pins). Room for 2^20
+    /// (the kernel's default for dynamic sets is 65 535).
+    pub dynamic: bool,
     /// What it is for.
     pub comment: &'static str,
 }
@@ -116,6 +120,12 @@ pub(crate) fn shared_keys(rules: &ServiceRules) -> BTreeSet<(&'static str, Key)>
 }
 
 impl Ruleset {
+    /// The sets a full sync recreates rather than flushes: maps declared with `typeof`, which
+    /// nft 1.0.6 cannot read from a new rule once they exist in the kernel.
+    pub fn typeof_sets(&self) -> impl Iterator<Item = &SetDef> {
+        self.sets.iter().filter(|s| s.decl.starts_with("typeof"))
+    }
+
     /// True when everything but the services is equal (an incremental sync is possible).
     pub fn same_base(&self, other: &Ruleset) -> bool {
         self.family == other.family

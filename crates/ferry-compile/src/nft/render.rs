@@ -6,6 +6,7 @@ use ipnet::IpNet;
 
 use ferry_model::{IpFamily, ServiceName};
 
+use super::affinity;
 use super::dispatch::render_port;
 use super::model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef};
 use crate::plan::{NodePortScope, Plan, ServicePlan};
@@ -112,7 +113,21 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             priority: -90,
             chain: chain(
                 "filter-output-post-dnat",
-                &[&format!("{ct_new} jump cluster-ips-check")],
+                &[
+                    &format!("{ct_new} jump cluster-ips-check"),
+                    &format!("{ct_new} ct status dnat jump affinity-record"),
+                ],
+            ),
+        },
+        // Session affinity is recorded after DNAT (dstnat + 10), where the packet carries the
+        // endpoint the connection was translated to and conntrack still has the frontend.
+        BaseChain {
+            kind: "filter",
+            hook: "prerouting",
+            priority: -90,
+            chain: chain(
+                "filter-prerouting-post-dnat",
+                &[&format!("{ct_new} ct status dnat jump affinity-record")],
             ),
         },
         base("nat", "prerouting", -100, &["jump services"]),
@@ -127,6 +142,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
     };
     let chains = vec![
+        affinity::record_chain(ip),
         chain(
             "cluster-ips-check",
             &[&format!("{ip} daddr @cluster-ips reject")],
@@ -190,6 +206,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         map: false,
         decl,
         interval,
+        dynamic: false,
         comment,
     };
     let map = |name, decl: String, comment| SetDef {
@@ -197,12 +214,33 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         map: true,
         decl,
         interval: false,
+        dynamic: false,
         comment,
     };
     let slots = |by: &str| format!("typeof {by} . numgen random mod 1 : {ip} daddr . th dport");
     let by_ip = format!("{ip} daddr . meta l4proto . th dport");
     let by_np = "meta l4proto . th dport";
+    let ep = format!("{addr} . inet_service");
+    let pins = |name, decl: String, comment| SetDef {
+        dynamic: true,
+        ..map(name, decl, comment)
+    };
     let sets = vec![
+        pins(
+            "affinity",
+            format!("type {svc_key} . {addr} : {ep}"),
+            "service IP . protocol . port . client : endpoint the client is pinned to (sessionAffinity ClientIP)",
+        ),
+        map(
+            "affinity-nodeports",
+            format!("type {np_key} . {ep} : verdict"),
+            "protocol . node port . endpoint : goto the chain recording a pin to it, for node ports with session affinity",
+        ),
+        map(
+            "affinity-service-ips",
+            format!("type {svc_key} . {ep} : verdict"),
+            "service IP . protocol . port . endpoint : goto the chain recording a pin to it, for service IPs with session affinity",
+        ),
         map(
             "cluster-endpoints",
             slots(&by_ip),
@@ -251,6 +289,11 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             "nodeport-cluster-endpoints",
             slots(by_np),
             "protocol . node port . slot : endpoint, cluster-wide endpoints",
+        ),
+        pins(
+            "nodeport-affinity",
+            format!("type {np_key} . {addr} : {ep}"),
+            "protocol . node port . client : endpoint the client is pinned to (sessionAffinity ClientIP)",
         ),
         set(
             "nodeport-ips",

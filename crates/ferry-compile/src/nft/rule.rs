@@ -76,6 +76,44 @@ pub enum RuleAction {
         /// The endpoint map.
         map: &'static str,
     },
+    /// `meta l4proto { tcp, udp, sctp } dnat ip to KEY . ip saddr map @MAP`: session
+    /// affinity, a client with a pin in `MAP` goes back to the endpoint it holds (a client
+    /// without one does not match and falls through to the [`RuleAction::Dnat`] draw).
+    PinnedDnat {
+        /// The frontend part of the pin map key.
+        key: DnatKey,
+        /// The pin map (`affinity`, `nodeport-affinity`).
+        map: &'static str,
+    },
+    /// `meta l4proto { tcp, udp, sctp } update @MAP { FRONTEND . ip saddr timeout T : ip daddr
+    /// . th dport }`, after DNAT: adds (or renews) the pin of the client to the endpoint the
+    /// connection was translated to. FRONTEND is the original destination from conntrack
+    /// (`ct original ip daddr . meta l4proto . ct original proto-dst`, without the address for
+    /// node ports).
+    RecordPin {
+        /// Which frontend the pin is for.
+        key: DnatKey,
+        /// The pin's lifetime in seconds (`sessionAffinityConfig.clientIP.timeoutSeconds`).
+        timeout: u32,
+        /// The pin map.
+        map: &'static str,
+    },
+}
+
+/// A duration as `nft list` prints it: `3h`, `1m30s`, `1d`, `5s`.
+pub fn nft_duration(secs: u32) -> String {
+    let mut out = String::new();
+    let mut rest = secs;
+    for (unit, len) in [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)] {
+        if rest >= len {
+            out.push_str(&format!("{}{unit}", rest / len));
+            rest %= len;
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
 }
 
 impl DispatchRule {
@@ -119,6 +157,44 @@ impl fmt::Display for DispatchRule {
                     "meta l4proto {{ tcp, udp, sctp }} dnat {ip} to {key} . numgen random mod {slots} map @{map}"
                 )
             }
+            RuleAction::PinnedDnat { key, map } => {
+                let key = match key {
+                    DnatKey::ServiceIp => format!("{ip} daddr . meta l4proto . th dport"),
+                    DnatKey::NodePort => "meta l4proto . th dport".to_owned(),
+                };
+                write!(
+                    f,
+                    "meta l4proto {{ tcp, udp, sctp }} dnat {ip} to {key} . {ip} saddr map @{map}"
+                )
+            }
+            RuleAction::RecordPin { key, timeout, map } => {
+                let frontend = match key {
+                    DnatKey::ServiceIp => {
+                        format!("ct original {ip} daddr . meta l4proto . ct original proto-dst")
+                    }
+                    DnatKey::NodePort => "meta l4proto . ct original proto-dst".to_owned(),
+                };
+                write!(
+                    f,
+                    "meta l4proto {{ tcp, udp, sctp }} update @{map} {{ {frontend} . {ip} saddr timeout {} : {ip} daddr . th dport }}",
+                    nft_duration(*timeout)
+                )
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nft_duration;
+
+    #[test]
+    fn durations_print_as_nft_lists_them() {
+        assert_eq!(nft_duration(10_800), "3h");
+        assert_eq!(nft_duration(60), "1m");
+        assert_eq!(nft_duration(5), "5s");
+        assert_eq!(nft_duration(86_400), "1d");
+        assert_eq!(nft_duration(90_061), "1d1h1m1s");
+        assert_eq!(nft_duration(0), "0s");
     }
 }

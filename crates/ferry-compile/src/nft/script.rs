@@ -52,7 +52,11 @@ impl Writer {
     }
 
     fn set_def(&mut self, s: &SetDef) {
-        let flags = if s.interval { " flags interval;" } else { "" };
+        let flags = match (s.interval, s.dynamic) {
+            (true, _) => " flags interval;",
+            (false, true) => " flags dynamic,timeout; size 1048576;",
+            (false, false) => "",
+        };
         self.line(
             "add",
             s.kind(),
@@ -157,11 +161,18 @@ impl Transaction {
             for c in desired.dispatch_chains() {
                 w.line("flush", "chain", &c.name);
             }
-            for s in &desired.sets {
-                w.line("flush", s.kind(), s.name);
-            }
             for name in stale_chains {
                 w.line("flush", "chain", name);
+            }
+            // No rule refers to a set any more: recreate the `typeof` maps, empty the others.
+            for s in desired.typeof_sets() {
+                w.line("delete", s.kind(), s.name);
+                w.set_def(s);
+            }
+            for s in desired.sets.iter().filter(|s| !s.dynamic) {
+                if !s.decl.starts_with("typeof") {
+                    w.line("flush", s.kind(), s.name);
+                }
             }
         }
         w.fixed_rules(desired, !recreate);

@@ -240,6 +240,42 @@ fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
     }
 }
 
+fn with_affinity(mut state: ClusterState, timeout: u32) -> ClusterState {
+    let mut svc = with_node_port(
+        mk_service("dev", "url-analysis", "10.96.198.86", 8080),
+        32223,
+        TrafficPolicy::Cluster,
+    );
+    svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
+        timeout_seconds: timeout,
+    };
+    state.apply(Object::Service(svc));
+    state
+}
+
+#[test]
+fn an_affinity_service_keeps_endpoint_changes_element_only() {
+    let eps = |b: &'static str| {
+        with_affinity(
+            seed_state(TrafficPolicy::Cluster, &["192.168.169.166", b]),
+            30,
+        )
+    };
+    let before = ruleset(&eps("192.168.169.168"), "k8s-node1");
+    let after = ruleset(&eps("192.168.169.170"), "k8s-node1");
+    let changes = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
+    let tx = Transaction::delta(&before, &changes);
+    assert!(!tx.text.contains("chain"), "no chain, no rule: {}", tx.text);
+    // The frontends' record elements follow the endpoints.
+    for want in [
+        "delete element ip ferry affinity-service-ips { 10.96.198.86 . tcp . 8080 . 192.168.169.168 . 56010 }",
+        "10.96.198.86 . tcp . 8080 . 192.168.169.170 . 56010 : goto affinity-ip-30",
+        "tcp . 32223 . 192.168.169.170 . 56010 : goto affinity-nodeport-30",
+    ] {
+        assert!(tx.text.contains(want), "{want}: {}", tx.text);
+    }
+}
+
 #[test]
 fn set_elements_streams_what_all_elements_lists() {
     let mut state = seed_state(TrafficPolicy::Local, &["192.168.169.166", "192.168.36.70"]);
@@ -263,4 +299,43 @@ fn set_elements_streams_what_all_elements_lists() {
             .unwrap_or_default();
         assert_eq!(streamed, listed, "{}", s.name);
     }
+}
+
+#[test]
+fn affinity_shapes_read_the_pin_map_before_the_random_choice() {
+    let rs = ruleset(
+        &with_affinity(
+            seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]),
+            10800,
+        ),
+        "k8s-node1",
+    );
+    let chain = |name: &str| {
+        rs.dispatch_chains()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no chain {name}: {rs}"))
+            .rules
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    let ip = chain("cluster-ip-cluster-1-affinity");
+    assert!(ip[1].ends_with("ip daddr . meta l4proto . th dport . ip saddr map @affinity"));
+    assert!(ip[2].contains("numgen random mod 1"));
+    let np = chain("nodeport-cluster-1-affinity");
+    assert!(np[1].ends_with("meta l4proto . th dport . ip saddr map @nodeport-affinity"));
+    assert_eq!(
+        chain("affinity-ip-10800"),
+        ["meta l4proto { tcp, udp, sctp } update @affinity { ct original ip daddr . meta l4proto . ct original proto-dst . ip saddr timeout 3h : ip daddr . th dport }"]
+    );
+    assert!(chain("affinity-nodeport-10800")[0]
+        .starts_with("meta l4proto { tcp, udp, sctp } update @nodeport-affinity { meta l4proto . ct original proto-dst . ip saddr timeout 3h"));
+    // Without affinity nothing reads or records pins.
+    let plain = ruleset(
+        &seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]),
+        "k8s-node1",
+    );
+    assert!(plain
+        .dispatch_chains()
+        .all(|c| !c.name.contains("affinity")));
 }

@@ -36,6 +36,9 @@ impl fmt::Display for Ruleset {
             if s.interval {
                 out.push_str("\t\tflags interval\n");
             }
+            if s.dynamic {
+                out.push_str("\t\tflags dynamic,timeout\n\t\tsize 1048576\n");
+            }
             let _ = writeln!(out, "\t\tcomment \"{}\"", s.comment);
             if let Some(els) = elements.get(s.name) {
                 out.push_str("\t\telements = {");

@@ -198,3 +198,21 @@ fn node_port_cidrs_are_used_as_given() {
     );
 }
 mod family;
+
+#[test]
+fn client_ip_affinity_carries_its_timeout_into_the_plan() {
+    let mut state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
+    let plan = plan_on("k8s-node1", &state, &cluster_cidr());
+    assert_eq!(only(&plan).affinity, None);
+    let mut svc = with_node_port(
+        mk_service("dev", "web", "10.96.198.86", 8080),
+        32223,
+        TrafficPolicy::Cluster,
+    );
+    svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
+        timeout_seconds: 60,
+    };
+    state.apply(Object::Service(svc));
+    let plan = plan_on("k8s-node1", &state, &cluster_cidr());
+    assert_eq!(only(&plan).affinity, Some(60));
+}

@@ -58,6 +58,22 @@ impl Trace {
                 format!("nat {ext} → {svc}"),
                 format!("nat {KUBE_MARK_MASQ} for the node's own traffic (-m addrtype --src-type LOCAL)"),
             ],
+            StepKind::Affinity(set, timeout) => {
+                let chain = match set {
+                    EndpointSet::Cluster => &svc,
+                    EndpointSet::Local => &svl,
+                };
+                let mut out = vec![format!(
+                    "nat {chain} (-m recent --rcheck --seconds {timeout} --reap, one rule per endpoint, before the random choice)"
+                )];
+                if let Verdict::Forwarded { targets } = &self.verdict {
+                    out.extend(targets.iter().map(|ep| {
+                        let sep = endpoint_chain(name, ep);
+                        format!("nat {sep} (-m recent --name {sep} --set, on the DNAT to {ep})")
+                    }));
+                }
+                out
+            }
             StepKind::Forward(set) => {
                 let chain = match set {
                     EndpointSet::Cluster => svc,

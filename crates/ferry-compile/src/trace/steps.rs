@@ -113,6 +113,7 @@ fn forward(
     t: &mut Trace,
 ) {
     let targets = sp.endpoints(set).to_vec();
+    super::affinity::pinned(sp, set, p, &objs.chain(), objs.by_node_port, t);
     let (label, why) = match set {
         EndpointSet::Cluster => (
             topology::cluster_label(sview),
@@ -129,7 +130,11 @@ fn forward(
             "DNAT to {label}: one of {} at random, equal probability",
             targets.len()
         ),
-        format!("{why}; the choice is made once per connection (conntrack keeps it)"),
+        if sp.affinity.is_some() {
+            format!("{why}; for a client without a pin; the choice is made once per connection (conntrack keeps it)")
+        } else {
+            format!("{why}; the choice is made once per connection (conntrack keeps it)")
+        },
         vec![
             format!("chain {}", objs.chain()),
             objs.slots(set, targets.len()),

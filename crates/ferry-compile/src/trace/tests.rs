@@ -222,3 +222,59 @@ fn mermaid_draws_client_node_chain_and_endpoints() {
     assert!(m.contains("192.168.169.166:56010"), "{m}");
     assert!(m.contains("DNAT + SNAT"), "{m}");
 }
+
+#[test]
+fn session_affinity_is_explained_before_the_random_choice_with_the_objects_behind_it() {
+    let mut state = seed(TrafficPolicy::Cluster);
+    let mut svc = with_node_port(
+        mk_service("dev", "url-analysis", "10.96.198.86", 8080),
+        32223,
+        TrafficPolicy::Cluster,
+    );
+    svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
+        timeout_seconds: 30,
+    };
+    state.apply(Object::Service(svc));
+    let view = NodeView::build(
+        &state,
+        &NodeContext {
+            node_name: "k8s-node1".into(),
+            family: IpFamily::V4,
+        },
+    );
+    let plan = Plan::build(&view, &CompileConfig::default());
+    let ruleset = crate::nft::render(&plan);
+    let packet = Packet {
+        src: ip("10.1.1.100"),
+        dst: ip("10.1.1.17"),
+        port: 32223,
+        protocol: Protocol::Tcp,
+    };
+    let t = trace(&view, &plan, &ruleset, packet);
+    let kinds: Vec<StepKind> = t.steps.iter().map(|s| s.kind).collect();
+    let at = kinds
+        .iter()
+        .position(|k| *k == StepKind::Affinity(EndpointSet::Cluster, 30))
+        .expect("an affinity step");
+    assert_eq!(kinds[at + 1], StepKind::Forward(EndpointSet::Cluster));
+    let objects = &t.steps[at].objects;
+    for want in [
+        "chain nodeport-cluster-2-affinity",
+        "map nodeport-affinity key tcp . 32223 . 10.1.1.100",
+        "chain filter-prerouting-post-dnat → affinity-record",
+        "chain affinity-nodeport-30",
+    ] {
+        assert!(objects.iter().any(|o| o == want), "{want} in {objects:?}");
+    }
+    // Every chain named exists in the compiled ruleset.
+    let names: Vec<&str> = ruleset.chain_names().collect();
+    assert!(
+        names.contains(&"nodeport-cluster-2-affinity") && names.contains(&"affinity-nodeport-30")
+    );
+    let ipt = t.iptables_objects(&t.steps[at]).join("\n");
+    assert!(ipt.contains("--rcheck --seconds 30 --reap"), "{ipt}");
+    assert!(
+        ipt.contains("--set, on the DNAT to 192.168.169.166:56010"),
+        "{ipt}"
+    );
+}

@@ -40,7 +40,11 @@ pub fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveRep
     let slot_prefix = format!("{key} . ");
     let mine = |k: &str| k == key || k.starts_with(&slot_prefix);
     let by_node_port = t.frontend == Some(Frontend::NodePort);
-    let relevant = |set: &str| set.contains("nodeport") == by_node_port && set != "nodeport-ips";
+    // Session affinity pins are written by the kernel, not by Ferry: never a difference.
+    let relevant = |set: &str| {
+        set.contains("nodeport") == by_node_port
+            && !matches!(set, "nodeport-ips" | "affinity" | "nodeport-affinity")
+    };
     let mut report = LiveReport {
         table_present: true,
         checked: 0,

@@ -189,6 +189,8 @@ pub struct Manifests {
     /// (ip, ready) of the url-analysis endpoints, all on k8s-node2.
     pub endpoints: Vec<(&'static str, bool)>,
     pub with_slice: bool,
+    /// `sessionAffinity: ClientIP` with this `timeoutSeconds` (None: no affinity).
+    pub affinity_timeout: Option<u32>,
 }
 
 impl Manifests {
@@ -198,6 +200,7 @@ impl Manifests {
             policy,
             endpoints: vec![(POD_A.1, true), (POD_B.1, true)],
             with_slice: true,
+            affinity_timeout: None,
         };
         m.write_static();
         m.write();
@@ -232,10 +235,15 @@ impl Manifests {
 
     /// Rewrites the Service and the EndpointSlice (atomically: write then rename).
     pub fn write(&self) {
-        let svc = format!(
+        let mut svc = format!(
             "apiVersion: v1\nkind: Service\nmetadata:\n  name: url-analysis\n  namespace: dev\nspec:\n  type: NodePort\n  clusterIP: {CLUSTER_IP}\n  externalTrafficPolicy: {}\n  selector:\n    app: url-analysis\n  ports:\n  - name: http\n    protocol: TCP\n    port: 8080\n    targetPort: 56010\n    nodePort: {NODE_PORT}\n",
             self.policy
         );
+        if let Some(t) = self.affinity_timeout {
+            svc.push_str(&format!(
+                "  sessionAffinity: ClientIP\n  sessionAffinityConfig:\n    clientIP:\n      timeoutSeconds: {t}\n"
+            ));
+        }
         self.put("service.yaml", &svc);
         if self.with_slice {
             let mut eps = String::new();

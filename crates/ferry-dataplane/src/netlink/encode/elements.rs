@@ -89,6 +89,28 @@ pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unsupported> {
             port(&mut out, *n);
             out.extend_from_slice(&slot.to_ne_bytes());
         }
+        Key::FrontendEndpoint(a, p, n, ep) => {
+            addr(&mut out, *a);
+            proto(&mut out, *p);
+            port(&mut out, *n);
+            out.extend(endpoint_bytes(ep));
+        }
+        Key::NodePortEndpoint(p, n, ep) => {
+            proto(&mut out, *p);
+            port(&mut out, *n);
+            out.extend(endpoint_bytes(ep));
+        }
+        Key::FrontendClient(a, p, n, client) => {
+            addr(&mut out, *a);
+            proto(&mut out, *p);
+            port(&mut out, *n);
+            addr(&mut out, *client);
+        }
+        Key::NodePortClient(p, n, client) => {
+            proto(&mut out, *p);
+            port(&mut out, *n);
+            addr(&mut out, *client);
+        }
     }
     Ok(out)
 }

@@ -36,14 +36,22 @@ const NFT_JUMP: i32 = -3;
 const LOOKUP_F_INV: u32 = 1;
 
 /// The register a concatenation field at 32-bit offset `i` from the start of register 1 is
-/// loaded into, numbered as nft numbers it: `NFT_REG_1` for the first, then `NFT_REG32_xx`.
+/// loaded into, numbered as nft numbers it: a 16-byte register (`NFT_REG_1` … `NFT_REG_4`)
+/// where the field starts one, `NFT_REG32_xx` elsewhere.
 pub(super) fn reg32(i: u32) -> u32 {
-    if i == 0 {
-        1
+    if i % 4 == 0 {
+        1 + i / 4
     } else {
         8 + i
     }
 }
+
+/// `NFT_CT_DST_IP`, `NFT_CT_DST_IP6`, `NFT_CT_PROTO_DST`.
+pub(super) const CT_DST_IP: u32 = 20;
+pub(super) const CT_DST_IP6: u32 = 22;
+pub(super) const CT_PROTO_DST: u32 = 12;
+/// `NFT_DYNSET_OP_UPDATE`.
+const DYNSET_OP_UPDATE: u32 = 1;
 
 /// One expression of a rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +90,17 @@ pub(super) enum Expr<'a> {
     Numgen { dreg: u32, modulus: u32 },
     /// `[ nat dnat FAMILY addr_min reg A proto_min reg P ]`
     Dnat { family: u32, addr: u32, proto: u32 },
+    /// `[ ct load KEY => reg DREG , dir original ]`
+    CtOriginal { key: u32, dreg: u32 },
+    /// `[ dynset update reg_key KEY set SET sreg_data DATA timeout MSms ]`. nft also sends
+    /// `NFTA_DYNSET_SET_ID` (an id from its own cache); the kernel looks a set up by name
+    /// first, so Ferry leaves it out.
+    DynsetUpdate {
+        key: u32,
+        data: u32,
+        timeout_ms: u64,
+        set: &'a str,
+    },
 }
 
 impl Expr<'_> {
@@ -96,6 +115,8 @@ impl Expr<'_> {
             Expr::Lookup { .. } => "lookup",
             Expr::Numgen { .. } => "numgen",
             Expr::Dnat { .. } => "nat",
+            Expr::CtOriginal { .. } => "ct",
+            Expr::DynsetUpdate { .. } => "dynset",
         }
     }
 
@@ -184,6 +205,23 @@ impl Expr<'_> {
                 attr_u32(buf, 2, *family); // NFTA_NAT_FAMILY
                 attr_u32(buf, 3, *addr); // NFTA_NAT_REG_ADDR_MIN
                 attr_u32(buf, 5, *proto); // NFTA_NAT_REG_PROTO_MIN
+            }
+            Expr::CtOriginal { key, dreg } => {
+                attr_u32(buf, 2, *key); // NFTA_CT_KEY
+                attr_u32(buf, 1, *dreg); // NFTA_CT_DREG
+                attr(buf, 3, &[0]); // NFTA_CT_DIRECTION: IP_CT_DIR_ORIGINAL
+            }
+            Expr::DynsetUpdate {
+                key,
+                data,
+                timeout_ms,
+                set,
+            } => {
+                attr_u32(buf, 4, *key); // NFTA_DYNSET_SREG_KEY
+                attr_u32(buf, 5, *data); // NFTA_DYNSET_SREG_DATA
+                attr_u32(buf, 3, DYNSET_OP_UPDATE); // NFTA_DYNSET_OP
+                attr(buf, 6, &timeout_ms.to_be_bytes()); // NFTA_DYNSET_TIMEOUT
+                attr_str(buf, 1, set); // NFTA_DYNSET_SET_NAME
             }
         }
         end_attr(buf, data);

@@ -49,6 +49,20 @@ fn firewall_ranges_are_a_key_and_a_key_end() {
     assert_eq!(key_end_bytes(&plain), None);
 }
 
+#[test]
+fn affinity_keys_match_the_registers_nft_loads() {
+    // `ct original ip daddr . meta l4proto . ct original proto-dst . ip daddr . th dport`
+    let ep = "10.0.1.5:8080".parse().expect("endpoint");
+    let key = Key::FrontendEndpoint("10.96.0.1".parse().expect("ip"), Protocol::Tcp, 80, ep);
+    let want = vec![
+        10, 96, 0, 1, 6, 0, 0, 0, 0, 80, 0, 0, 10, 0, 1, 5, 0x1f, 0x90, 0, 0,
+    ];
+    assert_eq!(key_bytes(&key), Ok(want));
+    let np = Key::NodePortClient(Protocol::Udp, 30053, "203.0.113.9".parse().expect("ip"));
+    let want = vec![17, 0, 0, 0, 0x75, 0x65, 0, 0, 203, 0, 113, 9];
+    assert_eq!(key_bytes(&np), Ok(want));
+}
+
 fn lengths_and_kinds(bytes: &[u8]) -> Vec<(usize, u16)> {
     let mut out = Vec::new();
     let mut rest = bytes;

@@ -76,6 +76,21 @@ fn a_kernel_holding_the_compiled_rules_agrees() {
 }
 
 #[test]
+fn affinity_pins_the_kernel_wrote_are_not_differences() {
+    let (t, ruleset) = setup();
+    let mut live = as_live(&ruleset);
+    live.elements
+        .entry("nodeport-affinity".into())
+        .or_default()
+        .insert(
+            "tcp . 32223 . 10.1.1.100".into(),
+            Some("192.168.169.166 . 56010".into()),
+        );
+    let r = check(&t, &ruleset, Some(&live));
+    assert!(r.differences.is_empty(), "{:?}", r.differences);
+}
+
+#[test]
 fn a_stale_kernel_is_reported_with_its_own_endpoints() {
     let (t, ruleset) = setup();
     let mut live = as_live(&ruleset);

@@ -1,0 +1,68 @@
+use super::*;
+
+const AFFINITY: &str = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"map": {"family": "ip", "name": "affinity", "table": "ferry", "type": ["ipv4_addr", "inet_proto", "inet_service", "ipv4_addr"], "map": "ipv4_addr . inet_service", "flags": ["timeout"], "elem": [
+  [{"elem": {"val": {"concat": ["10.96.0.10", "tcp", 80, "10.1.1.100"]}, "timeout": 10800, "expires": 10790}}, {"concat": ["10.0.0.5", 8080]}],
+  [{"elem": {"val": {"concat": ["10.96.0.10", "tcp", 80, "10.1.1.101"]}, "timeout": 10800, "expires": 9}}, {"concat": ["10.0.0.6", 8080]}]
+]}}]}"#;
+
+const NODEPORT: &str = r#"{"nftables": [{"map": {"name": "nodeport-affinity", "elem": [
+  [{"elem": {"val": {"concat": ["udp", 30053, "203.0.113.9"]}, "timeout": 5, "expires": 4}}, {"concat": ["10.0.0.5", 53]}]
+]}}]}"#;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("ip")
+}
+
+fn ep(s: &str) -> SocketAddr {
+    s.parse().expect("endpoint")
+}
+
+#[test]
+fn pins_are_read_from_nft_json() {
+    let pins = parse("affinity", AFFINITY);
+    assert_eq!(pins.len(), 2);
+    assert_eq!(
+        pins[0],
+        Pin {
+            map: "affinity",
+            key: Key::FrontendClient(ip("10.96.0.10"), Protocol::Tcp, 80, ip("10.1.1.100")),
+            endpoint: ep("10.0.0.5:8080"),
+        }
+    );
+    let np = parse("nodeport-affinity", NODEPORT);
+    assert_eq!(
+        np[0].key,
+        Key::NodePortClient(Protocol::Udp, 30053, ip("203.0.113.9"))
+    );
+    assert!(parse(
+        "affinity",
+        r#"{"nftables": [{"map": {"name": "affinity"}}]}"#
+    )
+    .is_empty());
+    assert!(parse("affinity", "not json").is_empty());
+}
+
+#[test]
+fn only_pins_without_their_record_element_are_stale() {
+    let valid = HashSet::from([Key::FrontendEndpoint(
+        ip("10.96.0.10"),
+        Protocol::Tcp,
+        80,
+        ep("10.0.0.5:8080"),
+    )]);
+    let stale = stale(parse("affinity", AFFINITY), &valid);
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    assert_eq!(stale[0].endpoint, ep("10.0.0.6:8080"));
+    let np = super::stale(parse("nodeport-affinity", NODEPORT), &valid);
+    assert_eq!(np.len(), 1, "no record element for the node port: {np:?}");
+}
+
+#[test]
+fn deleting_a_pin_cannot_fail_on_one_that_expired() {
+    let pins = parse("nodeport-affinity", NODEPORT);
+    assert_eq!(
+        delete_script(IpFamily::V4, &pins),
+        "add element ip ferry nodeport-affinity { udp . 30053 . 203.0.113.9 : 10.0.0.5 . 53 }\n\
+         delete element ip ferry nodeport-affinity { udp . 30053 . 203.0.113.9 }\n"
+    );
+}
