@@ -1,14 +1,15 @@
 //! The nftables applier.
 
-use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use ferry_compile::nft::{Delta, Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::nft::{Delta, Key, Ruleset, ServiceRules, Transaction, TABLE};
 
 use crate::netlink::{NetlinkError, NetlinkSocket};
 use crate::pins;
+
+mod cli;
+pub use cli::{NftCli, NftRunner};
 use ferry_model::{IpFamily, ServiceName};
 
 /// Why a transaction was not applied. The kernel holds what it held before.
@@ -44,94 +45,6 @@ pub enum ApplyError {
     },
 }
 
-/// Runs nft scripts. The real one is [`NftCli`]; tests substitute a recorder.
-pub trait NftRunner: Send {
-    /// Applies one script atomically.
-    fn run(&mut self, script: &str) -> Result<(), ApplyError>;
-
-    /// `nft -j list map <family> ferry <map>`: the map with the elements the kernel added
-    /// (session affinity pins). A runner without a kernel has none.
-    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, ApplyError> {
-        Ok(String::new())
-    }
-}
-
-/// Runs `nft -f -` (atomic per invocation).
-#[derive(Debug, Clone)]
-pub struct NftCli {
-    program: String,
-}
-
-impl Default for NftCli {
-    fn default() -> Self {
-        Self {
-            program: "nft".to_owned(),
-        }
-    }
-}
-
-impl NftRunner for NftCli {
-    fn run(&mut self, script: &str) -> Result<(), ApplyError> {
-        let spawn_err = |source| ApplyError::Spawn {
-            program: self.program.clone(),
-            source,
-        };
-        let mut child = Command::new(&self.program)
-            .args(["-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_err)?;
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin.write_all(script.as_bytes()).map_err(spawn_err)?;
-        }
-        let out = child.wait_with_output().map_err(spawn_err)?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(ApplyError::Rejected {
-                program: self.program.clone(),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            })
-        }
-    }
-
-    fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, ApplyError> {
-        self.list(&["-j", "list", "map", family_name(family), TABLE, map])
-    }
-}
-
-fn family_name(family: IpFamily) -> &'static str {
-    match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    }
-}
-
-impl NftCli {
-    /// Runs an `nft` listing and returns its stdout.
-    fn list(&self, args: &[&str]) -> Result<String, ApplyError> {
-        let out = Command::new(&self.program)
-            .args(args)
-            .output()
-            .map_err(|source| ApplyError::Spawn {
-                program: self.program.clone(),
-                source,
-            })?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(ApplyError::Rejected {
-                program: self.program.clone(),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            })
-        }
-    }
-}
-
 /// Full or incremental.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncKind {
@@ -163,6 +76,10 @@ pub struct NftDataplane<R: NftRunner = NftCli> {
     runner: R,
     /// What the kernel holds, when known (after a successful sync by this process).
     installed: Option<Ruleset>,
+    /// The session affinity record elements (`frontend . endpoint`) of what the kernel holds,
+    /// kept when `installed` is forgotten before a resync: a full sync deletes stale pins only
+    /// when one of these goes. `None` when unknown (start-up, after a failure).
+    pin_backing: Option<HashSet<Key>>,
     /// Dispatch chains and elements go here when open (see [`crate::netlink`]); without it
     /// every sync goes through `nft -f` (see [`Transaction::full`]).
     netlink: Option<NetlinkSocket>,
@@ -193,6 +110,7 @@ impl<R: NftRunner> NftDataplane<R> {
         Self {
             runner,
             installed: None,
+            pin_backing: None,
             netlink: None,
         }
     }
@@ -227,18 +145,18 @@ impl<R: NftRunner> NftDataplane<R> {
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
         // Forget the old state first: it is stale whatever happens below, and freeing it
         // keeps a resync from holding two whole rulesets.
-        let before = self.installed.take();
+        self.installed = None;
         let start = Instant::now();
         // Session affinity pins (kernel-written, never flushed in place) whose endpoint the new
         // ruleset no longer backs are deleted before the sync and again after it (pins
-        // recorded meanwhile). Without the previous ruleset (start-up, resync) any may be.
-        let sweep = before
-            .as_ref()
-            .is_none_or(|b| pins::may_go_stale(b.services.values(), desired.services.values()));
-        drop(before);
-        let valid = sweep.then(|| pins::record_keys(&desired));
-        if let Some(valid) = &valid {
-            pins::sweep(&mut self.runner, desired.family, valid);
+        // recorded meanwhile). At start-up (a table left by an earlier run) any may be.
+        let backing = pins::record_keys(&desired);
+        let sweep = self
+            .pin_backing
+            .take()
+            .is_none_or(|before| before.iter().any(|k| !backing.contains(k)));
+        if sweep {
+            pins::sweep(&mut self.runner, desired.family, &backing);
         }
         let report = if self.netlink.is_none() {
             self.recreate(&desired, start)?
@@ -254,9 +172,10 @@ impl<R: NftRunner> NftDataplane<R> {
                 }
             }
         };
-        if let Some(valid) = &valid {
-            pins::sweep(&mut self.runner, desired.family, valid);
+        if sweep {
+            pins::sweep(&mut self.runner, desired.family, &backing);
         }
+        self.pin_backing = Some(backing);
         self.installed = Some(desired);
         Ok(report)
     }
@@ -301,6 +220,20 @@ impl<R: NftRunner> NftDataplane<R> {
             return Err(ApplyError::NoBaseline);
         };
         let family = installed.family;
+        // Unknown until this sync succeeds.
+        let mut backing = self.pin_backing.take();
+        if let Some(b) = backing.as_mut() {
+            let old = changes.keys().filter_map(|n| installed.services.get(n));
+            for key in old.flat_map(pins::service_record_keys) {
+                b.remove(&key);
+            }
+            b.extend(
+                changes
+                    .values()
+                    .flatten()
+                    .flat_map(pins::service_record_keys),
+            );
+        }
         // Pins to endpoints about to go are deleted before they go (a pinned client must not be
         // sent to a removed endpoint), and again after, for pins recorded meanwhile.
         let sweep = pins::may_go_stale(
@@ -386,6 +319,7 @@ impl<R: NftRunner> NftDataplane<R> {
         if let Some(valid) = &sweep {
             pins::sweep(&mut self.runner, family, valid);
         }
+        self.pin_backing = backing;
         Ok(report)
     }
 

@@ -123,7 +123,7 @@ pub(crate) fn record_keys(ruleset: &Ruleset) -> HashSet<Key> {
         .collect()
 }
 
-fn service_record_keys(rules: &ServiceRules) -> impl Iterator<Item = Key> + '_ {
+pub(crate) fn service_record_keys(rules: &ServiceRules) -> impl Iterator<Item = Key> + '_ {
     rules
         .elements
         .iter()

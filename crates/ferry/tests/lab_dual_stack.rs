@@ -25,6 +25,9 @@ const V6_LOCAL_NODE_PORT: u16 = 32281;
 const DUAL_V4: &str = "10.96.0.90";
 const DUAL_V6: &str = "fd00:10:96::90";
 const V6_EMPTY: &str = "fd00:10:96::50";
+/// An IPv6 NodePort with `sessionAffinity: ClientIP`.
+const V6_STICKY: &str = "fd00:10:96::82";
+const V6_STICKY_NODE_PORT: u16 = 32282;
 /// Both families' cluster CIDRs, as kube-proxy's comma-separated `--cluster-cidr`.
 const CIDRS: &str = "192.168.0.0/16,fd00:10:244::/48";
 
@@ -87,6 +90,11 @@ fn services_yaml() -> String {
     ));
     out.push_str(&slice("dual", "IPv4", &pods4));
     out.push_str(&slice("dual", "IPv6", &pods6));
+    out.push_str(&format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: sticky6\n  namespace: dev\nspec:\n  type: NodePort\n  ipFamilies: [IPv6]\n  clusterIP: \"{V6_STICKY}\"\n  sessionAffinity: ClientIP\n  sessionAffinityConfig:\n    clientIP:\n      timeoutSeconds: 600\n  ports:\n{}",
+        node_port(V6_STICKY_NODE_PORT)
+    ));
+    out.push_str(&slice("sticky6", "IPv6", &pods6));
     out.push_str(&service(
         "empty6",
         &format!("  ipFamilies: [IPv6]\n  clusterIP: \"{V6_EMPTY}\"\n"),
@@ -277,7 +285,89 @@ fn ipv6_endpoint_changes_take_effect_without_a_restart(mode: Mode) {
     until_both_pods(&seed, &from, &url(DUAL_V6, 8080));
 }
 
+/// `n` requests; all must reach the same pod, whose IPv6 address is returned.
+fn sticks(seed: &SeedLab, from: &Host, url: &str, n: usize) -> String {
+    let first = seed.hello(from, url).server_ip;
+    assert!(first == POD_A6 || first == POD_B6, "{first}");
+    for i in 1..n {
+        let h = seed.hello(from, url);
+        assert_eq!(
+            h.server_ip, first,
+            "{from:?} → {url}: request {i} left its pod"
+        );
+    }
+    first
+}
+
+/// The endpoint the kernel pinned `client` to on `node`: nftables, from the `ip6 ferry` pin
+/// map `map`; iptables, from the `ip6tables` `recent` list holding the client (one per
+/// `KUBE-SEP-` chain, whose DNAT names the endpoint).
+fn pinned_to(seed: &SeedLab, node: &str, map: &str, client: &str) -> Option<String> {
+    match seed.mode.iptables() {
+        None => {
+            let listed = seed
+                .lab
+                .exec(node, ["nft", "list", "map", "ip6", "ferry", map])
+                .expect("nft list map");
+            // `… . fd00:10:1::5 timeout 10m expires 9m59s : fd00:10:244:3::166 . 56010`
+            let line = listed
+                .lines()
+                .find(|l| l.contains(&format!(" . {client} timeout")))?;
+            let value = line.rsplit(" : ").next()?;
+            Some(value.split(' ').next()?.to_owned())
+        }
+        Some(iptables) => {
+            let lists = seed
+                .lab
+                .exec(
+                    node,
+                    ["sh", "-c", "grep -H . /proc/net/xt_recent/* || true"],
+                )
+                .expect("read xt_recent");
+            // xt_recent prints IPv6 sources in full (`fd00:0010:0001:0000:…`): compare addresses.
+            let client: std::net::IpAddr = client.parse().expect("client address");
+            let chain = lists.lines().find_map(|l| {
+                let (path, entry) = l.split_once(":src=")?;
+                let src: std::net::IpAddr = entry.split(' ').next()?.parse().ok()?;
+                (src == client).then(|| path.rsplit('/').next())?
+            })?;
+            let save = seed
+                .lab
+                .exec(
+                    node,
+                    [format!("{iptables}-save"), "-t".into(), "nat".into()],
+                )
+                .expect("ip6tables-save");
+            let dnat = save.lines().find(|l| {
+                l.starts_with(&format!("-A {chain} ")) && l.contains("--to-destination")
+            })?;
+            let to = dnat.split("--to-destination [").nth(1)?;
+            Some(to.split(']').next()?.to_owned())
+        }
+    }
+}
+
+/// IPv6 session affinity: an outside client (through the NodePort) and a pod (through the
+/// ClusterIP) each keep reaching one pod, and the kernel's own affinity state on the node that
+/// DNATed them names that pod for that client.
+fn ipv6_session_affinity_pins_each_client_to_one_pod(mode: Mode) {
+    let Some(seed) = dual_stack_lab(mode) else {
+        return;
+    };
+    let client = Host::client(CLIENT);
+    let client6 = seed.lab.ipv6_of(CLIENT).expect("client IPv6").to_string();
+    let node1 = seed.lab.ipv6_of(NODE1).expect("node1 IPv6").to_string();
+    let pod = sticks(&seed, &client, &url(&node1, V6_STICKY_NODE_PORT), 12);
+    let pinned = pinned_to(&seed, NODE1, "nodeport-affinity", &client6);
+    assert_eq!(pinned.as_deref(), Some(pod.as_str()), "{}", seed.logs());
+    let from = Host::pod(MASTER_POD.0);
+    let pod = sticks(&seed, &from, &url(V6_STICKY, 8080), 12);
+    let pinned = pinned_to(&seed, MASTER, "affinity", MASTER_POD6);
+    assert_eq!(pinned.as_deref(), Some(pod.as_str()), "{}", seed.logs());
+}
+
 every_mode!(
+    ipv6_session_affinity_pins_each_client_to_one_pod,
     ipv6_endpoint_changes_take_effect_without_a_restart,
     ipv6_cluster_ip_from_a_pod_reaches_both_pods_with_the_pod_address,
     ipv6_node_port_masquerades_with_cluster_and_keeps_the_client_with_local,

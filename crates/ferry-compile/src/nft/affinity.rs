@@ -7,10 +7,15 @@
 //! the frontend: `affinity-record` looks the pair `frontend . endpoint` up in
 //! `affinity-service-ips` / `affinity-nodeports` — present only for affinity service ports and
 //! their current endpoints — and goes to a shared chain per timeout whose
-//! `update @affinity { … timeout Ns : endpoint }` adds the pin or refreshes its timeout. nft
+//! `update @affinity { … timeout T : endpoint }` adds the pin or refreshes its timeout. nft
 //! cannot record the endpoint in the DNAT chain itself: `dnat` ends the rule evaluation, and a map
 //! lookup cannot feed an `update` statement. Endpoint changes stay element-only; a pin to an
 //! endpoint that went away is deleted by the applier (it reads the pin maps back).
+//!
+//! The pinned DNAT and the `update` are typed dispatch rules ([`RuleAction::PinnedDnat`],
+//! [`RuleAction::RecordPin`]), written over netlink with the other dispatch chains;
+//! `affinity-record` reads only `type` maps and is a fixed chain of the nft skeleton. The pin
+//! maps are `dynamic`: a full sync's netlink batch never flushes them.
 
 use std::net::SocketAddr;
 

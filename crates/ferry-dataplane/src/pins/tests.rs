@@ -66,3 +66,66 @@ fn deleting_a_pin_cannot_fail_on_one_that_expired() {
          delete element ip ferry nodeport-affinity { udp . 30053 . 203.0.113.9 }\n"
     );
 }
+
+/// Counts the pin-map listings (each sweep reads both maps).
+#[derive(Default)]
+struct Counting {
+    listings: usize,
+}
+
+impl NftRunner for Counting {
+    fn run(&mut self, _script: &str) -> Result<(), crate::ApplyError> {
+        Ok(())
+    }
+    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, crate::ApplyError> {
+        self.listings += 1;
+        Ok(String::new())
+    }
+}
+
+fn affinity_ruleset(endpoints: &[&str]) -> Ruleset {
+    use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
+    use ferry_model::{ClusterState, NodeContext, NodeView, Object, TrafficPolicy};
+    let mut state = ClusterState::new();
+    let mut svc = with_node_port(
+        mk_service("dev", "web", "10.96.0.10", 80),
+        30080,
+        TrafficPolicy::Cluster,
+    );
+    svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
+        timeout_seconds: 600,
+    };
+    state.apply(Object::Service(svc));
+    let eps = endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect();
+    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
+    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
+    let ctx = NodeContext {
+        node_name: "n1".into(),
+        family: IpFamily::V4,
+    };
+    let cfg = ferry_compile::CompileConfig::default();
+    ferry_compile::nft::render(&ferry_compile::Plan::build(
+        &NodeView::build(&state, &ctx),
+        &cfg,
+    ))
+}
+
+#[test]
+fn a_resync_reads_pins_back_only_when_a_record_element_goes() {
+    let mut dp = crate::NftDataplane::with_runner(Counting::default());
+    let listings = |dp: &crate::NftDataplane<Counting>| dp.runner().listings;
+    // Start-up: the table may hold pins of an earlier run; swept before and after.
+    dp.apply_full(affinity_ruleset(&["10.0.0.5", "10.0.0.6"]))
+        .expect("first");
+    assert_eq!(listings(&dp), 4);
+    // A periodic resync (the ruleset forgotten before compiling) of the same endpoints.
+    dp.forget_installed();
+    dp.apply_full(affinity_ruleset(&["10.0.0.5", "10.0.0.6"]))
+        .expect("resync");
+    assert_eq!(listings(&dp), 4, "nothing can have gone stale");
+    // An endpoint went between two resyncs.
+    dp.forget_installed();
+    dp.apply_full(affinity_ruleset(&["10.0.0.5"]))
+        .expect("resync without .6");
+    assert_eq!(listings(&dp), 8);
+}

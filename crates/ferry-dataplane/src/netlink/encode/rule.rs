@@ -14,8 +14,8 @@ use super::anon_set::{
     TYPE_IPADDR, UDATA_IP_SADDR, UDATA_L4PROTO,
 };
 use super::expr::{
-    reg32, Expr, CMP_EQ, CMP_NEQ, CT_DST_IP, CT_DST_IP6, CT_PROTO_DST, FIB_F_SADDR,
-    FIB_RESULT_ADDRTYPE, META_L4PROTO, NETWORK_HEADER, TRANSPORT_HEADER,
+    reg32, Expr, CMP_EQ, CMP_NEQ, FIB_F_SADDR, FIB_RESULT_ADDRTYPE, META_L4PROTO, NETWORK_HEADER,
+    TRANSPORT_HEADER,
 };
 use super::{
     attr_str, begin_attr, end_attr, Batch, NFNL_SUBSYS_NFTABLES, NFT_MSG_DELCHAIN, NFT_MSG_DELRULE,
@@ -204,81 +204,17 @@ impl Batch {
             }
             RuleAction::PinnedDnat { key, map } => {
                 self.transport_protocols(out);
-                // The pin map key: [daddr .] l4proto . dport . saddr.
-                let words = addr_field(family, true).1 / 4;
-                let mut at = 0;
-                if *key == DnatKey::ServiceIp {
-                    out.exprs.push(addr_load(family, true, reg32(0)));
-                    at += words;
-                }
-                out.exprs.push(Expr::Meta {
-                    key: META_L4PROTO,
-                    dreg: reg32(at),
-                });
-                out.exprs.push(dport_load(reg32(at + 1)));
-                out.exprs.push(addr_load(family, false, reg32(at + 2)));
-                out.exprs.push(Expr::Lookup {
-                    sreg: 1,
-                    set: map,
-                    set_id: None,
-                    dreg: Some(1),
-                    invert: false,
-                });
-                out.exprs.push(Expr::Dnat {
-                    family: nfproto(family),
-                    addr: 1,
-                    proto: reg32(words),
-                });
+                pinned_dnat(family, *key, map, out);
             }
             RuleAction::RecordPin { key, timeout, map } => {
                 self.transport_protocols(out);
-                // The key: [ct original daddr .] l4proto . ct original proto-dst . saddr.
-                let words = addr_field(family, true).1 / 4;
-                let mut at = 0;
-                if *key == DnatKey::ServiceIp {
-                    let ct_key = match family {
-                        IpFamily::V4 => CT_DST_IP,
-                        IpFamily::V6 => CT_DST_IP6,
-                    };
-                    out.exprs.push(Expr::CtOriginal {
-                        key: ct_key,
-                        dreg: reg32(0),
-                    });
-                    at += words;
-                }
-                out.exprs.push(Expr::Meta {
-                    key: META_L4PROTO,
-                    dreg: reg32(at),
-                });
-                out.exprs.push(Expr::CtOriginal {
-                    key: CT_PROTO_DST,
-                    dreg: reg32(at + 1),
-                });
-                out.exprs.push(addr_load(family, false, reg32(at + 2)));
-                at += 2 + words;
-                // The data (daddr . dport) starts at the next 16-byte register when it fits, as
-                // nft places it; IPv6 service IPs (a 40-byte key) leave no room for that, and it
-                // follows the key directly (nft 1.0.6 cannot generate that rule at all).
-                let aligned = at.next_multiple_of(4);
-                let data = if aligned + words + 1 <= 16 {
-                    aligned
-                } else {
-                    at
-                };
-                out.exprs.push(addr_load(family, true, reg32(data)));
-                out.exprs.push(dport_load(reg32(data + words)));
-                out.exprs.push(Expr::DynsetUpdate {
-                    key: 1,
-                    data: reg32(data),
-                    timeout_ms: u64::from(*timeout) * 1000,
-                    set: map,
-                });
+                record_pin(family, *key, *timeout, map, out);
             }
         }
     }
 
     /// `meta l4proto { tcp, udp, sctp }`: the dependency of a transport-header field.
-    fn transport_protocols(&mut self, out: &mut Lowered<'_>) {
+    pub(super) fn transport_protocols(&mut self, out: &mut Lowered<'_>) {
         let protos = DNAT_PROTOCOLS.iter().map(|p| (vec![*p], false)).collect();
         let set = self.anon_set(false, TYPE_INET_PROTOCOL, 1, UDATA_L4PROTO, protos);
         out.exprs.push(Expr::Meta {
@@ -356,6 +292,9 @@ impl Batch {
         self.end_msg(msg);
     }
 }
+
+mod affinity;
+use affinity::{pinned_dnat, record_pin};
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,97 @@
+//! Running the `nft` tool: scripts (`nft -f -`, atomic per run) and the JSON listing of a map.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use ferry_compile::nft::TABLE;
+use ferry_model::IpFamily;
+
+use super::ApplyError;
+
+/// Runs nft scripts. The real one is [`NftCli`]; tests substitute a recorder.
+pub trait NftRunner: Send {
+    /// Applies one script atomically.
+    fn run(&mut self, script: &str) -> Result<(), ApplyError>;
+
+    /// `nft -j list map <family> ferry <map>`: the map with the elements the kernel added
+    /// (session affinity pins). A runner without a kernel has none.
+    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, ApplyError> {
+        Ok(String::new())
+    }
+}
+
+/// Runs `nft -f -` (atomic per invocation).
+#[derive(Debug, Clone)]
+pub struct NftCli {
+    program: String,
+}
+
+impl Default for NftCli {
+    fn default() -> Self {
+        Self {
+            program: "nft".to_owned(),
+        }
+    }
+}
+
+impl NftRunner for NftCli {
+    fn run(&mut self, script: &str) -> Result<(), ApplyError> {
+        let spawn_err = |source| ApplyError::Spawn {
+            program: self.program.clone(),
+            source,
+        };
+        let mut child = Command::new(&self.program)
+            .args(["-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_err)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(script.as_bytes()).map_err(spawn_err)?;
+        }
+        let out = child.wait_with_output().map_err(spawn_err)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(ApplyError::Rejected {
+                program: self.program.clone(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
+
+    fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, ApplyError> {
+        self.list(&["-j", "list", "map", family_name(family), TABLE, map])
+    }
+}
+
+fn family_name(family: IpFamily) -> &'static str {
+    match family {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    }
+}
+
+impl NftCli {
+    /// Runs an `nft` listing and returns its stdout.
+    fn list(&self, args: &[&str]) -> Result<String, ApplyError> {
+        let out = Command::new(&self.program)
+            .args(args)
+            .output()
+            .map_err(|source| ApplyError::Spawn {
+                program: self.program.clone(),
+                source,
+            })?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(ApplyError::Rejected {
+                program: self.program.clone(),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    }
+}
