@@ -335,7 +335,11 @@ fn pinned_to(seed: &SeedLab, node: &str, map: &str, client: &str) -> Option<Stri
                 .lab
                 .exec(
                     node,
-                    [format!("{iptables}-save"), "-t".into(), "nat".into()],
+                    [
+                        format!("{}-save", iptables.replacen("iptables", "ip6tables", 1)),
+                        "-t".into(),
+                        "nat".into(),
+                    ],
                 )
                 .expect("ip6tables-save");
             let dnat = save.lines().find(|l| {
