@@ -168,7 +168,20 @@ impl<R: NftRunner> NftDataplane<R> {
                     // something else still refers to: start from a clean table (the pins
                     // go with it).
                     tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
-                    self.recreate(&desired, start)?
+                    match self.recreate(&desired, start) {
+                        Ok(report) => report,
+                        // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session
+                        // affinity's `update`, see docs/nft-layout.md): delete the table,
+                        // then the usual skeleton and netlink batch.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "recreating the table with nft failed: deleting it, then skeleton and netlink");
+                            let f = cli::family_name(desired.family);
+                            self.runner.run(&format!(
+                                "add table {f} {TABLE}\ndelete table {f} {TABLE}\n"
+                            ))?;
+                            self.in_place(&desired, start)?
+                        }
+                    }
                 }
             }
         };

@@ -219,3 +219,27 @@ fn ipv4_pins_survive_full_syncs_and_go_with_their_endpoint() {
 fn ipv6_pins_survive_full_syncs_and_go_with_their_endpoint() {
     in_new_netns(|| case(&V6));
 }
+
+/// A table whose declarations conflict with Ferry's is recreated; in IPv6 with session
+/// affinity nft 1.0.6 cannot write the pin-recording rule itself, so the table is deleted and
+/// written again by the usual skeleton and netlink batch.
+#[test]
+fn an_ipv6_table_with_conflicting_declarations_is_recreated_with_its_affinity_rules() {
+    in_new_netns(|| {
+        nft(&["add table ip6 ferry; add set ip6 ferry cluster-ips { type inet_service; }"]);
+        let mut dp = NftDataplane::new();
+        let desired = ruleset(&V6, &[5, 6], true);
+        let rendered = desired.to_string();
+        let r = dp.apply_full(desired).expect("full");
+        assert!(r.netlink, "{r:?}");
+        let listed = nft(&["list", "table", "ip6", "ferry"]);
+        assert!(listed.contains("type ipv6_addr\n"), "{listed}");
+        for chain in [
+            "affinity-ip-600",
+            "cluster-ip-cluster-2-no-masquerade-affinity",
+        ] {
+            let want = chain_rules(&rendered, chain);
+            assert_eq!(chain_rules(&listed, chain), want, "{chain}: {listed}");
+        }
+    });
+}

@@ -67,7 +67,7 @@ impl NftRunner for NftCli {
     }
 }
 
-fn family_name(family: IpFamily) -> &'static str {
+pub(super) fn family_name(family: IpFamily) -> &'static str {
     match family {
         IpFamily::V4 => "ip",
         IpFamily::V6 => "ip6",
