@@ -39,7 +39,7 @@ const LOOKUP_F_INV: u32 = 1;
 /// loaded into, numbered as nft numbers it: a 16-byte register (`NFT_REG_1` … `NFT_REG_4`)
 /// where the field starts one, `NFT_REG32_xx` elsewhere.
 pub(super) fn reg32(i: u32) -> u32 {
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         1 + i / 4
     } else {
         8 + i

@@ -74,11 +74,8 @@ pub(super) fn record_pin<'a>(
     // it; IPv6 service IPs (a 40-byte key) leave no room for that, and it follows the key
     // directly (nft 1.0.6 cannot generate that rule at all; the kernel accepts it).
     let aligned = at.next_multiple_of(4);
-    let data = if aligned + words + 1 <= 16 {
-        aligned
-    } else {
-        at
-    };
+    // The data is `words + 1` registers; 16 in all.
+    let data = if aligned + words < 16 { aligned } else { at };
     out.exprs.push(addr_load(family, true, reg32(data)));
     out.exprs.push(dport_load(reg32(data + words)));
     out.exprs.push(Expr::DynsetUpdate {
