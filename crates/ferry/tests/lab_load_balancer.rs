@@ -170,7 +170,8 @@ fn explain(seed: &SeedLab, node: &str, from: &str, ip: &str, port: u16) -> Value
 }
 
 /// The packet from `from` reaches a pod, which sees `peer` as the client; `ferry explain` on
-/// `node` agrees (forwarded, masqueraded exactly when `peer` is not the source).
+/// `node` agrees (forwarded, masqueraded exactly when `peer` is not the source, or the sender
+/// is a node).
 fn assert_forwarded(
     seed: &SeedLab,
     from: (&Host, &str),
@@ -189,7 +190,9 @@ fn assert_forwarded(
     }
     let v = explain(seed, node, from.1, ip, port);
     assert_eq!(v["verdict"], "forwarded", "{v}");
-    assert_eq!(v["masquerade"].is_null(), peer == from.1, "{v}");
+    // The node's own traffic is masqueraded to the node's address, i.e. kept as it was.
+    let masquerade = peer != from.1 || matches!(from.0, Host::Node(_));
+    assert_eq!(!v["masquerade"].is_null(), masquerade, "{v}");
 }
 
 /// The packet from `from` times out; `ferry explain` on `node` says `verdict`.
@@ -251,6 +254,14 @@ fn load_balancer_ip_with_local_policy_keeps_the_client_ip_and_drops_without_loca
     let (c, ip) = client();
     assert_forwarded(&seed, (&c, ip), NODE2, LB_NODE2, 8080, CLIENT_IP);
     assert_timed_out(&seed, (&c, ip), NODE1, LB_NODE1, 8080, "dropped");
+    // The node's own traffic: short-circuited to the cluster-wide endpoints (masqueraded) in
+    // iptables mode; dropped in nftables mode, whose filter-output checks `no-endpoint-services`
+    // before DNAT (upstream's nftables layout).
+    let n1 = (&Host::node(NODE1), NODE1_IP);
+    match mode {
+        Mode::Nftables => assert_timed_out(&seed, n1, NODE1, LB_NODE1, 8080, "dropped"),
+        _ => assert_forwarded(&seed, n1, NODE1, LB_NODE1, 8080, NODE1_IP),
+    }
 }
 
 fn source_ranges_admit_only_the_listed_clients(mode: Mode) {
