@@ -16,12 +16,12 @@ use ferry_model::{NodeView, Protocol, ServicePortName};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 
-mod firewall;
 mod iptables;
+mod pre_dnat;
 mod steps;
 mod text;
 
-use firewall::firewall;
+use pre_dnat::firewall;
 use steps::{external, internal, Objects};
 
 /// The first packet of a connection.

@@ -282,7 +282,7 @@ StepKind::ShortCircuit,
                 t,
             );
             if !objs.by_node_port && ext.dispatch == Dispatch::Drop {
-                output_drop(sview, objs, before, t);
+                super::pre_dnat::output_drop(sview, objs, before, t);
             }
         }
         (TrafficPolicy::Local, _) => {
@@ -309,45 +309,6 @@ StepKind::Dropped,
             }
         }
     }
-}
-
-/// The node's own traffic to an external or load-balancer IP of a Local-policy service with no
-/// endpoint on this node: nftables' `filter-output` (dstnat - 10, before `nat-output`) finds
-/// the destination in `no-endpoint-services` and drops it, as upstream's nftables mode does.
-/// iptables mode checks external destinations only on `INPUT`/`FORWARD`, after DNAT, so there
-/// the short-circuit traced so far holds: it is kept as the iptables variant.
-fn output_drop(
-    sview: Option<&ServicePortView>,
-    objs: &Objects<'_>,
-    steps_before: usize,
-    t: &mut Trace,
-) {
-    let variant = t.clone();
-    t.steps.truncate(steps_before.saturating_sub(1));
-    // The drop happens before nat-output: no dispatch either.
-    t.steps.retain(|s| s.kind != StepKind::Dispatch);
-    let service = t
-        .service
-        .as_ref()
-        .map(|s| format!(" ({s}, {})", t.packet.dst))
-        .unwrap_or_default();
-    t.masquerade = None;
-    t.candidates = candidates(sview, Some(EndpointSet::Local));
-    t.verdict = Verdict::Dropped;
-    t.steps.push(step(
-        StepKind::Dropped,
-        format!(
-            "dropped{service}: externalTrafficPolicy Local, no endpoint on this node, and \
-             nftables checks the node's own traffic before DNAT"
-        ),
-        "filter-output runs before nat-output, so the short-circuit is never reached \
-         (upstream nftables mode; iptables mode short-circuits this traffic)",
-        vec![
-            "chain filter-output → service-endpoints-check".to_owned(),
-            objs.element("no-endpoint-services"),
-        ],
-    ));
-    t.iptables_variant = Some(Box::new(variant));
 }
 
 fn list(nets: &[IpNet]) -> String {
