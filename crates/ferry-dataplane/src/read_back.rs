@@ -126,7 +126,7 @@ fn text(v: &Value) -> String {
 /// `iptables-save` of the nat and filter tables, from the backend that holds the rules (the
 /// same detection the iptables mode uses), for `ferry explain --live` in iptables mode.
 pub fn read_back_iptables() -> Result<String, ApplyError> {
-    let program = crate::iptables::detect_backend().program("iptables-save");
+    let program = crate::iptables::detect_backend().program("-save");
     let mut text = String::new();
     for table in ["nat", "filter"] {
         let out = Command::new(&program)

@@ -73,32 +73,33 @@ fn source_ranges_admit_only_the_listed_clients(mode: Mode) {
     let ((c1, ip1), (c2, ip2)) = (client(), client2());
     assert_forwarded(&seed, (&c1, ip1), NODE2, LB_NODE2, 8080, NODE2_IP);
     assert_timed_out(&seed, (&c2, ip2), NODE2, LB_NODE2, 8080, "dropped");
-    if mode == Mode::Nftables {
-        // The kernel holds the firewall elements `ferry explain` relies on.
-        let dir = seed.manifests.path().display().to_string();
-        let to = format!("{LB_NODE2}:8080");
-        let argv = [
-            seed::FERRY,
-            "explain",
-            "--live",
-            "--manifests",
-            &dir,
-            "--node",
-            NODE2,
-            "--from",
-            CLIENT_IP,
-            "--to",
-            &to,
-            "--cluster-cidr",
-            "192.168.0.0/16",
-        ];
-        let out = seed.lab.exec(NODE2, argv).expect("ferry explain --live");
-        assert!(out.contains("agrees with the compiled rules"), "{out}");
-        assert!(
-            out.contains("set firewall-allow element 203.0.113.10 . tcp . 8080 . 10.1.1.100"),
-            "{out}"
-        );
-    }
+    // The kernel holds the firewall objects `ferry explain` relies on.
+    let dir = seed.manifests.path().display().to_string();
+    let to = format!("{LB_NODE2}:8080");
+    let argv = [
+        seed::FERRY,
+        "explain",
+        "--live",
+        "--manifests",
+        &dir,
+        "--node",
+        NODE2,
+        "--from",
+        CLIENT_IP,
+        "--to",
+        &to,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+        "--proxy-mode",
+        mode.flag(),
+    ];
+    let out = seed.lab.exec(NODE2, argv).expect("ferry explain --live");
+    assert!(out.contains("agrees with the compiled rules"), "{out}");
+    let firewall = match mode {
+        Mode::Nftables => "set firewall-allow element 203.0.113.10 . tcp . 8080 . 10.1.1.100",
+        _ => "nat KUBE-SERVICES → KUBE-FW-",
+    };
+    assert!(out.contains(firewall), "{out}");
     // NodePorts are not subject to loadBalancerSourceRanges (as upstream).
     assert_forwarded(&seed, (&c2, ip2), NODE2, NODE2_IP, LB_NODE_PORT, NODE2_IP);
 
