@@ -23,7 +23,7 @@ pub(super) const NFTA_SET_ELEM_LIST_SET_ID: u16 = 4;
 pub(super) const NFTA_SET_ELEM_KEY: u16 = 1;
 const NFTA_SET_ELEM_DATA: u16 = 2;
 pub(super) const NFTA_SET_ELEM_FLAGS: u16 = 3;
-const NFTA_SET_ELEM_USERDATA: u16 = 6;
+pub(super) const NFTA_SET_ELEM_USERDATA: u16 = 6;
 const NF_DROP: i32 = 0;
 const NFT_GOTO: i32 = -4;
 /// libnftnl's element comment (`NFTNL_UDATA_SET_ELEM_COMMENT`), as `nft` writes it.
