@@ -41,7 +41,7 @@ const LOOKUP_F_INV: u32 = 1;
 /// address in `NFT_REG_1` is followed by a field in `NFT_REG_2`, not `NFT_REG32_04`; the
 /// kernel reads both alike, `nft list` too, but nft sends the former).
 pub(super) fn reg32(i: u32) -> u32 {
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         1 + i / 4
     } else {
         8 + i
