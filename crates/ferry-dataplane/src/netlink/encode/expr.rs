@@ -36,10 +36,13 @@ const NFT_JUMP: i32 = -3;
 const LOOKUP_F_INV: u32 = 1;
 
 /// The register a concatenation field at 32-bit offset `i` from the start of register 1 is
-/// loaded into, numbered as nft numbers it: `NFT_REG_1` for the first, then `NFT_REG32_xx`.
+/// loaded into, numbered as nft numbers it: a field that starts a 128-bit register gets that
+/// register's number (`NFT_REG_1` … `NFT_REG_4`), any other its `NFT_REG32_xx` (so an IPv6
+/// address in `NFT_REG_1` is followed by a field in `NFT_REG_2`, not `NFT_REG32_04`; the
+/// kernel reads both alike, `nft list` too, but nft sends the former).
 pub(super) fn reg32(i: u32) -> u32 {
-    if i == 0 {
-        1
+    if i.is_multiple_of(4) {
+        1 + i / 4
     } else {
         8 + i
     }
