@@ -314,3 +314,22 @@ fn local_policy_load_balancer_ip_drops_without_local_endpoint() {
     assert!(matches!(t.verdict, Verdict::Forwarded { .. }));
     assert_eq!(t.masquerade, None, "Local keeps the client's address");
 }
+
+#[test]
+fn node_traffic_to_a_local_policy_load_balancer_ip_without_local_endpoint_differs_by_backend() {
+    let s = state(TrafficPolicy::Local, &[], false, true);
+    let t = explain(&s, "node-a", "192.168.0.2", LB_IP, 80);
+    assert_eq!(t.verdict, Verdict::Dropped, "nftables: {}", t.to_text());
+    assert!(
+        t.to_text()
+            .contains("filter-output → service-endpoints-check"),
+        "{}",
+        t.to_text()
+    );
+    let ipt = t.for_backend(Backend::Iptables);
+    assert!(
+        matches!(ipt.verdict, Verdict::Forwarded { .. }),
+        "iptables short-circuits"
+    );
+    assert!(ipt.masquerade.is_some());
+}

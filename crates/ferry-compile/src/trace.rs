@@ -17,13 +17,13 @@ use crate::nft::{Key, Ruleset};
 use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 
 mod affinity;
-mod firewall;
 mod iptables;
+mod pre_dnat;
 mod steps;
 mod text;
 mod topology;
 
-use firewall::firewall;
+use pre_dnat::firewall;
 use steps::{external, internal, Objects};
 
 /// The first packet of a connection.
@@ -167,6 +167,9 @@ pub struct Trace {
     /// iptables mode (as upstream's) such a service has no `KUBE-FW-` chain, so the packet is
     /// rejected like every other packet to it.
     pub firewall_without_endpoints: bool,
+    /// Where the iptables backend sends the packet when it differs from nftables (the node's
+    /// own traffic to an external IP of a Local-policy service without local endpoints).
+    pub iptables_variant: Option<Box<Trace>>,
 }
 
 fn step(
@@ -201,6 +204,7 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         masquerade: None,
         verdict: Verdict::NotAService,
         firewall_without_endpoints: false,
+        iptables_variant: None,
     };
     let Some((sp, frontend)) = find_frontend(view, plan, &packet, &origin) else {
         not_a_service(plan, &packet, &mut t);
@@ -376,6 +380,11 @@ impl Trace {
     /// The explanation as the given backend programs it. iptables mode (like upstream's) has no
     /// rule rejecting unknown ports of a ClusterIP: such a packet is routed as is.
     pub fn for_backend(mut self, backend: Backend) -> Trace {
+        if backend == Backend::Iptables {
+            if let Some(variant) = self.iptables_variant.take() {
+                return variant.for_backend(backend);
+            }
+        }
         if backend == Backend::Iptables
             && self.steps.iter().any(|s| s.kind == StepKind::UnknownPort)
         {

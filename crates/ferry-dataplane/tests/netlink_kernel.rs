@@ -18,17 +18,27 @@ fn ruleset(endpoints: &[&str]) -> Ruleset {
 }
 
 fn ruleset_with(endpoints: &[&str], policy: TrafficPolicy, cfg: &CompileConfig) -> Ruleset {
+    let (ips, node_ip, pod_cidr) = match cfg.family {
+        IpFamily::V4 => (["10.96.0.10", "10.96.0.11"], "10.1.1.9", "10.0.0.0/24"),
+        IpFamily::V6 => (
+            ["fd00:10:96::10", "fd00:10:96::11"],
+            "fd00:10:1::9",
+            "fd00:10:244:1::/64",
+        ),
+    };
     let mut state = ClusterState::new();
-    for (name, ip, np) in [("web", "10.96.0.10", 30080), ("api", "10.96.0.11", 30081)] {
+    for ((name, np), ip) in [("web", 30080), ("api", 30081)].into_iter().zip(ips) {
         let svc = with_node_port(mk_service("dev", name, ip, 80), np, policy);
         state.apply(Object::Service(svc));
         let eps = endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect();
-        state.apply(Object::EndpointSlice(mk_slice("dev", name, 8080, eps)));
+        let mut slice = mk_slice("dev", name, 8080, eps);
+        slice.family = cfg.family;
+        state.apply(Object::EndpointSlice(slice));
     }
-    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
+    state.apply(Object::Node(mk_node("n1", node_ip, pod_cidr)));
     let ctx = NodeContext {
         node_name: "n1".into(),
-        family: IpFamily::V4,
+        family: cfg.family,
     };
     render(&Plan::build(&NodeView::build(&state, &ctx), cfg))
 }
@@ -97,8 +107,12 @@ fn in_new_netns(f: impl FnOnce() + Send + 'static) {
 }
 
 fn list() -> String {
+    list_family("ip")
+}
+
+fn list_family(family: &str) -> String {
     let out = Command::new("nft")
-        .args(["list", "table", "ip", "ferry"])
+        .args(["list", "table", family, "ferry"])
         .output()
         .expect("nft");
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -190,6 +204,11 @@ fn netlink_rules_list_as_rendered_and_full_syncs_replace_in_place() {
                 TrafficPolicy::Local,
                 detector(vec![cidr("10.0.0.0/16"), cidr("172.16.0.0/12")]),
             ),
+            (TrafficPolicy::Cluster, detector(vec![cidr("0.0.0.0/0")])),
+            (
+                TrafficPolicy::Local,
+                detector(vec![cidr("10.0.0.0/16"), cidr("255.0.0.0/8")]),
+            ),
             (TrafficPolicy::Cluster, CompileConfig::default()),
         ] {
             let desired = ruleset_with(&["10.0.0.5", "10.0.0.6", "10.0.0.7"], policy, &cfg);
@@ -200,6 +219,59 @@ fn netlink_rules_list_as_rendered_and_full_syncs_replace_in_place() {
             assert_eq!(chains(&listed), chains(&rendered), "{listed}");
             assert!(
                 listed.contains("10.96.0.10 . tcp . 80 . 2 : 10.0.0.7 . 8080"),
+                "{listed}"
+            );
+        }
+    });
+}
+
+/// The same for the `ip6 ferry` table: 16-byte addresses in the payload loads, prefix matches,
+/// interval sets, DNAT keys and values (whose fields span several 32-bit registers).
+#[test]
+fn ipv6_netlink_rules_list_as_rendered() {
+    in_new_netns(|| {
+        let cidr = |s: &str| s.parse().expect("cidr");
+        let detector = |nets| CompileConfig {
+            family: IpFamily::V6,
+            local_detector: LocalDetector::ClusterCidr(nets),
+            ..CompileConfig::default()
+        };
+        let mut dp = NftDataplane::new();
+        for (policy, cfg) in [
+            (
+                TrafficPolicy::Local,
+                detector(vec![cidr("fd00:10:244::/48")]),
+            ),
+            (
+                TrafficPolicy::Cluster,
+                detector(vec![cidr("fd00:10:240::/44")]),
+            ),
+            (
+                TrafficPolicy::Local,
+                detector(vec![cidr("fd00:10:244::/48"), cidr("fd00:20::/32")]),
+            ),
+            (TrafficPolicy::Cluster, detector(vec![cidr("::/0")])),
+            (
+                TrafficPolicy::Local,
+                detector(vec![cidr("fd00:10:244::/48"), cidr("ff00::/8")]),
+            ),
+            (
+                TrafficPolicy::Cluster,
+                CompileConfig {
+                    family: IpFamily::V6,
+                    ..CompileConfig::default()
+                },
+            ),
+        ] {
+            let eps = ["fd00:10:244:1::5", "fd00:10:244:1::6", "fd00:10:244:1::7"];
+            let desired = ruleset_with(&eps, policy, &cfg);
+            let rendered = desired.to_string();
+            let r = dp.apply_full(desired).expect("full");
+            assert!(r.netlink && r.kind == SyncKind::Full, "{r:?}");
+            let listed = list_family("ip6");
+            assert_eq!(chains(&listed), chains(&rendered), "{listed}");
+            assert!(
+                listed.contains("fd00:10:96::10 . tcp . 80 . 2 : fd00:10:244:1::7 . 8080"),
                 "{listed}"
             );
         }

@@ -10,215 +10,16 @@
 #[macro_use]
 #[path = "support/modes.rs"]
 mod modes;
+#[path = "support/load_balancer.rs"]
+mod lb;
 #[path = "support/seed.rs"]
 mod seed;
 
-use std::net::Ipv4Addr;
-use std::process::Command;
-
 use ferry_lab::spec::{NODE1, NODE2};
-use ferry_lab::{ClientSpec, CurlResult, Host};
-use serde_json::Value;
+use ferry_lab::{CurlResult, Host};
 
-use seed::{Hello, Mode, SeedLab, NODES, POD_A, POD_B};
-
-const CLIENT_IP: &str = "10.1.1.100";
-const CLIENT2: &str = "client2";
-const CLIENT2_IP: &str = "10.1.1.101";
-const NODE1_IP: &str = "10.1.1.17";
-const NODE2_IP: &str = "10.1.1.9";
-const LB_CLUSTER_IP: &str = "10.96.198.90";
-const LB_NODE_PORT: u16 = 32230;
-/// Load-balancer IP routed to k8s-node2 (both pods are there).
-const LB_NODE2: &str = "203.0.113.10";
-/// Load-balancer IP routed to k8s-node1 (no pod there).
-const LB_NODE1: &str = "203.0.113.11";
-/// An `ipMode: Proxy` ingress routed to k8s-node2: left to the load balancer.
-const LB_PROXY: &str = "203.0.113.12";
-/// External IPs routed to k8s-node2 and k8s-node1.
-const EXT_NODE2: &str = "203.0.113.20";
-const EXT_NODE1: &str = "203.0.113.21";
-const ROUTES: [(&str, &str); 5] = [
-    (LB_NODE2, NODE2_IP),
-    (LB_NODE1, NODE1_IP),
-    (LB_PROXY, NODE2_IP),
-    (EXT_NODE2, NODE2_IP),
-    (EXT_NODE1, NODE1_IP),
-];
-const SERVERS: [&str; 2] = [POD_A.1, POD_B.1];
-
-/// The LoadBalancer Service `dev/url-analysis-lb` (port 8080 → the url-analysis pods).
-#[derive(Clone)]
-struct Lb {
-    policy: &'static str,
-    node_port: bool,
-    source_ranges: &'static [&'static str],
-    ingress: bool,
-    external_ips: bool,
-}
-
-const LB: Lb = Lb {
-    policy: "Cluster",
-    node_port: true,
-    source_ranges: &[],
-    ingress: true,
-    external_ips: false,
-};
-
-impl Lb {
-    fn manifest(&self) -> String {
-        let mut spec = format!(
-            "  type: LoadBalancer\n  clusterIP: {LB_CLUSTER_IP}\n  externalTrafficPolicy: {}\n",
-            self.policy
-        );
-        if !self.node_port {
-            spec.push_str("  allocateLoadBalancerNodePorts: false\n");
-        }
-        if !self.source_ranges.is_empty() {
-            spec.push_str(&format!(
-                "  loadBalancerSourceRanges: [{}]\n",
-                self.source_ranges.join(", ")
-            ));
-        }
-        if self.external_ips {
-            spec.push_str(&format!("  externalIPs: [{EXT_NODE2}, {EXT_NODE1}]\n"));
-        }
-        let node_port = if self.node_port {
-            format!(", nodePort: {LB_NODE_PORT}")
-        } else {
-            String::new()
-        };
-        spec.push_str(&format!(
-            "  ports: [{{name: http, protocol: TCP, port: 8080, targetPort: 56010{node_port}}}]\n"
-        ));
-        let status = if self.ingress {
-            format!(
-                "status:\n  loadBalancer:\n    ingress:\n    - {{ip: {LB_NODE2}}}\n    - {{ip: {LB_NODE1}, ipMode: VIP}}\n    - {{ip: {LB_PROXY}, ipMode: Proxy}}\n"
-            )
-        } else {
-            String::new()
-        };
-        let eps: String = SERVERS
-            .iter()
-            .map(|ip| {
-                format!("- {{addresses: [\"{ip}\"], conditions: {{ready: true}}, nodeName: k8s-node2}}\n")
-            })
-            .collect();
-        format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{name: url-analysis-lb, namespace: dev}}\nspec:\n{spec}{status}---\n\
-apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: url-analysis-lb-abcde\n  namespace: dev\n  labels: {{kubernetes.io/service-name: url-analysis-lb}}\naddressType: IPv4\nports: [{{name: http, port: 56010, protocol: TCP}}]\nendpoints:\n{eps}"
-        )
-    }
-}
-
-/// The seed lab with a second client, the routes to 203.0.113.0/24 and the Service `lb`.
-fn start(mode: Mode, lb: &Lb) -> Option<SeedLab> {
-    let mut seed = SeedLab::start(mode, "Cluster")?;
-    let client2 = ClientSpec {
-        name: CLIENT2.into(),
-        ip: CLIENT2_IP.parse().expect("ip"),
-        pod_routes: false,
-    };
-    seed.lab.add_client(&client2).expect("second client");
-    for client in [Host::default_client(), Host::client(CLIENT2)] {
-        for (dst, via) in ROUTES {
-            let dst = format!("{dst}/32").parse().expect("net");
-            let via: Ipv4Addr = via.parse().expect("ip");
-            seed.lab.add_route(&client, dst, via).expect("route");
-        }
-    }
-    set(&mut seed, lb);
-    Some(seed)
-}
-
-/// Writes the Service and waits until every node has synced it.
-fn set(seed: &mut SeedLab, lb: &Lb) {
-    let before: Vec<usize> = NODES.iter().map(|(n, _)| seed.syncs(n)).collect();
-    seed.manifests.put("lb.yaml", &lb.manifest());
-    for ((node, _), n) in NODES.iter().zip(before) {
-        seed.wait_synced(node, n + 1);
-    }
-}
-
-fn url(ip: &str, port: u16) -> String {
-    format!("http://{ip}:{port}/hello")
-}
-
-/// `ferry explain` for the packet, as JSON, with the lab's settings and the mode's backend.
-fn explain(seed: &SeedLab, node: &str, from: &str, ip: &str, port: u16) -> Value {
-    let out = Command::new(seed::FERRY)
-        .args(["explain", "--manifests"])
-        .arg(seed.manifests.path())
-        .args([
-            "--node",
-            node,
-            "--from",
-            from,
-            "--to",
-            &format!("{ip}:{port}"),
-        ])
-        .args(["--cluster-cidr", "192.168.0.0/16", "--output", "json"])
-        .args(["--proxy-mode", seed.mode.flag()])
-        .output()
-        .expect("run ferry explain");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("explain json")
-}
-
-/// The packet from `from` reaches a pod, which sees `peer` as the client; `ferry explain` on
-/// `node` agrees (forwarded, masqueraded exactly when `peer` is not the source).
-fn assert_forwarded(
-    seed: &SeedLab,
-    from: (&Host, &str),
-    node: &str,
-    ip: &str,
-    port: u16,
-    peer: &str,
-) {
-    for _ in 0..4 {
-        let h: Hello = seed.hello(from.0, &url(ip, port));
-        assert!(
-            SERVERS.contains(&h.server_ip.as_str()),
-            "{ip}:{port}: {h:?}"
-        );
-        assert_eq!(h.client_ip, peer, "{from:?} → {ip}:{port}: {h:?}");
-    }
-    let v = explain(seed, node, from.1, ip, port);
-    assert_eq!(v["verdict"], "forwarded", "{v}");
-    assert_eq!(v["masquerade"].is_null(), peer == from.1, "{v}");
-}
-
-/// The packet from `from` times out; `ferry explain` on `node` says `verdict`.
-fn assert_timed_out(
-    seed: &SeedLab,
-    from: (&Host, &str),
-    node: &str,
-    ip: &str,
-    port: u16,
-    verdict: &str,
-) {
-    let got = seed.curl(from.0, &url(ip, port));
-    assert_eq!(
-        got,
-        CurlResult::TimedOut,
-        "{from:?} → {ip}:{port}\n{}",
-        seed.logs()
-    );
-    let v = explain(seed, node, from.1, ip, port);
-    assert_eq!(v["verdict"], verdict, "{v}");
-}
-
-fn client() -> (Host, &'static str) {
-    (Host::default_client(), CLIENT_IP)
-}
-
-fn client2() -> (Host, &'static str) {
-    (Host::client(CLIENT2), CLIENT2_IP)
-}
+use lb::*;
+use seed::{Mode, NODES};
 
 fn load_balancer_ip_with_cluster_policy_is_masqueraded_and_node_ports_stay_off_it(mode: Mode) {
     let Some(seed) = start(mode, &LB) else { return };
@@ -251,6 +52,14 @@ fn load_balancer_ip_with_local_policy_keeps_the_client_ip_and_drops_without_loca
     let (c, ip) = client();
     assert_forwarded(&seed, (&c, ip), NODE2, LB_NODE2, 8080, CLIENT_IP);
     assert_timed_out(&seed, (&c, ip), NODE1, LB_NODE1, 8080, "dropped");
+    // The node's own traffic: short-circuited to the cluster-wide endpoints (masqueraded) in
+    // iptables mode; dropped in nftables mode, whose filter-output checks `no-endpoint-services`
+    // before DNAT (upstream's nftables layout).
+    let n1 = (&Host::node(NODE1), NODE1_IP);
+    match mode {
+        Mode::Nftables => assert_timed_out(&seed, n1, NODE1, LB_NODE1, 8080, "dropped"),
+        _ => assert_forwarded(&seed, n1, NODE1, LB_NODE1, 8080, NODE1_IP),
+    }
 }
 
 fn source_ranges_admit_only_the_listed_clients(mode: Mode) {
@@ -264,32 +73,33 @@ fn source_ranges_admit_only_the_listed_clients(mode: Mode) {
     let ((c1, ip1), (c2, ip2)) = (client(), client2());
     assert_forwarded(&seed, (&c1, ip1), NODE2, LB_NODE2, 8080, NODE2_IP);
     assert_timed_out(&seed, (&c2, ip2), NODE2, LB_NODE2, 8080, "dropped");
-    if mode == Mode::Nftables {
-        // The kernel holds the firewall elements `ferry explain` relies on.
-        let dir = seed.manifests.path().display().to_string();
-        let to = format!("{LB_NODE2}:8080");
-        let argv = [
-            seed::FERRY,
-            "explain",
-            "--live",
-            "--manifests",
-            &dir,
-            "--node",
-            NODE2,
-            "--from",
-            CLIENT_IP,
-            "--to",
-            &to,
-            "--cluster-cidr",
-            "192.168.0.0/16",
-        ];
-        let out = seed.lab.exec(NODE2, argv).expect("ferry explain --live");
-        assert!(out.contains("agrees with the compiled rules"), "{out}");
-        assert!(
-            out.contains("set firewall-allow element 203.0.113.10 . tcp . 8080 . 10.1.1.100"),
-            "{out}"
-        );
-    }
+    // The kernel holds the firewall objects `ferry explain` relies on.
+    let dir = seed.manifests.path().display().to_string();
+    let to = format!("{LB_NODE2}:8080");
+    let argv = [
+        seed::FERRY,
+        "explain",
+        "--live",
+        "--manifests",
+        &dir,
+        "--node",
+        NODE2,
+        "--from",
+        CLIENT_IP,
+        "--to",
+        &to,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+        "--proxy-mode",
+        mode.flag(),
+    ];
+    let out = seed.lab.exec(NODE2, argv).expect("ferry explain --live");
+    assert!(out.contains("agrees with the compiled rules"), "{out}");
+    let firewall = match mode {
+        Mode::Nftables => "set firewall-allow element 203.0.113.10 . tcp . 8080 . 10.1.1.100",
+        _ => "nat KUBE-SERVICES → KUBE-FW-",
+    };
+    assert!(out.contains(firewall), "{out}");
     // NodePorts are not subject to loadBalancerSourceRanges (as upstream).
     assert_forwarded(&seed, (&c2, ip2), NODE2, NODE2_IP, LB_NODE_PORT, NODE2_IP);
 

@@ -289,6 +289,7 @@ StepKind::ShortCircuit,
                 "the node's own traffic is not subject to the Local policy; its source (a node address) must be SNATed",
                 masq_objs(&chain),
             ));
+            let before = t.steps.len();
             forward(
                 sp,
                 sview,
@@ -298,6 +299,9 @@ StepKind::ShortCircuit,
                 "short-circuit to the cluster-wide endpoints",
                 t,
             );
+            if !objs.by_node_port && ext.dispatch == Dispatch::Drop {
+                super::pre_dnat::output_drop(sview, objs, before, t);
+            }
         }
         (TrafficPolicy::Local, _) => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));

@@ -207,7 +207,18 @@ impl Lab {
     }
 }
 
+/// `fe80::<last 16 bits of ip>`: a host's own link-local address, usable at once.
+fn link_local(ip: Ipv6Addr) -> Ipv6Addr {
+    Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, ip.segments()[7])
+}
+
 /// One host's IPv6 on `eth0`: address, the dead-end gateway, routes, default route.
+///
+/// Also a `nodad` link-local address: `eth0`'s own one was made before `accept_dad` was 0
+/// and stays tentative for a second or two, and a node forwarding a pod's packet (whose
+/// source is not on `eth0`) sends its neighbour solicitation only from a link-local address
+/// that is not tentative; until then the first forwarded packets (a pod's first SYN to
+/// another node's pod) are lost.
 fn host_batch(
     ns: &str,
     ip: Ipv6Addr,
@@ -215,6 +226,7 @@ fn host_batch(
 ) -> IpBatch {
     let mut b = IpBatch::new(Some(ns));
     b.line(format!("addr add {ip}/64 dev eth0 nodad"));
+    b.line(format!("addr add {}/64 dev eth0 nodad", link_local(ip)));
     b.line(format!(
         "neigh replace {GATEWAY6} lladdr {GATEWAY_MAC} dev eth0 nud permanent"
     ));
@@ -241,5 +253,7 @@ mod tests {
         );
         assert_eq!(pod_prefix(2).to_string(), "fd00:10:244:3::/64");
         assert!(LAN6.parse::<Ipv6Net>().expect("net").contains(&GATEWAY6));
+        let ip = lan_address(Ipv4Addr::new(10, 1, 1, 12));
+        assert_eq!(link_local(ip).to_string(), "fe80::12");
     }
 }

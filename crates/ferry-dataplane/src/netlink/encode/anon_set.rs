@@ -6,7 +6,7 @@ use ipnet::IpNet;
 
 use super::elements::{
     NFTA_SET_ELEM_FLAGS, NFTA_SET_ELEM_KEY, NFTA_SET_ELEM_LIST_ELEMENTS, NFTA_SET_ELEM_LIST_SET,
-    NFTA_SET_ELEM_LIST_SET_ID, NFTA_SET_ELEM_LIST_TABLE,
+    NFTA_SET_ELEM_LIST_SET_ID, NFTA_SET_ELEM_LIST_TABLE, NFTA_SET_ELEM_USERDATA,
 };
 use super::{
     attr, attr_str, attr_u32, begin_attr, end_attr, Batch, NFNL_SUBSYS_NFTABLES, NFTA_DATA_VALUE,
@@ -43,6 +43,15 @@ pub(super) const UDATA_IP_SADDR: &[u8] = &[
     0, 4, 2, 0, 0, 0, 2, 4, 1, 0, 0, 0, 3, 20, 0, 4, 7, 0, 0, 0, 1, 12, 0, 4, 12, 0, 0, 0, 1, 4,
     11, 0, 0, 0,
 ];
+/// The same for `ip6 saddr { prefixes }`: key type `ipv6_addr`, `typeof ip6 saddr` (nft's
+/// protocol description 13, `ip6`, and its field 8, `saddr`).
+pub(super) const UDATA_IP6_SADDR: &[u8] = &[
+    0, 4, 2, 0, 0, 0, 2, 4, 1, 0, 0, 0, 3, 20, 0, 4, 7, 0, 0, 0, 1, 12, 0, 4, 13, 0, 0, 0, 1, 4, 8,
+    0, 0, 0,
+];
+/// The element userdata nft writes on an interval that runs to the top of the address space
+/// (it has no end element): `NFTNL_UDATA_SET_ELEM_FLAGS` = `NFTNL_SET_ELEM_F_INTERVAL_OPEN`.
+const UDATA_INTERVAL_OPEN: &[u8] = &[1, 4, 1, 0, 0, 0];
 /// An anonymous constant set a rule looks up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct AnonSet {
@@ -115,6 +124,14 @@ pub(super) fn interval_elements(nets: &[IpNet], len: usize) -> Vec<(Vec<u8>, boo
     out
 }
 
+impl AnonSet {
+    /// An interval set whose last range starts with no end after it: it runs to the top
+    /// (`::/0`, `255.0.0.0/8`).
+    fn open(&self) -> bool {
+        self.interval && self.elements.last().is_some_and(|(_, end)| !end)
+    }
+}
+
 impl Batch {
     pub(super) fn anon_set(
         &mut self,
@@ -155,7 +172,9 @@ impl Batch {
         attr_u32(buf, NFTA_SET_KEY_LEN, set.key_len);
         attr_u32(buf, NFTA_SET_ID, set.id);
         let desc = begin_attr(buf, NFTA_SET_DESC | NLA_F_NESTED);
-        attr_u32(buf, NFTA_SET_DESC_SIZE, set.elements.len() as u32);
+        // nft counts the end an interval to the top does not have.
+        let size = set.elements.len() + usize::from(set.open());
+        attr_u32(buf, NFTA_SET_DESC_SIZE, size as u32);
         end_attr(buf, desc);
         attr(buf, NFTA_SET_USERDATA, set.udata);
         self.end_msg(msg);
@@ -171,6 +190,8 @@ impl Batch {
         attr_u32(buf, NFTA_SET_ELEM_LIST_SET_ID, set.id);
         let list = begin_attr(buf, NFTA_SET_ELEM_LIST_ELEMENTS | NLA_F_NESTED);
         // Numbered like libnftnl does (the kernel does not read the number).
+        let count = set.elements.len();
+        let open = set.open();
         for (i, (key, end)) in (1u16..).zip(&set.elements) {
             let el = begin_attr(buf, i | NLA_F_NESTED);
             if *end {
@@ -179,6 +200,9 @@ impl Batch {
             let k = begin_attr(buf, NFTA_SET_ELEM_KEY | NLA_F_NESTED);
             attr(buf, NFTA_DATA_VALUE, key);
             end_attr(buf, k);
+            if open && usize::from(i) == count {
+                attr(buf, NFTA_SET_ELEM_USERDATA, UDATA_INTERVAL_OPEN);
+            }
             end_attr(buf, el);
         }
         end_attr(buf, list);

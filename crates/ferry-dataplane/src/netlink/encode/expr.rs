@@ -36,8 +36,10 @@ const NFT_JUMP: i32 = -3;
 const LOOKUP_F_INV: u32 = 1;
 
 /// The register a concatenation field at 32-bit offset `i` from the start of register 1 is
-/// loaded into, numbered as nft numbers it: a 16-byte register (`NFT_REG_1` … `NFT_REG_4`)
-/// where the field starts one, `NFT_REG32_xx` elsewhere.
+/// loaded into, numbered as nft numbers it: a field that starts a 128-bit register gets that
+/// register's number (`NFT_REG_1` … `NFT_REG_4`), any other its `NFT_REG32_xx` (so an IPv6
+/// address in `NFT_REG_1` is followed by a field in `NFT_REG_2`, not `NFT_REG32_04`; the
+/// kernel reads both alike, `nft list` too, but nft sends the former).
 pub(super) fn reg32(i: u32) -> u32 {
     if i.is_multiple_of(4) {
         1 + i / 4

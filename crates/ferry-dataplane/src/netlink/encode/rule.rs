@@ -11,7 +11,7 @@ use ferry_model::IpFamily;
 
 use super::anon_set::{
     interval_elements, net_bytes, AnonSet, ANON_SET_NAME, TYPE_INET_PROTOCOL, TYPE_IP6ADDR,
-    TYPE_IPADDR, UDATA_IP_SADDR, UDATA_L4PROTO,
+    TYPE_IPADDR, UDATA_IP6_SADDR, UDATA_IP_SADDR, UDATA_L4PROTO,
 };
 use super::expr::{
     reg32, Expr, CMP_EQ, CMP_NEQ, FIB_F_SADDR, FIB_RESULT_ADDRTYPE, META_L4PROTO, NETWORK_HEADER,
@@ -88,8 +88,9 @@ impl Batch {
                     let (addr, mask) = net_bytes(net);
                     let prefix = u32::from(net.prefix_len());
                     let op = if *negate { CMP_NEQ } else { CMP_EQ };
-                    if prefix % 8 == 0 {
-                        // Whole bytes: compare just those (as nft does).
+                    if prefix % 8 == 0 && prefix > 0 {
+                        // Whole bytes: compare just those (as nft does). `/0` has none: nft
+                        // masks the whole address to zero and compares that (below).
                         let bytes = (prefix / 8) as usize;
                         out.exprs.push(Expr::Payload {
                             base: NETWORK_HEADER,
@@ -117,7 +118,7 @@ impl Batch {
                 } else {
                     let (key_type, udata) = match family {
                         IpFamily::V4 => (TYPE_IPADDR, UDATA_IP_SADDR),
-                        IpFamily::V6 => (TYPE_IP6ADDR, &[0u8, 4, 2, 0, 0, 0][..]),
+                        IpFamily::V6 => (TYPE_IP6ADDR, UDATA_IP6_SADDR),
                     };
                     let set = self.anon_set(
                         true,
@@ -298,3 +299,5 @@ use affinity::{pinned_dnat, record_pin};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v6;

@@ -15,7 +15,7 @@ fn rule(matches: Vec<RuleMatch>, action: RuleAction) -> DispatchRule {
     }
 }
 
-fn hex(s: &str) -> Vec<u8> {
+pub(super) fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
@@ -23,7 +23,7 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 /// The messages of a batch between BATCH_BEGIN and BATCH_END: (type, attributes).
-fn messages(b: Batch) -> Vec<(u16, Vec<u8>)> {
+pub(super) fn messages(b: Batch) -> Vec<(u16, Vec<u8>)> {
     let (bytes, _, _) = b.finish();
     let mut out = Vec::new();
     let mut rest = &bytes[..];
@@ -37,15 +37,24 @@ fn messages(b: Batch) -> Vec<(u16, Vec<u8>)> {
 }
 
 fn one_rule(r: &DispatchRule, first_set_id: u32) -> Vec<(u16, Vec<u8>)> {
-    let mut b = Batch::new(1, IpFamily::V4, "ferry");
+    one_rule_in(IpFamily::V4, r, first_set_id)
+}
+
+/// The messages `add_rule` writes for `r` in the table of `family`.
+pub(super) fn one_rule_in(
+    family: IpFamily,
+    r: &DispatchRule,
+    first_set_id: u32,
+) -> Vec<(u16, Vec<u8>)> {
+    let mut b = Batch::new(1, family, "ferry");
     b.next_set_id = first_set_id;
     b.add_rule("d1", r);
     messages(b)
 }
 
-const NEWRULE: u16 = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE;
-const NEWSET: u16 = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSET;
-const NEWSETELEM: u16 = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM;
+pub(super) const NEWRULE: u16 = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE;
+pub(super) const NEWSET: u16 = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSET;
+pub(super) const NEWSETELEM: u16 = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM;
 
 #[test]
 fn a_byte_aligned_prefix_compares_its_bytes() {
@@ -300,6 +309,47 @@ fn interval_elements_merge_and_end_at_the_top() {
             (vec![10, 0, 0, 0], false),
             (vec![11, 0, 0, 0], true),
             (vec![255, 0, 0, 0], false),
+        ]
+    );
+}
+
+#[test]
+fn a_zero_prefix_masks_the_whole_address() {
+    // ip saddr != 0.0.0.0/0 jump mark-for-masquerade: no whole byte to compare, so nft masks
+    // all four to zero (a zero-length compare is rejected by the kernel).
+    let r = rule(
+        vec![RuleMatch::Saddr {
+            negate: true,
+            nets: vec!["0.0.0.0/0".parse().expect("net")],
+        }],
+        RuleAction::Jump("mark-for-masquerade"),
+    );
+    let want = "0a00010066657272790000000700020064310000f0000480340001800c0001007061796c6f6164002400028008000100000000010800020000000001080003000000000c0800040000000004440001800c0001006269747769736500340002800800010000000001080002000000000108000300000000040c00048008000100000000000c00058008000100000000002c00018008000100636d700020000280080001000000000108000200000000010c0003800800010000000000480001800e000100696d6d656469617465000000340002800800010000000000280002802400028008000100fffffffd180002006d61726b2d666f722d6d61737175657261646500";
+    assert_eq!(one_rule(&r, 1), vec![(NEWRULE, hex(want))]);
+}
+
+#[test]
+fn an_interval_to_the_top_is_marked_open() {
+    // ip saddr { 10.0.0.0/8, 255.0.0.0/8 } jump mark-for-masquerade (nft's set had id 6)
+    let r = rule(
+        vec![RuleMatch::Saddr {
+            negate: false,
+            nets: vec![
+                "10.0.0.0/8".parse().expect("net"),
+                "255.0.0.0/8".parse().expect("net"),
+            ],
+        }],
+        RuleAction::Jump("mark-for-masquerade"),
+    );
+    let set = "0a00010066657272790000000c0002005f5f73657425640008000300000000070800040000000007080005000000000408000a00000000060c000980080001000000000526000d000004020000000204010000000314000407000000010c00040c00000001040b0000000000";
+    let elements = "0a00010066657272790000000c0002005f5f7365742564000800040000000006600003801800018008000300000000010c0001800800010000000000100002800c000180080001000a0000001800038008000300000000010c000180080001000b0000001c0004800c00018008000100ff0000000a0006000104010000000000";
+    let rule = "0a00010066657272790000000700020064310000b0000480340001800c0001007061796c6f6164002400028008000100000000010800020000000001080003000000000c0800040000000004300001800b0001006c6f6f6b757000002000028008000200000000010c0001005f5f7365742564000800040000000006480001800e000100696d6d656469617465000000340002800800010000000000280002802400028008000100fffffffd180002006d61726b2d666f722d6d61737175657261646500";
+    assert_eq!(
+        one_rule(&r, 6),
+        vec![
+            (NEWSET, hex(set)),
+            (NEWSETELEM, hex(elements)),
+            (NEWRULE, hex(rule))
         ]
     );
 }
