@@ -300,4 +300,6 @@ use affinity::{pinned_dnat, record_pin};
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_affinity;
+#[cfg(test)]
 mod tests_v6;

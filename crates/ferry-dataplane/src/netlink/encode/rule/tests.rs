@@ -7,7 +7,7 @@ use ipnet::IpNet;
 use super::super::{NFT_MSG_NEWSET, NFT_MSG_NEWSETELEM};
 use super::*;
 
-fn rule(matches: Vec<RuleMatch>, action: RuleAction) -> DispatchRule {
+pub(super) fn rule(matches: Vec<RuleMatch>, action: RuleAction) -> DispatchRule {
     DispatchRule {
         family: IpFamily::V4,
         matches,
@@ -36,7 +36,7 @@ pub(super) fn messages(b: Batch) -> Vec<(u16, Vec<u8>)> {
     out[1..out.len() - 1].to_vec()
 }
 
-fn one_rule(r: &DispatchRule, first_set_id: u32) -> Vec<(u16, Vec<u8>)> {
+pub(super) fn one_rule(r: &DispatchRule, first_set_id: u32) -> Vec<(u16, Vec<u8>)> {
     one_rule_in(IpFamily::V4, r, first_set_id)
 }
 
@@ -145,109 +145,6 @@ fn dnat_through_an_endpoint_map() {
             (NEWRULE, hex(rule))
         ]
     );
-}
-
-/// The rule message of `r` (its anonymous protocol set numbered `set_id`, as nft numbered it).
-fn rule_message(r: &DispatchRule, set_id: u32) -> Vec<u8> {
-    let msgs = one_rule(r, set_id);
-    let (kind, bytes) = msgs.last().expect("a rule").clone();
-    assert_eq!(kind, NEWRULE);
-    bytes
-}
-
-// The session affinity rules, against `nft --debug=mnl` of the same text with nft's
-// `NFTA_LOOKUP_SET_ID` / `NFTA_DYNSET_SET_ID` of the named pin maps taken out (and the nested
-// lengths shortened to match): nft numbers the sets of its own cache, the kernel finds a named
-// set by its name first, and Ferry sends the name only.
-
-#[test]
-fn pinned_dnat_through_the_service_ip_pin_map() {
-    // meta l4proto { tcp, udp, sctp } dnat ip to ip daddr . meta l4proto . th dport . ip saddr
-    //   map @affinity
-    let r = rule(
-        vec![],
-        RuleAction::PinnedDnat {
-            key: DnatKey::ServiceIp,
-            map: "affinity",
-        },
-    );
-    let want = "0a000100666572727900000007000200643100007c01048024000180090001006d657461000000001400028008000200000000100800010000000001300001800b0001006c6f6f6b757000002000028008000200000000010c0001005f5f7365742564000800040000000012340001800c0001007061796c6f61640024000280080001000000000108000200000000010800030000000010080004000000000424000180090001006d657461000000001400028008000200000000100800010000000009340001800c0001007061796c6f61640024000280080001000000000a080002000000000208000300000000020800040000000002340001800c0001007061796c6f61640024000280080001000000000b0800020000000001080003000000000c0800040000000004340001800b0001006c6f6f6b7570000024000280080002000000000108000300000000010d000100616666696e6974790000000030000180080001006e617400240002800800010000000001080002000000000208000300000000010800050000000009";
-    assert_eq!(rule_message(&r, 0x12), hex(want));
-}
-
-#[test]
-fn pinned_dnat_through_the_node_port_pin_map() {
-    // meta l4proto { tcp, udp, sctp } dnat ip to meta l4proto . th dport . ip saddr
-    //   map @nodeport-affinity
-    let r = rule(
-        vec![],
-        RuleAction::PinnedDnat {
-            key: DnatKey::NodePort,
-            map: "nodeport-affinity",
-        },
-    );
-    let want = "0a000100666572727900000007000200643100005001048024000180090001006d657461000000001400028008000200000000100800010000000001300001800b0001006c6f6f6b757000002000028008000200000000010c0001005f5f736574256400080004000000001324000180090001006d657461000000001400028008000200000000100800010000000001340001800c0001007061796c6f616400240002800800010000000009080002000000000208000300000000020800040000000002340001800c0001007061796c6f61640024000280080001000000000a0800020000000001080003000000000c08000400000000043c0001800b0001006c6f6f6b757000002c00028008000200000000010800030000000001160001006e6f6465706f72742d616666696e69747900000030000180080001006e617400240002800800010000000001080002000000000208000300000000010800050000000009";
-    assert_eq!(rule_message(&r, 0x13), hex(want));
-}
-
-#[test]
-fn a_pin_for_a_service_ip_is_recorded_with_conntrack_s_original_destination() {
-    // meta l4proto { tcp, udp, sctp } update @affinity { ct original ip daddr . meta l4proto
-    //   . ct original proto-dst . ip saddr timeout 10800s : ip daddr . th dport }
-    let r = rule(
-        vec![],
-        RuleAction::RecordPin {
-            key: DnatKey::ServiceIp,
-            timeout: 10_800,
-            map: "affinity",
-        },
-    );
-    let want = "0a00010066657272790000000700020064310000b001048024000180090001006d657461000000001400028008000200000000100800010000000001300001800b0001006c6f6f6b757000002000028008000200000000010c0001005f5f73657425640008000400000000142800018007000100637400001c00028008000200000000140800010000000001050003000000000024000180090001006d6574610000000014000280080002000000001008000100000000092800018007000100637400001c000280080002000000000c080001000000000a0500030000000000340001800c0001007061796c6f61640024000280080001000000000b0800020000000001080003000000000c0800040000000004340001800c0001007061796c6f616400240002800800010000000002080002000000000108000300000000100800040000000004340001800c0001007061796c6f61640024000280080001000000000d080002000000000208000300000000020800040000000002480001800b00010064796e7365740000380002800800040000000001080005000000000208000300000000010c0006000000000000a4cb800d000100616666696e69747900000000";
-    assert_eq!(rule_message(&r, 0x14), hex(want));
-}
-
-#[test]
-fn a_pin_for_a_node_port_is_recorded_without_the_address() {
-    // meta l4proto { tcp, udp, sctp } update @nodeport-affinity { meta l4proto
-    //   . ct original proto-dst . ip saddr timeout 60s : ip daddr . th dport }
-    let r = rule(
-        vec![],
-        RuleAction::RecordPin {
-            key: DnatKey::NodePort,
-            timeout: 60,
-            map: "nodeport-affinity",
-        },
-    );
-    let want = "0a000100666572727900000007000200643100009001048024000180090001006d657461000000001400028008000200000000100800010000000001300001800b0001006c6f6f6b757000002000028008000200000000010c0001005f5f736574256400080004000000001524000180090001006d6574610000000014000280080002000000001008000100000000012800018007000100637400001c000280080002000000000c08000100000000090500030000000000340001800c0001007061796c6f61640024000280080001000000000a0800020000000001080003000000000c0800040000000004340001800c0001007061796c6f616400240002800800010000000002080002000000000108000300000000100800040000000004340001800c0001007061796c6f61640024000280080001000000000d080002000000000208000300000000020800040000000002500001800b00010064796e7365740000400002800800040000000001080005000000000208000300000000010c000600000000000000ea60160001006e6f6465706f72742d616666696e697479000000";
-    assert_eq!(rule_message(&r, 0x15), hex(want));
-}
-
-#[test]
-fn ipv6_pins_fit_the_registers() {
-    // nft 1.0.6 cannot generate these (an assertion on its register allocation); the kernel
-    // accepts them and nft lists them back (ferry-dataplane/tests/affinity_kernel.rs).
-    let mut b = Batch::new(1, IpFamily::V6, "ferry");
-    let record = |key| DispatchRule {
-        family: IpFamily::V6,
-        matches: vec![],
-        action: RuleAction::RecordPin {
-            key,
-            timeout: 5,
-            map: "affinity",
-        },
-    };
-    let dynset = |l: &Lowered<'_>| match l.exprs.last() {
-        Some(Expr::DynsetUpdate { key, data, .. }) => (*key, *data),
-        e => panic!("{e:?}"),
-    };
-    // Key: 16 + 4 + 4 + 16 bytes (NFT_REG32_00..09); data 16 + 4 right after it (10..14).
-    let ip = record(DnatKey::ServiceIp);
-    let lowered = b.lower(&ip);
-    assert_eq!(dynset(&lowered), (1, 8 + 10));
-    // Key: 4 + 4 + 16 bytes; data at the third 16-byte register.
-    let np = record(DnatKey::NodePort);
-    let lowered = b.lower(&np);
-    assert_eq!(dynset(&lowered), (1, 3));
 }
 
 #[test]
