@@ -187,7 +187,7 @@ impl ClusterSpec {
         let (_, target_port) = PORTS[i % PORTS.len()];
         let name = self.name(i);
         let mut slice = mk_slice(self.namespace(i), &name, target_port, endpoints);
-        slice.name = format!("{name}-{}", slice_suffix(i));
+        slice.name = format!("{name}-{}", slice_suffix(i)).into();
         slice
     }
 

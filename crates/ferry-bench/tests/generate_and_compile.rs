@@ -197,7 +197,7 @@ fn an_endpoint_change_recompiles_one_service_and_changes_elements_only() {
         panic!("an endpoint change must not need a full sync");
     };
     let name = touched.services.iter().next().expect("one service").clone();
-    assert_eq!(name.name, spec.name(i));
+    assert_eq!(&*name.name, spec.name(i));
 
     // The agent's per-service recompile equals that service in a full recompile.
     let (full, _) = compile(&state, &ctx, &cfg);

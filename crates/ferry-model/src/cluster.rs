@@ -4,7 +4,9 @@
 //! snapshots (node views, rulesets), never a reference into it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use crate::intern::Interner;
 use crate::{EndpointSlice, Node, ObjectRef, Service, ServiceName};
 
 /// A validated object, as sources deliver it.
@@ -24,8 +26,8 @@ impl Object {
         match self {
             Object::Service(s) => ObjectKey::Service(s.name.clone()),
             Object::EndpointSlice(s) => ObjectKey::EndpointSlice {
-                namespace: s.namespace.clone(),
-                name: s.name.clone(),
+                namespace: s.namespace.to_string(),
+                name: s.name.to_string(),
             },
             Object::Node(n) => ObjectKey::Node(n.name.clone()),
         }
@@ -83,13 +85,18 @@ impl Touched {
     }
 }
 
+/// `namespace`, `name` of a stored slice (the slice's own shared strings).
+type SliceKey = (Arc<str>, Arc<str>);
+
 /// The cluster as the sources last described it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
     services: BTreeMap<ServiceName, Service>,
-    slices: BTreeMap<(String, String), EndpointSlice>,
-    slices_by_service: BTreeMap<ServiceName, BTreeSet<(String, String)>>,
+    slices: BTreeMap<SliceKey, EndpointSlice>,
+    slices_by_service: BTreeMap<ServiceName, BTreeSet<SliceKey>>,
     nodes: BTreeMap<String, Node>,
+    /// Node, zone and hint names of the stored endpoints, one shared copy each.
+    names: Interner,
 }
 
 impl ClusterState {
@@ -103,13 +110,23 @@ impl ClusterState {
     pub fn apply(&mut self, object: Object) -> Touched {
         let mut touched = Touched::default();
         match object {
-            Object::Service(svc) => {
+            Object::Service(mut svc) => {
+                // Share the stored name's parts (the slices' index holds them too).
+                if let Some((name, _)) = self.slices_by_service.get_key_value(&svc.name) {
+                    svc.name = name.clone();
+                }
                 if self.services.get(&svc.name) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
                     self.services.insert(svc.name.clone(), svc);
                 }
             }
-            Object::EndpointSlice(slice) => {
+            Object::EndpointSlice(mut slice) => {
+                self.names.intern_slice(&mut slice);
+                slice.endpoints.shrink_to_fit();
+                slice.ports.shrink_to_fit();
+                if let Some((name, _)) = self.services.get_key_value(&slice.service) {
+                    slice.service = name.clone();
+                }
                 let key = (slice.namespace.clone(), slice.name.clone());
                 if self.slices.get(&key) == Some(&slice) {
                     return touched;
@@ -145,7 +162,7 @@ impl ClusterState {
                 }
             }
             ObjectKey::EndpointSlice { namespace, name } => {
-                let key = (namespace.clone(), name.clone());
+                let key: SliceKey = (namespace.as_str().into(), name.as_str().into());
                 if let Some(old) = self.slices.remove(&key) {
                     self.unindex(&old.service, &key);
                     touched.services.insert(old.service);
@@ -160,7 +177,7 @@ impl ClusterState {
         touched
     }
 
-    fn unindex(&mut self, service: &ServiceName, key: &(String, String)) {
+    fn unindex(&mut self, service: &ServiceName, key: &SliceKey) {
         if let Some(set) = self.slices_by_service.get_mut(service) {
             set.remove(key);
             if set.is_empty() {
@@ -176,8 +193,8 @@ impl ClusterState {
             .slices
             .keys()
             .map(|(namespace, name)| ObjectKey::EndpointSlice {
-                namespace: namespace.clone(),
-                name: name.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
             });
         let nodes = self.nodes.keys().cloned().map(ObjectKey::Node);
         services.chain(slices).chain(nodes).collect()

@@ -1,6 +1,7 @@
 //! EndpointSlices: where a Service's traffic may go.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::{IpFamily, Protocol, ServiceName};
 
@@ -28,6 +29,10 @@ impl Default for EndpointConditions {
 }
 
 /// One `endpoints[]` entry.
+///
+/// Kept compact, as a cluster holds one per pod and service: names are shared `Arc<str>`s
+/// ([`ClusterState`](crate::ClusterState) interns them, so the 100 000 endpoints of a large
+/// cluster point at a handful of node and zone names) and hint lists are boxed slices.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Endpoint {
     /// `addresses[0]`; upstream kube-proxy uses only the first address.
@@ -35,14 +40,14 @@ pub struct Endpoint {
     /// `conditions`.
     pub conditions: EndpointConditions,
     /// `nodeName`: the node the endpoint runs on.
-    pub node_name: Option<String>,
+    pub node_name: Option<Arc<str>>,
     /// `zone`.
-    pub zone: Option<String>,
+    pub zone: Option<Arc<str>>,
     /// `hints.forZones[].name`, when hints are set (topology-aware routing, `PreferClose` /
     /// `PreferSameZone`).
-    pub zone_hints: Option<Vec<String>>,
+    pub zone_hints: Option<Box<[Arc<str>]>>,
     /// `hints.forNodes[].name`, when hints are set (`trafficDistribution: PreferSameNode`).
-    pub node_hints: Option<Vec<String>>,
+    pub node_hints: Option<Box<[Arc<str>]>>,
 }
 
 /// One `ports[]` entry of a slice.
@@ -59,10 +64,10 @@ pub struct EndpointPort {
 /// A `discovery.k8s.io/v1` EndpointSlice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointSlice {
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
+    /// `metadata.namespace` (shared with the state's indexes).
+    pub namespace: Arc<str>,
+    /// `metadata.name` (shared with the state's indexes).
+    pub name: Arc<str>,
     /// The owning Service (label `kubernetes.io/service-name`).
     pub service: ServiceName,
     /// `addressType`.

@@ -85,7 +85,7 @@ pub fn mk_endpoint_with(
 pub fn mk_slice(ns: &str, svc: &str, port: u16, endpoints: Vec<Endpoint>) -> EndpointSlice {
     EndpointSlice {
         namespace: ns.into(),
-        name: format!("{svc}-abc"),
+        name: format!("{svc}-abc").into(),
         service: ServiceName::new(ns, svc),
         family: IpFamily::V4,
         ports: vec![EndpointPort {

@@ -11,6 +11,7 @@
 
 mod cluster;
 mod endpoint;
+mod intern;
 mod name;
 mod node;
 mod service;
@@ -18,6 +19,7 @@ mod view;
 
 pub use cluster::{ClusterState, Object, ObjectKey, Touched};
 pub use endpoint::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+pub use intern::Interner;
 pub use name::{ObjectRef, ServiceName, ServicePortName};
 pub use node::{Node, NodeAddress, NodeAddressType, NodeTaint, TO_BE_DELETED_TAINT};
 pub use service::{

@@ -295,10 +295,10 @@ fn collect_endpoints(
             let addr = SocketAddr::new(ep.address, port.port);
             by_addr.entry(addr).or_insert_with(|| EndpointView {
                 addr,
-                node_name: ep.node_name.clone(),
-                zone: ep.zone.clone(),
-                zone_hints: ep.zone_hints.clone().unwrap_or_default(),
-                node_hints: ep.node_hints.clone().unwrap_or_default(),
+                node_name: ep.node_name.as_deref().map(str::to_owned),
+                zone: ep.zone.as_deref().map(str::to_owned),
+                zone_hints: names(ep.zone_hints.as_deref()),
+                node_hints: names(ep.node_hints.as_deref()),
                 conditions: ep.conditions,
                 is_local: ep.node_name.as_deref() == Some(ctx.node_name.as_str()),
                 cluster: Err(Exclusion::SetUnused),
@@ -307,6 +307,14 @@ fn collect_endpoints(
         }
     }
     by_addr.into_values().collect()
+}
+
+/// Owned copies of a hint list (empty when unset).
+fn names(list: Option<&[std::sync::Arc<str>]>) -> Vec<String> {
+    list.unwrap_or_default()
+        .iter()
+        .map(|n| n.to_string())
+        .collect()
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
                             ready,
                             ..EndpointConditions::default()
                         },
-                        node_name: non_empty(a.node_name.as_deref()).map(str::to_owned),
+                        node_name: non_empty(a.node_name.as_deref()).map(Into::into),
                         zone: None,
                         zone_hints: None,
                         node_hints: None,
@@ -129,8 +129,8 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
         .into_iter()
         .enumerate()
         .map(|(n, g)| EndpointSlice {
-            namespace: object.namespace.clone(),
-            name: format!("{}-mirror-{n}", object.name),
+            namespace: object.namespace.as_str().into(),
+            name: format!("{}-mirror-{n}", object.name).into(),
             service: ServiceName::new(&object.namespace, &object.name),
             family: g.family,
             ports: g.ports,

@@ -1,5 +1,7 @@
 //! `discovery.k8s.io/v1 EndpointSlice` → [`ferry_model::EndpointSlice`].
 
+use std::sync::Arc;
+
 use ferry_model::{
     Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
 };
@@ -71,8 +73,8 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
         .collect::<Result<_, _>>()?;
 
     Ok(Some(EndpointSlice {
-        namespace: object.namespace.clone(),
-        name: object.name.clone(),
+        namespace: object.namespace.as_str().into(),
+        name: object.name.as_str().into(),
         service: ServiceName::new(&object.namespace, service),
         family,
         ports,
@@ -126,8 +128,8 @@ fn endpoint(
             serving: conditions.and_then(|c| c.serving).unwrap_or(true),
             terminating: conditions.and_then(|c| c.terminating).unwrap_or(false),
         },
-        node_name: non_empty(e.node_name.as_deref()).map(str::to_owned),
-        zone: non_empty(e.zone.as_deref()).map(str::to_owned),
+        node_name: non_empty(e.node_name.as_deref()).map(Arc::from),
+        zone: non_empty(e.zone.as_deref()).map(Arc::from),
         zone_hints: hints(
             e.hints.as_ref().and_then(|h| h.for_zones.as_ref()),
             |z| &z.name,
@@ -153,7 +155,7 @@ fn hints<T>(
     name: fn(&T) -> &String,
     object: &ObjectRef,
     field: &str,
-) -> Result<Option<Vec<String>>, InvalidObject> {
+) -> Result<Option<Box<[Arc<str>]>>, InvalidObject> {
     let Some(list) = list.filter(|l| !l.is_empty()) else {
         return Ok(None);
     };
@@ -164,17 +166,17 @@ fn hints<T>(
             format!("must have at most {MAX_HINTS} entries, got {}", list.len()),
         ));
     }
-    let mut names: Vec<String> = Vec::with_capacity(list.len());
+    let mut names: Vec<Arc<str>> = Vec::with_capacity(list.len());
     for (j, entry) in list.iter().enumerate() {
         let n = name(entry);
-        if names.contains(n) {
+        if names.iter().any(|m| **m == **n) {
             return Err(InvalidObject::new(
                 object,
                 format!("{field}[{j}].name"),
                 format!("duplicate value {n:?}"),
             ));
         }
-        names.push(n.clone());
+        names.push(Arc::from(n.as_str()));
     }
-    Ok(Some(names))
+    Ok(Some(names.into_boxed_slice()))
 }

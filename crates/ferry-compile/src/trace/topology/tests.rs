@@ -13,7 +13,7 @@ use crate::Plan;
 
 fn hinted(addr: &str, node: &str, zone: Option<&str>) -> Endpoint {
     Endpoint {
-        zone_hints: zone.map(|z| vec![z.to_owned()]),
+        zone_hints: zone.map(|z| [z].map(std::sync::Arc::from).into()),
         ..mk_endpoint(addr, node)
     }
 }

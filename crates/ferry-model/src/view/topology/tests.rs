@@ -83,8 +83,8 @@ struct Case {
     topology: Topology,
 }
 
-fn hints(list: &[&str]) -> Option<Vec<String>> {
-    (!list.is_empty()).then(|| list.iter().map(|s| (*s).to_owned()).collect())
+fn hints(list: &[&str]) -> Option<Box<[std::sync::Arc<str>]>> {
+    (!list.is_empty()).then(|| list.iter().map(|s| std::sync::Arc::from(*s)).collect())
 }
 
 fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {

@@ -1,5 +1,7 @@
 //! `convert::endpoint_slice`.
 
+use std::sync::Arc;
+
 use ferry_model::fixtures::{ip, mk_endpoint, mk_slice};
 use ferry_model::{EndpointConditions, EndpointPort, IpFamily, Protocol};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -114,7 +116,7 @@ fn zone_hints_and_trigger_time_are_kept() {
     assert_eq!(endpoint.zone.as_deref(), Some("z1"));
     assert_eq!(
         endpoint.zone_hints,
-        Some(vec!["z1".to_owned(), "z2".to_owned()])
+        Some(["z1", "z2"].map(Arc::from).into())
     );
     assert_eq!(
         converted.trigger_time.as_deref(),

@@ -1,5 +1,7 @@
 //! Topology fields: `endpoints[].hints` of a slice and `spec.trafficDistribution` of a Service.
 
+use std::sync::Arc;
+
 use ferry_model::TrafficDistribution;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -43,9 +45,9 @@ fn zone_and_node_hints_are_kept_in_order() {
     assert_eq!(eps[0].zone.as_deref(), Some("zone-a"));
     assert_eq!(
         eps[0].zone_hints,
-        Some(vec!["zone-a".to_owned(), "zone-c".to_owned()])
+        Some(["zone-a", "zone-c"].map(Arc::from).into())
     );
-    assert_eq!(eps[0].node_hints, Some(vec!["node-a1".to_owned()]));
+    assert_eq!(eps[0].node_hints, Some(["node-a1"].map(Arc::from).into()));
     assert_eq!(
         (eps[1].zone_hints.clone(), eps[1].node_hints.clone()),
         (None, None),
