@@ -50,7 +50,7 @@ fn the_generator_uses_realistic_unique_addresses() {
                 let IpAddr::V4(ip) = ep.address else {
                     panic!("IPv4 only")
                 };
-                let node = ep.node_name.as_deref().expect("endpoints have a node");
+                let node = ep.node_name().expect("endpoints have a node");
                 let idx: usize = node.trim_start_matches("node-").parse().expect("node-N");
                 let cidr = net(&format!("10.{}.0.0/14", 64 + 4 * idx));
                 assert!(cidr.contains(&ip), "{ip} on {node} is outside {cidr}");

@@ -93,7 +93,9 @@ type SliceKey = (Arc<str>, Arc<str>);
 pub struct ClusterState {
     services: BTreeMap<ServiceName, Service>,
     slices: BTreeMap<SliceKey, EndpointSlice>,
-    slices_by_service: BTreeMap<ServiceName, BTreeSet<SliceKey>>,
+    /// `(service, slice)` pairs: one flat set rather than a set per service, which would cost a
+    /// B-tree node (~400 bytes) for each service's single slice.
+    slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
     nodes: BTreeMap<String, Node>,
     /// Node, zone and hint names of the stored endpoints, one shared copy each.
     names: Interner,
@@ -111,10 +113,7 @@ impl ClusterState {
         let mut touched = Touched::default();
         match object {
             Object::Service(mut svc) => {
-                // Share the stored name's parts (the slices' index holds them too).
-                if let Some((name, _)) = self.slices_by_service.get_key_value(&svc.name) {
-                    svc.name = name.clone();
-                }
+                self.share_service_name(&mut svc.name);
                 if self.services.get(&svc.name) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
                     self.services.insert(svc.name.clone(), svc);
@@ -124,9 +123,8 @@ impl ClusterState {
                 self.names.intern_slice(&mut slice);
                 slice.endpoints.shrink_to_fit();
                 slice.ports.shrink_to_fit();
-                if let Some((name, _)) = self.services.get_key_value(&slice.service) {
-                    slice.service = name.clone();
-                }
+                self.share_service_name(&mut slice.service);
+                slice.namespace = self.names.intern(&slice.namespace);
                 let key = (slice.namespace.clone(), slice.name.clone());
                 if self.slices.get(&key) == Some(&slice) {
                     return touched;
@@ -137,9 +135,7 @@ impl ClusterState {
                 }
                 touched.services.insert(slice.service.clone());
                 self.slices_by_service
-                    .entry(slice.service.clone())
-                    .or_default()
-                    .insert(key.clone());
+                    .insert((slice.service.clone(), key.clone()));
                 self.slices.insert(key, slice);
             }
             Object::Node(node) => {
@@ -178,12 +174,28 @@ impl ClusterState {
     }
 
     fn unindex(&mut self, service: &ServiceName, key: &SliceKey) {
-        if let Some(set) = self.slices_by_service.get_mut(service) {
-            set.remove(key);
-            if set.is_empty() {
-                self.slices_by_service.remove(service);
-            }
+        self.slices_by_service.remove(&(service.clone(), key.clone()));
+    }
+
+    /// Points `name` at the strings the state already holds for it (its namespace interned,
+    /// the pair shared with the stored Service or its slices), so each name is stored once.
+    fn share_service_name(&mut self, name: &mut ServiceName) {
+        name.namespace = self.names.intern(&name.namespace);
+        if let Some((stored, _)) = self.services.get_key_value(name) {
+            *name = stored.clone();
+        } else if let Some((stored, _)) = self.index_of(name).next() {
+            let stored = stored.clone();
+            *name = stored;
         }
+    }
+
+    /// The index entries of one Service's slices, in slice order.
+    fn index_of(&self, name: &ServiceName) -> impl Iterator<Item = &(ServiceName, SliceKey)> {
+        let first: SliceKey = (Arc::from(""), Arc::from(""));
+        let name = name.clone();
+        self.slices_by_service
+            .range((name.clone(), first)..)
+            .take_while(move |(service, _)| *service == name)
     }
 
     /// Every stored key, sorted (used to compute deletions when a source resyncs).
@@ -212,11 +224,8 @@ impl ClusterState {
 
     /// The slices of one Service, sorted by slice name.
     pub fn slices_of<'a>(&'a self, name: &ServiceName) -> impl Iterator<Item = &'a EndpointSlice> {
-        self.slices_by_service
-            .get(name)
-            .into_iter()
-            .flatten()
-            .filter_map(move |key| self.slices.get(key))
+        self.index_of(name)
+            .filter_map(move |(_, key)| self.slices.get(key))
     }
 
     /// All slices.

@@ -3,58 +3,82 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::EndpointSlice;
+use crate::{EndpointLocation, EndpointSlice};
 
-/// A set of shared names: [`Interner::intern`] returns the stored `Arc<str>` equal to a name,
-/// so every endpoint on a node points at one allocation instead of its own `String`.
+/// Shared copies of repeated values: [`Interner::intern`] returns the stored `Arc` equal to a
+/// value (a namespace, an endpoint's location), so the objects that repeat it point at one
+/// allocation instead of holding their own.
 ///
-/// Names nobody else holds any more are dropped when the set has doubled since the last sweep,
-/// so a cluster whose nodes come and go does not grow it without bound.
+/// Values nobody else holds any more are dropped when a set has doubled since its last sweep,
+/// so a cluster whose nodes and namespaces come and go does not grow it without bound.
 #[derive(Debug, Clone, Default)]
 pub struct Interner {
-    names: HashSet<Arc<str>>,
+    names: Shared<str>,
+    locations: Shared<EndpointLocation>,
+}
+
+/// One set of shared values.
+#[derive(Debug)]
+struct Shared<T: ?Sized> {
+    values: HashSet<Arc<T>>,
     swept_at: usize,
+}
+
+impl<T: ?Sized> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Self {
+            values: self.values.clone(),
+            swept_at: self.swept_at,
+        }
+    }
+}
+
+impl<T: ?Sized> Default for Shared<T> {
+    fn default() -> Self {
+        Self {
+            values: HashSet::new(),
+            swept_at: 0,
+        }
+    }
+}
+
+impl<T: ?Sized + Eq + std::hash::Hash> Shared<T> {
+    fn intern(&mut self, value: &Arc<T>) -> Arc<T> {
+        if let Some(shared) = self.values.get(value) {
+            return Arc::clone(shared);
+        }
+        if self.values.len() >= 2 * self.swept_at.max(32) {
+            self.values.retain(|v| Arc::strong_count(v) > 1);
+            self.swept_at = self.values.len();
+        }
+        self.values.insert(Arc::clone(value));
+        Arc::clone(value)
+    }
 }
 
 impl Interner {
     /// The shared copy of `name` (stored on first use).
     pub fn intern(&mut self, name: &Arc<str>) -> Arc<str> {
-        if let Some(shared) = self.names.get(name) {
-            return Arc::clone(shared);
-        }
-        if self.names.len() >= 2 * self.swept_at.max(32) {
-            self.names.retain(|n| Arc::strong_count(n) > 1);
-            self.swept_at = self.names.len();
-        }
-        self.names.insert(Arc::clone(name));
-        Arc::clone(name)
+        self.names.intern(name)
     }
 
-    /// Replaces every name of `slice`'s endpoints by its shared copy.
+    /// Points every endpoint of `slice` at the shared copy of its location.
     pub fn intern_slice(&mut self, slice: &mut EndpointSlice) {
         for ep in slice.endpoints.iter_mut() {
-            for name in [&mut ep.node_name, &mut ep.zone].into_iter().flatten() {
-                *name = self.intern(name);
-            }
-            for list in [&mut ep.zone_hints, &mut ep.node_hints]
-                .into_iter()
-                .flatten()
-            {
-                for name in list.iter_mut() {
-                    *name = self.intern(name);
-                }
+            if let Some(location) = &mut ep.location {
+                *location = self.locations.intern(location);
             }
         }
     }
 
-    /// Number of names stored.
+    /// Number of names and locations stored.
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.names.values.len() + self.locations.values.len()
     }
 
-    /// True when no name is stored.
+    /// True when nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.len() == 0
     }
 }
 
@@ -64,7 +88,7 @@ mod tests {
     use crate::fixtures::{mk_endpoint, mk_slice};
 
     #[test]
-    fn endpoints_on_one_node_share_one_name() {
+    fn endpoints_on_one_node_share_one_location() {
         let mut slice = mk_slice(
             "default",
             "web",
@@ -77,14 +101,14 @@ mod tests {
         );
         let mut interner = Interner::default();
         interner.intern_slice(&mut slice);
-        let names: Vec<&Arc<str>> = slice
+        let locations: Vec<&Arc<EndpointLocation>> = slice
             .endpoints
             .iter()
-            .map(|e| e.node_name.as_ref().expect("a node name"))
+            .map(|e| e.location.as_ref().expect("a location"))
             .collect();
-        assert!(Arc::ptr_eq(names[0], names[1]));
-        assert!(!Arc::ptr_eq(names[0], names[2]));
-        assert_eq!(&**names[2], "node-b");
+        assert!(Arc::ptr_eq(locations[0], locations[1]));
+        assert!(!Arc::ptr_eq(locations[0], locations[2]));
+        assert_eq!(slice.endpoints[2].node_name(), Some("node-b"));
         assert_eq!(interner.len(), 2);
     }
 

@@ -295,12 +295,12 @@ fn collect_endpoints(
             let addr = SocketAddr::new(ep.address, port.port);
             by_addr.entry(addr).or_insert_with(|| EndpointView {
                 addr,
-                node_name: ep.node_name.as_deref().map(str::to_owned),
-                zone: ep.zone.as_deref().map(str::to_owned),
-                zone_hints: names(ep.zone_hints.as_deref()),
-                node_hints: names(ep.node_hints.as_deref()),
+                node_name: ep.node_name().map(str::to_owned),
+                zone: ep.zone().map(str::to_owned),
+                zone_hints: names(ep.zone_hints()),
+                node_hints: names(ep.node_hints()),
                 conditions: ep.conditions,
-                is_local: ep.node_name.as_deref() == Some(ctx.node_name.as_str()),
+                is_local: ep.node_name() == Some(ctx.node_name.as_str()),
                 cluster: Err(Exclusion::SetUnused),
                 local: Err(Exclusion::SetUnused),
             });

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
 };
 use k8s_openapi::api::core::v1 as k8s;
 
@@ -108,10 +108,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
                             ready,
                             ..EndpointConditions::default()
                         },
-                        node_name: non_empty(a.node_name.as_deref()).map(Into::into),
-                        zone: None,
-                        zone_hints: None,
-                        node_hints: None,
+                        location: EndpointLocation::on_node(non_empty(a.node_name.as_deref())),
                     });
                 }
             }

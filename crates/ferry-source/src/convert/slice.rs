@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
 };
 use k8s_openapi::api::discovery::v1 as k8s;
 
@@ -128,20 +128,23 @@ fn endpoint(
             serving: conditions.and_then(|c| c.serving).unwrap_or(true),
             terminating: conditions.and_then(|c| c.terminating).unwrap_or(false),
         },
-        node_name: non_empty(e.node_name.as_deref()).map(Arc::from),
-        zone: non_empty(e.zone.as_deref()).map(Arc::from),
-        zone_hints: hints(
-            e.hints.as_ref().and_then(|h| h.for_zones.as_ref()),
-            |z| &z.name,
-            object,
-            &format!("endpoints[{i}].hints.forZones"),
-        )?,
-        node_hints: hints(
-            e.hints.as_ref().and_then(|h| h.for_nodes.as_ref()),
-            |n| &n.name,
-            object,
-            &format!("endpoints[{i}].hints.forNodes"),
-        )?,
+        location: EndpointLocation {
+            node_name: non_empty(e.node_name.as_deref()).map(Arc::from),
+            zone: non_empty(e.zone.as_deref()).map(Arc::from),
+            zone_hints: hints(
+                e.hints.as_ref().and_then(|h| h.for_zones.as_ref()),
+                |z| &z.name,
+                object,
+                &format!("endpoints[{i}].hints.forZones"),
+            )?,
+            node_hints: hints(
+                e.hints.as_ref().and_then(|h| h.for_nodes.as_ref()),
+                |n| &n.name,
+                object,
+                &format!("endpoints[{i}].hints.forNodes"),
+            )?,
+        }
+        .shared(),
     })
 }
 

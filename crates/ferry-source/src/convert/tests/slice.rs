@@ -113,10 +113,10 @@ fn zone_hints_and_trigger_time_are_kept() {
         ip("10.0.0.1"),
         "first address only, like upstream"
     );
-    assert_eq!(endpoint.zone.as_deref(), Some("z1"));
+    assert_eq!(endpoint.zone(), Some("z1"));
     assert_eq!(
-        endpoint.zone_hints,
-        Some(["z1", "z2"].map(Arc::from).into())
+        endpoint.zone_hints(),
+        Some(&["z1", "z2"].map(Arc::from)[..])
     );
     assert_eq!(
         converted.trigger_time.as_deref(),

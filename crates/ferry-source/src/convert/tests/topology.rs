@@ -42,19 +42,19 @@ fn zone_and_node_hints_are_kept_in_order() {
     .expect("valid")
     .expect("not ignored");
     let eps = &converted.endpoints;
-    assert_eq!(eps[0].zone.as_deref(), Some("zone-a"));
+    assert_eq!(eps[0].zone(), Some("zone-a"));
     assert_eq!(
-        eps[0].zone_hints,
-        Some(["zone-a", "zone-c"].map(Arc::from).into())
+        eps[0].zone_hints(),
+        Some(&["zone-a", "zone-c"].map(Arc::from)[..])
     );
-    assert_eq!(eps[0].node_hints, Some(["node-a1"].map(Arc::from).into()));
+    assert_eq!(eps[0].node_hints(), Some(&["node-a1"].map(Arc::from)[..]));
     assert_eq!(
-        (eps[1].zone_hints.clone(), eps[1].node_hints.clone()),
+        (eps[1].zone_hints(), eps[1].node_hints()),
         (None, None),
         "empty lists are no hints, as upstream's Len() == 0"
     );
     assert_eq!(
-        (eps[2].zone_hints.clone(), eps[2].node_hints.clone()),
+        (eps[2].zone_hints(), eps[2].node_hints()),
         (None, None)
     );
 }
