@@ -174,7 +174,8 @@ impl ClusterState {
     }
 
     fn unindex(&mut self, service: &ServiceName, key: &SliceKey) {
-        self.slices_by_service.remove(&(service.clone(), key.clone()));
+        self.slices_by_service
+            .remove(&(service.clone(), key.clone()));
     }
 
     /// Points `name` at the strings the state already holds for it (its namespace interned,

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, Interner,
+    IpFamily, ObjectRef, ServiceName,
 };
 use k8s_openapi::api::discovery::v1 as k8s;
 
@@ -72,7 +73,7 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
         .map(|(i, e)| endpoint(e, family, &object, i))
         .collect::<Result<_, _>>()?;
 
-    Ok(Some(EndpointSlice {
+    let mut converted = EndpointSlice {
         namespace: object.namespace.as_str().into(),
         name: object.name.as_str().into(),
         service: ServiceName::new(&object.namespace, service),
@@ -85,7 +86,11 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
             .as_ref()
             .and_then(|a| a.get(ANNOTATION_TRIGGER_TIME))
             .cloned(),
-    }))
+    };
+    // Endpoints on the same node (with the same zone and hints) share one location from the
+    // start; the cluster state then shares it across slices.
+    Interner::default().intern_slice(&mut converted);
+    Ok(Some(converted))
 }
 
 /// One `endpoints[i]` entry.

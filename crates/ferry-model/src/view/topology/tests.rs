@@ -214,7 +214,10 @@ fn topology_exclusions_are_reported_per_endpoint() {
     let sp = two_zone_view(&mut two_zone_state(), "zone-a");
     assert_eq!(sp.endpoints[0].cluster, Ok(()));
     assert_eq!(sp.endpoints[1].cluster, Err(crate::Exclusion::Topology));
-    assert_eq!(sp.endpoints[1].zone_hints, vec!["zone-b".to_owned()]);
+    assert_eq!(
+        sp.endpoints[1].zone_hints,
+        vec![std::sync::Arc::from("zone-b")]
+    );
     assert!(sp.topology.narrows());
 }
 

@@ -53,10 +53,7 @@ fn zone_and_node_hints_are_kept_in_order() {
         (None, None),
         "empty lists are no hints, as upstream's Len() == 0"
     );
-    assert_eq!(
-        (eps[2].zone_hints(), eps[2].node_hints()),
-        (None, None)
-    );
+    assert_eq!((eps[2].zone_hints(), eps[2].node_hints()), (None, None));
 }
 
 #[test]
