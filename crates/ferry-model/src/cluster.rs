@@ -91,8 +91,10 @@ type SliceKey = (Arc<str>, Arc<str>);
 /// The cluster as the sources last described it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    services: BTreeMap<ServiceName, Service>,
-    slices: BTreeMap<SliceKey, EndpointSlice>,
+    // Values boxed: a B-tree node holds 11 entries and is often half full, so inline values
+    // (~150 bytes each) would leave more slack than a pointer does.
+    services: BTreeMap<ServiceName, Box<Service>>,
+    slices: BTreeMap<SliceKey, Box<EndpointSlice>>,
     /// `(service, slice)` pairs: one flat set rather than a set per service, which would cost a
     /// B-tree node (~400 bytes) for each service's single slice.
     slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
@@ -114,9 +116,9 @@ impl ClusterState {
         match object {
             Object::Service(mut svc) => {
                 self.share_service_name(&mut svc.name);
-                if self.services.get(&svc.name) != Some(&svc) {
+                if self.services.get(&svc.name).map(|s| &**s) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
-                    self.services.insert(svc.name.clone(), svc);
+                    self.services.insert(svc.name.clone(), Box::new(svc));
                 }
             }
             Object::EndpointSlice(mut slice) => {
@@ -126,7 +128,7 @@ impl ClusterState {
                 self.share_service_name(&mut slice.service);
                 slice.namespace = self.names.intern(&slice.namespace);
                 let key = (slice.namespace.clone(), slice.name.clone());
-                if self.slices.get(&key) == Some(&slice) {
+                if self.slices.get(&key).map(|s| &**s) == Some(&slice) {
                     return touched;
                 }
                 if let Some(old) = self.slices.remove(&key) {
@@ -136,7 +138,7 @@ impl ClusterState {
                 touched.services.insert(slice.service.clone());
                 self.slices_by_service
                     .insert((slice.service.clone(), key.clone()));
-                self.slices.insert(key, slice);
+                self.slices.insert(key, Box::new(slice));
             }
             Object::Node(node) => {
                 if self.nodes.get(&node.name) != Some(&node) {
@@ -215,23 +217,23 @@ impl ClusterState {
 
     /// All Services, sorted by name.
     pub fn services(&self) -> impl Iterator<Item = &Service> {
-        self.services.values()
+        self.services.values().map(|s| &**s)
     }
 
     /// One Service.
     pub fn service(&self, name: &ServiceName) -> Option<&Service> {
-        self.services.get(name)
+        self.services.get(name).map(|s| &**s)
     }
 
     /// The slices of one Service, sorted by slice name.
     pub fn slices_of<'a>(&'a self, name: &ServiceName) -> impl Iterator<Item = &'a EndpointSlice> {
         self.index_of(name)
-            .filter_map(move |(_, key)| self.slices.get(key))
+            .filter_map(move |(_, key)| self.slices.get(key).map(|s| &**s))
     }
 
     /// All slices.
     pub fn slices(&self) -> impl Iterator<Item = &EndpointSlice> {
-        self.slices.values()
+        self.slices.values().map(|s| &**s)
     }
 
     /// One Node.
