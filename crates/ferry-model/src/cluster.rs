@@ -99,7 +99,7 @@ pub struct ClusterState {
     /// B-tree node (~400 bytes) for each service's single slice.
     slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
     nodes: BTreeMap<String, Node>,
-    /// Node, zone and hint names of the stored endpoints, one shared copy each.
+    /// Namespaces and endpoint locations (node, zone, hints), one shared copy each.
     names: Interner,
 }
 

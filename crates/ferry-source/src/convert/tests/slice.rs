@@ -214,3 +214,21 @@ fn endpoint_address_of_the_wrong_family_is_rejected() {
         "must be an IPv4 address",
     );
 }
+
+#[test]
+fn endpoints_on_one_node_share_their_location() {
+    let converted = endpoint_slice(&slice(json!({"endpoints": [
+        {"addresses": ["10.0.0.1"], "nodeName": "node-a"},
+        {"addresses": ["10.0.0.2"], "nodeName": "node-b"},
+        {"addresses": ["10.0.0.3"], "nodeName": "node-a"},
+        {"addresses": ["10.0.0.4"]},
+    ]})))
+    .expect("valid")
+    .expect("not ignored");
+    let eps = &converted.endpoints;
+    let location = |i: usize| eps[i].location.as_ref().expect("a location");
+    assert!(Arc::ptr_eq(location(0), location(2)));
+    assert!(!Arc::ptr_eq(location(0), location(1)));
+    assert_eq!(eps[2].node_name(), Some("node-a"));
+    assert_eq!(eps[3].location, None, "no node, zone or hints: no location");
+}
