@@ -18,7 +18,7 @@ use std::net::Ipv4Addr;
 
 use anyhow::ensure;
 use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
-use ferry_model::{EndpointSlice, Object, Service, TrafficPolicy};
+use ferry_model::{EndpointSlice, Interner, Object, Service, TrafficPolicy};
 
 /// The node whose rules the benchmark compiles and applies.
 pub const BENCH_NODE: &str = "node-1";
@@ -187,7 +187,9 @@ impl ClusterSpec {
         let (_, target_port) = PORTS[i % PORTS.len()];
         let name = self.name(i);
         let mut slice = mk_slice(self.namespace(i), &name, target_port, endpoints);
-        slice.name = format!("{name}-{}", slice_suffix(i));
+        slice.name = format!("{name}-{}", slice_suffix(i)).into();
+        // What ferry-source's conversion delivers: one location per node within a slice.
+        Interner::default().intern_slice(&mut slice);
         slice
     }
 

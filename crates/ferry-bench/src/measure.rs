@@ -58,6 +58,8 @@ pub fn run(
     let ctx = node_context();
     let cfg = compile_config()?;
 
+    // The process before any object exists (binary, libraries, runtime).
+    let rss_start = memory_mib("VmRSS:")?;
     // Generate the cluster and load it into the state (what the sources' first resync does).
     let t = Instant::now();
     let objects = spec.objects();
@@ -71,6 +73,7 @@ pub fn run(
         ("m", spec.endpoints.to_string()),
         ("gen_ms", f2(ms(gen))),
         ("load_ms", f2(ms(load))),
+        ("rss_start_mib", f2(rss_start)),
         ("rss_loaded_mib", f2(memory_mib("VmRSS:")?)),
         ("hwm_generated_mib", f2(memory_mib("VmHWM:")?)),
     ]);

@@ -182,6 +182,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
                     "resync_compile_ms",
                     "resync_nft_ms",
                     "nft_rss_mib",
+                    "rss_start_mib",
                     "rss_loaded_mib",
                     "hwm_generated_mib",
                     "agent_compile_ms",
@@ -215,6 +216,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
             "resync: compile",
             "resync: nft",
             "nft peak RSS MiB",
+            "RSS start",
             "RSS loaded",
             "HWM generator",
             "agent compile",
@@ -239,8 +241,9 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
          end, reset after the generator and the staged compile runs (nftables: so it is the\n  \
          agent's path: state + NodeCompiler::full + syncs); HWM generator = the peak before that reset;\n  agent compile = NodeCompiler::full, ms (the ruleset the full sync applies); \
          nft peak RSS (nftables) = the nft tool's\n  VmHWM polled while it applies the skeleton \
-         to the loaded table (iptables: largest child, getrusage);\n  RSS loaded = VmRSS with the state \
-         loaded; HWM compiled/full/incr = VmHWM after compiling, the full sync, the \
+         to the loaded table (iptables: largest child, getrusage);\n  RSS start = VmRSS before the cluster \
+         is generated (binary, libraries);\n  RSS loaded = VmRSS with the state loaded (also holds \
+         the generator's freed memory, which the compile reuses); HWM compiled/full/incr = VmHWM after compiling, the full sync, the \
          incremental syncs (MiB)."
     );
     for o in outcomes {

@@ -50,7 +50,7 @@ fn the_generator_uses_realistic_unique_addresses() {
                 let IpAddr::V4(ip) = ep.address else {
                     panic!("IPv4 only")
                 };
-                let node = ep.node_name.as_deref().expect("endpoints have a node");
+                let node = ep.node_name().expect("endpoints have a node");
                 let idx: usize = node.trim_start_matches("node-").parse().expect("node-N");
                 let cidr = net(&format!("10.{}.0.0/14", 64 + 4 * idx));
                 assert!(cidr.contains(&ip), "{ip} on {node} is outside {cidr}");
@@ -198,7 +198,7 @@ fn an_endpoint_change_recompiles_one_service_and_changes_elements_only() {
         panic!("an endpoint change must not need a full sync");
     };
     let name = touched.services.iter().next().expect("one service").clone();
-    assert_eq!(name.name, spec.name(i));
+    assert_eq!(&*name.name, spec.name(i));
 
     // The agent's per-service recompile equals that service in a full recompile.
     let (full, _) = compile(&state, &ctx, &cfg);

@@ -4,7 +4,9 @@
 //! snapshots (node views, rulesets), never a reference into it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use crate::intern::Interner;
 use crate::{EndpointSlice, Node, ObjectRef, Service, ServiceName};
 
 /// A validated object, as sources deliver it.
@@ -24,8 +26,8 @@ impl Object {
         match self {
             Object::Service(s) => ObjectKey::Service(s.name.clone()),
             Object::EndpointSlice(s) => ObjectKey::EndpointSlice {
-                namespace: s.namespace.clone(),
-                name: s.name.clone(),
+                namespace: s.namespace.to_string(),
+                name: s.name.to_string(),
             },
             Object::Node(n) => ObjectKey::Node(n.name.clone()),
         }
@@ -83,13 +85,22 @@ impl Touched {
     }
 }
 
+/// `namespace`, `name` of a stored slice (the slice's own shared strings).
+type SliceKey = (Arc<str>, Arc<str>);
+
 /// The cluster as the sources last described it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    services: BTreeMap<ServiceName, Service>,
-    slices: BTreeMap<(String, String), EndpointSlice>,
-    slices_by_service: BTreeMap<ServiceName, BTreeSet<(String, String)>>,
+    // Values boxed: a B-tree node holds 11 entries and is often half full, so inline values
+    // (~150 bytes each) would leave more slack than a pointer does.
+    services: BTreeMap<ServiceName, Box<Service>>,
+    slices: BTreeMap<SliceKey, Box<EndpointSlice>>,
+    /// `(service, slice)` pairs: one flat set rather than a set per service, which would cost a
+    /// B-tree node (~400 bytes) for each service's single slice.
+    slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
     nodes: BTreeMap<String, Node>,
+    /// Namespaces and endpoint locations (node, zone, hints), one shared copy each.
+    names: Interner,
 }
 
 impl ClusterState {
@@ -103,15 +114,21 @@ impl ClusterState {
     pub fn apply(&mut self, object: Object) -> Touched {
         let mut touched = Touched::default();
         match object {
-            Object::Service(svc) => {
-                if self.services.get(&svc.name) != Some(&svc) {
+            Object::Service(mut svc) => {
+                self.share_service_name(&mut svc.name);
+                if self.services.get(&svc.name).map(|s| &**s) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
-                    self.services.insert(svc.name.clone(), svc);
+                    self.services.insert(svc.name.clone(), Box::new(svc));
                 }
             }
-            Object::EndpointSlice(slice) => {
+            Object::EndpointSlice(mut slice) => {
+                self.names.intern_slice(&mut slice);
+                slice.endpoints.shrink_to_fit();
+                slice.ports.shrink_to_fit();
+                self.share_service_name(&mut slice.service);
+                slice.namespace = self.names.intern(&slice.namespace);
                 let key = (slice.namespace.clone(), slice.name.clone());
-                if self.slices.get(&key) == Some(&slice) {
+                if self.slices.get(&key).map(|s| &**s) == Some(&slice) {
                     return touched;
                 }
                 if let Some(old) = self.slices.remove(&key) {
@@ -120,10 +137,8 @@ impl ClusterState {
                 }
                 touched.services.insert(slice.service.clone());
                 self.slices_by_service
-                    .entry(slice.service.clone())
-                    .or_default()
-                    .insert(key.clone());
-                self.slices.insert(key, slice);
+                    .insert((slice.service.clone(), key.clone()));
+                self.slices.insert(key, Box::new(slice));
             }
             Object::Node(node) => {
                 if self.nodes.get(&node.name) != Some(&node) {
@@ -145,7 +160,7 @@ impl ClusterState {
                 }
             }
             ObjectKey::EndpointSlice { namespace, name } => {
-                let key = (namespace.clone(), name.clone());
+                let key: SliceKey = (namespace.as_str().into(), name.as_str().into());
                 if let Some(old) = self.slices.remove(&key) {
                     self.unindex(&old.service, &key);
                     touched.services.insert(old.service);
@@ -160,13 +175,30 @@ impl ClusterState {
         touched
     }
 
-    fn unindex(&mut self, service: &ServiceName, key: &(String, String)) {
-        if let Some(set) = self.slices_by_service.get_mut(service) {
-            set.remove(key);
-            if set.is_empty() {
-                self.slices_by_service.remove(service);
-            }
+    fn unindex(&mut self, service: &ServiceName, key: &SliceKey) {
+        self.slices_by_service
+            .remove(&(service.clone(), key.clone()));
+    }
+
+    /// Points `name` at the strings the state already holds for it (its namespace interned,
+    /// the pair shared with the stored Service or its slices), so each name is stored once.
+    fn share_service_name(&mut self, name: &mut ServiceName) {
+        name.namespace = self.names.intern(&name.namespace);
+        if let Some((stored, _)) = self.services.get_key_value(name) {
+            *name = stored.clone();
+        } else if let Some((stored, _)) = self.index_of(name).next() {
+            let stored = stored.clone();
+            *name = stored;
         }
+    }
+
+    /// The index entries of one Service's slices, in slice order.
+    fn index_of(&self, name: &ServiceName) -> impl Iterator<Item = &(ServiceName, SliceKey)> {
+        let first: SliceKey = (Arc::from(""), Arc::from(""));
+        let name = name.clone();
+        self.slices_by_service
+            .range((name.clone(), first)..)
+            .take_while(move |(service, _)| *service == name)
     }
 
     /// Every stored key, sorted (used to compute deletions when a source resyncs).
@@ -176,8 +208,8 @@ impl ClusterState {
             .slices
             .keys()
             .map(|(namespace, name)| ObjectKey::EndpointSlice {
-                namespace: namespace.clone(),
-                name: name.clone(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
             });
         let nodes = self.nodes.keys().cloned().map(ObjectKey::Node);
         services.chain(slices).chain(nodes).collect()
@@ -185,26 +217,23 @@ impl ClusterState {
 
     /// All Services, sorted by name.
     pub fn services(&self) -> impl Iterator<Item = &Service> {
-        self.services.values()
+        self.services.values().map(|s| &**s)
     }
 
     /// One Service.
     pub fn service(&self, name: &ServiceName) -> Option<&Service> {
-        self.services.get(name)
+        self.services.get(name).map(|s| &**s)
     }
 
     /// The slices of one Service, sorted by slice name.
     pub fn slices_of<'a>(&'a self, name: &ServiceName) -> impl Iterator<Item = &'a EndpointSlice> {
-        self.slices_by_service
-            .get(name)
-            .into_iter()
-            .flatten()
-            .filter_map(move |key| self.slices.get(key))
+        self.index_of(name)
+            .filter_map(move |(_, key)| self.slices.get(key).map(|s| &**s))
     }
 
     /// All slices.
     pub fn slices(&self) -> impl Iterator<Item = &EndpointSlice> {
-        self.slices.values()
+        self.slices.values().map(|s| &**s)
     }
 
     /// One Node.

@@ -56,11 +56,20 @@ pub fn mk_endpoint(addr: &str, node: &str) -> Endpoint {
     Endpoint {
         address: ip(addr),
         conditions: EndpointConditions::default(),
-        node_name: Some(node.into()),
-        zone: None,
-        zone_hints: None,
-        node_hints: None,
+        location: crate::EndpointLocation::on_node(Some(node)),
     }
+}
+
+/// `ep` with hints: `hints.forZones` `zones` and `hints.forNodes` `nodes` (empty: unset).
+pub fn with_hints(mut ep: Endpoint, zones: &[&str], nodes: &[&str]) -> Endpoint {
+    let list = |names: &[&str]| {
+        (!names.is_empty()).then(|| names.iter().map(|n| std::sync::Arc::from(*n)).collect())
+    };
+    let mut location = ep.location.as_deref().cloned().unwrap_or_default();
+    location.zone_hints = list(zones);
+    location.node_hints = list(nodes);
+    ep.location = location.shared();
+    ep
 }
 
 /// An endpoint with explicit conditions.
@@ -85,7 +94,7 @@ pub fn mk_endpoint_with(
 pub fn mk_slice(ns: &str, svc: &str, port: u16, endpoints: Vec<Endpoint>) -> EndpointSlice {
     EndpointSlice {
         namespace: ns.into(),
-        name: format!("{svc}-abc"),
+        name: format!("{svc}-abc").into(),
         service: ServiceName::new(ns, svc),
         family: IpFamily::V4,
         ports: vec![EndpointPort {

@@ -11,13 +11,15 @@
 
 mod cluster;
 mod endpoint;
+mod intern;
 mod name;
 mod node;
 mod service;
 mod view;
 
 pub use cluster::{ClusterState, Object, ObjectKey, Touched};
-pub use endpoint::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+pub use endpoint::{Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice};
+pub use intern::Interner;
 pub use name::{ObjectRef, ServiceName, ServicePortName};
 pub use node::{Node, NodeAddress, NodeAddressType, NodeTaint, TO_BE_DELETED_TAINT};
 pub use service::{

@@ -1,24 +1,28 @@
 //! Names that identify objects and service ports.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::Protocol;
 
 /// `namespace/name` of a Service.
+///
+/// The parts are shared `Arc<str>`s: the state, its indexes, node views and compiled rules all
+/// hold a copy of a Service's name, and cloning one only bumps two counters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ServiceName {
     /// Kubernetes namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Object name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl ServiceName {
     /// Builds a service name.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl AsRef<str>, name: impl AsRef<str>) -> Self {
         Self {
-            namespace: namespace.into(),
-            name: name.into(),
+            namespace: namespace.as_ref().into(),
+            name: name.as_ref().into(),
         }
     }
 }

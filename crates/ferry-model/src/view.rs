@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -52,14 +53,14 @@ pub enum Exclusion {
 pub struct EndpointView {
     /// Endpoint address and port (the resolved target port).
     pub addr: SocketAddr,
-    /// `nodeName`.
-    pub node_name: Option<String>,
+    /// `nodeName` (shared with the state's endpoint, as are the other names).
+    pub node_name: Option<Arc<str>>,
     /// `zone`.
-    pub zone: Option<String>,
+    pub zone: Option<Arc<str>>,
     /// `hints.forZones[].name` (empty: no zone hint).
-    pub zone_hints: Vec<String>,
+    pub zone_hints: Vec<Arc<str>>,
     /// `hints.forNodes[].name` (empty: no node hint).
-    pub node_hints: Vec<String>,
+    pub node_hints: Vec<Arc<str>>,
     /// Conditions, defaulted.
     pub conditions: EndpointConditions,
     /// On this node.
@@ -293,14 +294,15 @@ fn collect_endpoints(
                 continue;
             }
             let addr = SocketAddr::new(ep.address, port.port);
+            let location = ep.location.as_deref();
             by_addr.entry(addr).or_insert_with(|| EndpointView {
                 addr,
-                node_name: ep.node_name.clone(),
-                zone: ep.zone.clone(),
-                zone_hints: ep.zone_hints.clone().unwrap_or_default(),
-                node_hints: ep.node_hints.clone().unwrap_or_default(),
+                node_name: location.and_then(|l| l.node_name.clone()),
+                zone: location.and_then(|l| l.zone.clone()),
+                zone_hints: ep.zone_hints().map(<[_]>::to_vec).unwrap_or_default(),
+                node_hints: ep.node_hints().map(<[_]>::to_vec).unwrap_or_default(),
                 conditions: ep.conditions,
-                is_local: ep.node_name.as_deref() == Some(ctx.node_name.as_str()),
+                is_local: ep.node_name() == Some(ctx.node_name.as_str()),
                 cluster: Err(Exclusion::SetUnused),
                 local: Err(Exclusion::SetUnused),
             });

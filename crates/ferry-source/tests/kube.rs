@@ -195,7 +195,7 @@ async fn an_invalid_update_is_skipped_and_the_last_good_version_kept() {
         .apply(objects::service("dev", "new", "10.96.0.12", 80, 8080));
     let ev = h.next().await;
     assert!(
-        matches!(&ev, SourceEvent::Apply(Object::Service(s)) if s.name.name == "new"),
+        matches!(&ev, SourceEvent::Apply(Object::Service(s)) if &*s.name.name == "new"),
         "the invalid update emits nothing: {ev:?}"
     );
     assert!(h.state.contains_key(&svc_key("web")));

@@ -204,7 +204,7 @@ fn to_json(t: &Trace, backend: Backend) -> Value {
         "node": t.node,
         "origin": t.origin.to_string(),
         "service": t.service.as_ref().map(|s| json!({
-            "namespace": s.service.namespace, "name": s.service.name, "port": s.port,
+            "namespace": &*s.service.namespace, "name": &*s.service.name, "port": s.port,
         })),
         "frontend": t.frontend.map(|f| match f {
             Frontend::ClusterIp => "ClusterIP",

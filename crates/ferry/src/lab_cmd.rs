@@ -125,16 +125,16 @@ fn pods(objects: &[Object], nodes: &[NodeSpec]) -> Vec<(String, String, Ipv4Addr
             .find(|p| p.protocol == Protocol::Tcp)
             .map_or(80, |p| p.port);
         for ep in &s.endpoints {
-            let (IpAddr::V4(ip), Some(node)) = (ep.address, &ep.node_name) else {
+            let (IpAddr::V4(ip), Some(node)) = (ep.address, ep.node_name()) else {
                 continue;
             };
-            if !nodes.iter().any(|n| &n.name == node) || out.iter().any(|p| p.2 == ip) {
+            if !nodes.iter().any(|n| n.name == node) || out.iter().any(|p| p.2 == ip) {
                 continue;
             }
             let o = ip.octets();
             out.push((
                 format!("{}-{}-{}", s.service.name, o[2], o[3]),
-                node.clone(),
+                node.to_string(),
                 ip,
                 port,
             ));

@@ -42,7 +42,7 @@ pub(super) fn candidates(
             };
             Candidate {
                 addr: e.addr,
-                node: e.node_name.clone(),
+                node: e.node_name.as_deref().map(str::to_owned),
                 excluded,
             }
         })

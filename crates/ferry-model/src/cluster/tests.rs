@@ -34,3 +34,46 @@ fn deleting_a_slice_touches_its_service_and_unindexes_it() {
     assert!(state.delete(&key).is_empty());
     assert_eq!(state.keys(), vec![]);
 }
+
+#[test]
+fn stored_objects_share_names_and_locations() {
+    let mut state = ClusterState::new();
+    let web = ServiceName::new("dev", "web");
+    // The slice arrives first, then its Service, then a second slice on the same nodes.
+    let first = mk_slice(
+        "dev",
+        "web",
+        80,
+        vec![
+            mk_endpoint("10.0.0.2", "node-a"),
+            mk_endpoint("10.0.0.3", "node-b"),
+        ],
+    );
+    state.apply(Object::EndpointSlice(first));
+    state.apply(Object::Service(mk_service("dev", "web", "10.96.0.10", 80)));
+    let mut second = mk_slice("dev", "web", 80, vec![mk_endpoint("10.0.0.4", "node-a")]);
+    second.name = "web-second".into();
+    state.apply(Object::EndpointSlice(second));
+
+    let svc = state.service(&web).expect("stored");
+    let slices: Vec<&EndpointSlice> = state.slices_of(&web).collect();
+    assert_eq!(slices.len(), 2);
+    for slice in &slices {
+        assert!(Arc::ptr_eq(&slice.service.name, &svc.name.name));
+        assert!(Arc::ptr_eq(&slice.namespace, &svc.name.namespace));
+    }
+    let location = |slice: &EndpointSlice, i: usize| {
+        Arc::clone(slice.endpoints[i].location.as_ref().expect("a location"))
+    };
+    let (a1, b, a2) = (
+        location(slices[0], 0),
+        location(slices[0], 1),
+        location(slices[1], 0),
+    );
+    assert!(
+        Arc::ptr_eq(&a1, &a2),
+        "node-a's endpoints share one location"
+    );
+    assert!(!Arc::ptr_eq(&a1, &b));
+    assert_eq!(slices[1].endpoints[0].node_name(), Some("node-a"));
+}

@@ -9,6 +9,7 @@
 //! least one is for this node (or zone); otherwise every ready endpoint is used.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::EndpointView;
 
@@ -52,8 +53,8 @@ impl Topology {
     /// Whether a ready endpoint may be used under this decision.
     pub fn admits(&self, e: &EndpointView, node_name: &str) -> bool {
         match self {
-            Topology::SameNode => e.node_hints.iter().any(|n| n == node_name),
-            Topology::SameZone(zone) => e.zone_hints.iter().any(|z| z == zone),
+            Topology::SameNode => e.node_hints.iter().any(|n| **n == *node_name),
+            Topology::SameZone(zone) => e.zone_hints.iter().any(|z| **z == **zone),
             Topology::Unused | Topology::NoHints | Topology::Ignored(_) => true,
         }
     }
@@ -68,18 +69,21 @@ pub(super) fn decide(eps: &[EndpointView], node_name: &str, zone: Option<&str>) 
         return Topology::NoHints;
     }
     let all_have =
-        |hints: fn(&EndpointView) -> &[String]| ready.iter().all(|e| !hints(e).is_empty());
+        |hints: fn(&EndpointView) -> &[Arc<str>]| ready.iter().all(|e| !hints(e).is_empty());
     if all_have(node_hints)
         && ready
             .iter()
-            .any(|e| e.node_hints.iter().any(|n| n == node_name))
+            .any(|e| e.node_hints.iter().any(|n| **n == *node_name))
     {
         return Topology::SameNode;
     }
     if all_have(zone_hints) {
         // Upstream reads a missing label as the empty string and compares it like any other.
         let zone = zone.unwrap_or("");
-        return if ready.iter().any(|e| e.zone_hints.iter().any(|h| h == zone)) {
+        return if ready
+            .iter()
+            .any(|e| e.zone_hints.iter().any(|h| **h == *zone))
+        {
             Topology::SameZone(zone.to_owned())
         } else if zone.is_empty() {
             Topology::Ignored(HintsIgnored::NodeWithoutZone)
@@ -89,7 +93,7 @@ pub(super) fn decide(eps: &[EndpointView], node_name: &str, zone: Option<&str>) 
     }
     // Zone hints are not usable: say why, preferring the zone-level reason (what upstream
     // logs last), then the node-level one.
-    let missing = |hints: fn(&EndpointView) -> &[String]| {
+    let missing = |hints: fn(&EndpointView) -> &[Arc<str>]| {
         let some_have = ready.iter().any(|e| !hints(e).is_empty());
         let first_without = ready.iter().find(|e| hints(e).is_empty());
         first_without.filter(|_| some_have).map(|e| e.addr)
@@ -106,11 +110,11 @@ pub(super) fn decide(eps: &[EndpointView], node_name: &str, zone: Option<&str>) 
     }
 }
 
-fn node_hints(e: &EndpointView) -> &[String] {
+fn node_hints(e: &EndpointView) -> &[Arc<str>] {
     &e.node_hints
 }
 
-fn zone_hints(e: &EndpointView) -> &[String] {
+fn zone_hints(e: &EndpointView) -> &[Arc<str>] {
     &e.zone_hints
 }
 

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, Interner,
+    IpFamily, ObjectRef, ServiceName,
 };
 use k8s_openapi::api::core::v1 as k8s;
 
@@ -108,10 +109,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
                             ready,
                             ..EndpointConditions::default()
                         },
-                        node_name: non_empty(a.node_name.as_deref()).map(str::to_owned),
-                        zone: None,
-                        zone_hints: None,
-                        node_hints: None,
+                        location: EndpointLocation::on_node(non_empty(a.node_name.as_deref())),
                     });
                 }
             }
@@ -128,14 +126,19 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
     Ok(groups
         .into_iter()
         .enumerate()
-        .map(|(n, g)| EndpointSlice {
-            namespace: object.namespace.clone(),
-            name: format!("{}-mirror-{n}", object.name),
-            service: ServiceName::new(&object.namespace, &object.name),
-            family: g.family,
-            ports: g.ports,
-            endpoints: g.endpoints,
-            trigger_time: None,
+        .map(|(n, g)| {
+            let mut slice = EndpointSlice {
+                namespace: object.namespace.as_str().into(),
+                name: format!("{}-mirror-{n}", object.name).into(),
+                service: ServiceName::new(&object.namespace, &object.name),
+                family: g.family,
+                ports: g.ports,
+                endpoints: g.endpoints,
+                trigger_time: None,
+            };
+            // One shared location per node, as for EndpointSlices.
+            Interner::default().intern_slice(&mut slice);
+            slice
         })
         .collect())
 }

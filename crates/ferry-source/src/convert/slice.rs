@@ -1,7 +1,10 @@
 //! `discovery.k8s.io/v1 EndpointSlice` → [`ferry_model::EndpointSlice`].
 
+use std::sync::Arc;
+
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointPort, EndpointSlice, IpFamily, ObjectRef, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, Interner,
+    IpFamily, ObjectRef, ServiceName,
 };
 use k8s_openapi::api::discovery::v1 as k8s;
 
@@ -70,9 +73,9 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
         .map(|(i, e)| endpoint(e, family, &object, i))
         .collect::<Result<_, _>>()?;
 
-    Ok(Some(EndpointSlice {
-        namespace: object.namespace.clone(),
-        name: object.name.clone(),
+    let mut converted = EndpointSlice {
+        namespace: object.namespace.as_str().into(),
+        name: object.name.as_str().into(),
         service: ServiceName::new(&object.namespace, service),
         family,
         ports,
@@ -83,7 +86,11 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
             .as_ref()
             .and_then(|a| a.get(ANNOTATION_TRIGGER_TIME))
             .cloned(),
-    }))
+    };
+    // Endpoints on the same node (with the same zone and hints) share one location from the
+    // start; the cluster state then shares it across slices.
+    Interner::default().intern_slice(&mut converted);
+    Ok(Some(converted))
 }
 
 /// One `endpoints[i]` entry.
@@ -126,20 +133,23 @@ fn endpoint(
             serving: conditions.and_then(|c| c.serving).unwrap_or(true),
             terminating: conditions.and_then(|c| c.terminating).unwrap_or(false),
         },
-        node_name: non_empty(e.node_name.as_deref()).map(str::to_owned),
-        zone: non_empty(e.zone.as_deref()).map(str::to_owned),
-        zone_hints: hints(
-            e.hints.as_ref().and_then(|h| h.for_zones.as_ref()),
-            |z| &z.name,
-            object,
-            &format!("endpoints[{i}].hints.forZones"),
-        )?,
-        node_hints: hints(
-            e.hints.as_ref().and_then(|h| h.for_nodes.as_ref()),
-            |n| &n.name,
-            object,
-            &format!("endpoints[{i}].hints.forNodes"),
-        )?,
+        location: EndpointLocation {
+            node_name: non_empty(e.node_name.as_deref()).map(Arc::from),
+            zone: non_empty(e.zone.as_deref()).map(Arc::from),
+            zone_hints: hints(
+                e.hints.as_ref().and_then(|h| h.for_zones.as_ref()),
+                |z| &z.name,
+                object,
+                &format!("endpoints[{i}].hints.forZones"),
+            )?,
+            node_hints: hints(
+                e.hints.as_ref().and_then(|h| h.for_nodes.as_ref()),
+                |n| &n.name,
+                object,
+                &format!("endpoints[{i}].hints.forNodes"),
+            )?,
+        }
+        .shared(),
     })
 }
 
@@ -153,7 +163,7 @@ fn hints<T>(
     name: fn(&T) -> &String,
     object: &ObjectRef,
     field: &str,
-) -> Result<Option<Vec<String>>, InvalidObject> {
+) -> Result<Option<Box<[Arc<str>]>>, InvalidObject> {
     let Some(list) = list.filter(|l| !l.is_empty()) else {
         return Ok(None);
     };
@@ -164,17 +174,17 @@ fn hints<T>(
             format!("must have at most {MAX_HINTS} entries, got {}", list.len()),
         ));
     }
-    let mut names: Vec<String> = Vec::with_capacity(list.len());
+    let mut names: Vec<Arc<str>> = Vec::with_capacity(list.len());
     for (j, entry) in list.iter().enumerate() {
         let n = name(entry);
-        if names.contains(n) {
+        if names.iter().any(|m| **m == **n) {
             return Err(InvalidObject::new(
                 object,
                 format!("{field}[{j}].name"),
                 format!("duplicate value {n:?}"),
             ));
         }
-        names.push(n.clone());
+        names.push(Arc::from(n.as_str()));
     }
-    Ok(Some(names))
+    Ok(Some(names.into_boxed_slice()))
 }

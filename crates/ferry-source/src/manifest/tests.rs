@@ -65,7 +65,7 @@ fn node_yaml(name: &str, ip: &str) -> String {
 /// The port of Service `name` in `objects`.
 fn service_port(objects: &[Object], name: &str) -> Option<u16> {
     objects.iter().find_map(|o| match o {
-        Object::Service(s) if s.name.name == name => s.ports.first().map(|p| p.port),
+        Object::Service(s) if &*s.name.name == name => s.ports.first().map(|p| p.port),
         _ => None,
     })
 }

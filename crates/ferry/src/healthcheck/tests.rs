@@ -113,10 +113,7 @@ async fn a_port_in_use_is_skipped_and_retried_at_the_next_sync() {
     hc.sync(&wanted(&[("web", port, 1), ("api", other, 1)]))
         .await;
     assert_eq!(
-        hc.open()
-            .keys()
-            .map(|n| n.name.as_str())
-            .collect::<Vec<_>>(),
+        hc.open().keys().map(|n| &*n.name).collect::<Vec<_>>(),
         ["api"],
         "the busy port does not stop the others"
     );

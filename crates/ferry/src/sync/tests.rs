@@ -181,7 +181,7 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
     // Meanwhile `dev/other` and `dev/late` were deleted; the watch missed it and relisted.
     let relisted: Vec<Object> = seed_objects(&["192.168.169.166"])
         .into_iter()
-        .filter(|o| !matches!(o, Object::Service(svc) if svc.name.name == "other"))
+        .filter(|o| !matches!(o, Object::Service(svc) if &*svc.name.name == "other"))
         .collect();
     assert!(s.handle(SourceEvent::Resync(relisted)));
     assert_eq!(s.pending_services(), 2, "dev/other and dev/late only");

@@ -88,7 +88,7 @@ fn each_family_plans_only_its_own_cluster_ips_and_endpoints() {
     let names = |p: &Plan| -> Vec<String> {
         p.services
             .values()
-            .map(|sp| sp.name.service.name.clone())
+            .map(|sp| sp.name.service.name.to_string())
             .collect()
     };
     assert_eq!(names(&v4), ["dual", "v4only"]);

@@ -12,10 +12,8 @@ use crate::trace::{trace, Packet, Trace, Verdict};
 use crate::Plan;
 
 fn hinted(addr: &str, node: &str, zone: Option<&str>) -> Endpoint {
-    Endpoint {
-        zone_hints: zone.map(|z| vec![z.to_owned()]),
-        ..mk_endpoint(addr, node)
-    }
+    let zones: Vec<&str> = zone.into_iter().collect();
+    ferry_model::fixtures::with_hints(mk_endpoint(addr, node), &zones, &[])
 }
 
 /// `shop/web` (PreferClose) with one endpoint per zone; node-a1 is in zone-a.

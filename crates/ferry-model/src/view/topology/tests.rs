@@ -83,10 +83,6 @@ struct Case {
     topology: Topology,
 }
 
-fn hints(list: &[&str]) -> Option<Vec<String>> {
-    (!list.is_empty()).then(|| list.iter().map(|s| (*s).to_owned()).collect())
-}
-
 fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {
     let mut svc = mk_service("dev", "web", "172.30.0.10", PORT);
     match case.shape {
@@ -115,9 +111,11 @@ fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {
                     terminating: true,
                 },
             },
-            zone_hints: hints(e.zones),
-            node_hints: hints(e.nodes),
-            ..mk_endpoint(e.addr, if e.local { THIS_NODE } else { "node-b1" })
+            ..with_hints(
+                mk_endpoint(e.addr, if e.local { THIS_NODE } else { "node-b1" }),
+                e.zones,
+                e.nodes,
+            )
         })
         .collect();
     let mut node = mk_node(THIS_NODE, "192.168.0.2", "10.0.0.0/24");
@@ -198,14 +196,8 @@ fn two_zone_view(state: &mut ClusterState, zone: &str) -> crate::ServicePortView
 fn two_zone_state() -> ClusterState {
     let mut state = ClusterState::new();
     let eps = vec![
-        Endpoint {
-            zone_hints: hints(&["zone-a"]),
-            ..mk_endpoint("10.1.2.3", "node-a2")
-        },
-        Endpoint {
-            zone_hints: hints(&["zone-b"]),
-            ..mk_endpoint("10.1.2.4", "node-b1")
-        },
+        with_hints(mk_endpoint("10.1.2.3", "node-a2"), &["zone-a"], &[]),
+        with_hints(mk_endpoint("10.1.2.4", "node-b1"), &["zone-b"], &[]),
     ];
     state.apply(Object::EndpointSlice(mk_slice("dev", "web", PORT, eps)));
     state.apply(Object::Service(mk_service(
@@ -222,7 +214,10 @@ fn topology_exclusions_are_reported_per_endpoint() {
     let sp = two_zone_view(&mut two_zone_state(), "zone-a");
     assert_eq!(sp.endpoints[0].cluster, Ok(()));
     assert_eq!(sp.endpoints[1].cluster, Err(crate::Exclusion::Topology));
-    assert_eq!(sp.endpoints[1].zone_hints, vec!["zone-b".to_owned()]);
+    assert_eq!(
+        sp.endpoints[1].zone_hints,
+        vec![std::sync::Arc::from("zone-b")]
+    );
     assert!(sp.topology.narrows());
 }
 

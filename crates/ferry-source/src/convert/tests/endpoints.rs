@@ -65,7 +65,7 @@ fn one_slice_per_family_and_port_set() {
                 .map(|p| (p.name.clone(), p.port, p.protocol))
                 .collect();
             let addrs = s.endpoints.iter().map(|e| e.address).collect();
-            (s.name.clone(), s.family, ports, addrs)
+            (s.name.to_string(), s.family, ports, addrs)
         })
         .collect();
     assert_eq!(

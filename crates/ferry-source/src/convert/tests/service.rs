@@ -66,7 +66,7 @@ fn missing_namespace_defaults_to_default() {
         "metadata": {"name": "web"}, "spec": spec_with(json!({})),
     }));
     let converted = service(&object).expect("valid").expect("not ignored");
-    assert_eq!(converted.name.namespace, "default");
+    assert_eq!(&*converted.name.namespace, "default");
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! `convert::endpoint_slice`.
 
+use std::sync::Arc;
+
 use ferry_model::fixtures::{ip, mk_endpoint, mk_slice};
 use ferry_model::{EndpointConditions, EndpointPort, IpFamily, Protocol};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -111,10 +113,10 @@ fn zone_hints_and_trigger_time_are_kept() {
         ip("10.0.0.1"),
         "first address only, like upstream"
     );
-    assert_eq!(endpoint.zone.as_deref(), Some("z1"));
+    assert_eq!(endpoint.zone(), Some("z1"));
     assert_eq!(
-        endpoint.zone_hints,
-        Some(vec!["z1".to_owned(), "z2".to_owned()])
+        endpoint.zone_hints(),
+        Some(&["z1", "z2"].map(Arc::from)[..])
     );
     assert_eq!(
         converted.trigger_time.as_deref(),
@@ -211,4 +213,22 @@ fn endpoint_address_of_the_wrong_family_is_rejected() {
         "endpoints[0].addresses[0]",
         "must be an IPv4 address",
     );
+}
+
+#[test]
+fn endpoints_on_one_node_share_their_location() {
+    let converted = endpoint_slice(&slice(json!({"endpoints": [
+        {"addresses": ["10.0.0.1"], "nodeName": "node-a"},
+        {"addresses": ["10.0.0.2"], "nodeName": "node-b"},
+        {"addresses": ["10.0.0.3"], "nodeName": "node-a"},
+        {"addresses": ["10.0.0.4"]},
+    ]})))
+    .expect("valid")
+    .expect("not ignored");
+    let eps = &converted.endpoints;
+    let location = |i: usize| eps[i].location.as_ref().expect("a location");
+    assert!(Arc::ptr_eq(location(0), location(2)));
+    assert!(!Arc::ptr_eq(location(0), location(1)));
+    assert_eq!(eps[2].node_name(), Some("node-a"));
+    assert_eq!(eps[3].location, None, "no node, zone or hints: no location");
 }

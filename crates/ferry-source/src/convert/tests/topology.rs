@@ -1,5 +1,7 @@
 //! Topology fields: `endpoints[].hints` of a slice and `spec.trafficDistribution` of a Service.
 
+use std::sync::Arc;
+
 use ferry_model::TrafficDistribution;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -40,21 +42,18 @@ fn zone_and_node_hints_are_kept_in_order() {
     .expect("valid")
     .expect("not ignored");
     let eps = &converted.endpoints;
-    assert_eq!(eps[0].zone.as_deref(), Some("zone-a"));
+    assert_eq!(eps[0].zone(), Some("zone-a"));
     assert_eq!(
-        eps[0].zone_hints,
-        Some(vec!["zone-a".to_owned(), "zone-c".to_owned()])
+        eps[0].zone_hints(),
+        Some(&["zone-a", "zone-c"].map(Arc::from)[..])
     );
-    assert_eq!(eps[0].node_hints, Some(vec!["node-a1".to_owned()]));
+    assert_eq!(eps[0].node_hints(), Some(&["node-a1"].map(Arc::from)[..]));
     assert_eq!(
-        (eps[1].zone_hints.clone(), eps[1].node_hints.clone()),
+        (eps[1].zone_hints(), eps[1].node_hints()),
         (None, None),
         "empty lists are no hints, as upstream's Len() == 0"
     );
-    assert_eq!(
-        (eps[2].zone_hints.clone(), eps[2].node_hints.clone()),
-        (None, None)
-    );
+    assert_eq!((eps[2].zone_hints(), eps[2].node_hints()), (None, None));
 }
 
 #[test]

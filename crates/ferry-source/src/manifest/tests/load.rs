@@ -348,7 +348,7 @@ fn the_seed_example_loads() {
                 assert!(s
                     .endpoints
                     .iter()
-                    .all(|e| e.conditions.ready && e.node_name.as_deref() == Some("k8s-node2")));
+                    .all(|e| e.conditions.ready && e.node_name() == Some("k8s-node2")));
                 assert_eq!(s.ports[0].port, 56010);
                 assert!(s.trigger_time.is_some());
             }
