@@ -18,6 +18,7 @@
 //! maps are `dynamic`: a full sync's netlink batch never flushes them.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use ferry_model::Protocol;
 
@@ -111,7 +112,7 @@ pub(crate) fn record(
     frontend: Frontend,
     endpoints: &[SocketAddr],
     timeout: u32,
-    chains: &mut Vec<DispatchChain>,
+    chains: &mut Vec<Arc<DispatchChain>>,
     elements: &mut Vec<Element>,
 ) {
     let by_node_port = matches!(frontend, Frontend::NodePort(..));
@@ -129,5 +130,5 @@ pub(crate) fn record(
         let value = Value::Verdict(Verdict::Goto(chain.name.clone()));
         elements.push(Element::new(record_map(by_node_port), key, Some(value)));
     }
-    chains.push(chain);
+    chains.push(Arc::new(chain));
 }

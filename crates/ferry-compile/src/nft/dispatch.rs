@@ -7,6 +7,8 @@
 //! and an endpoint change that keeps n changes map elements only: no rule, no chain, so the
 //! kernel does not re-validate the table.
 
+use std::sync::Arc;
+
 use super::affinity::{self, Frontend};
 use super::model::{Element, Key, ServiceRules, Value, Verdict};
 use super::render::RenderContext;
@@ -219,7 +221,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
             ));
             let key = |i| Key::FrontendSlot(sp.cluster_ip, proto, port, i);
             slots(els, endpoint_map(false, set), &key, set);
-            out.chains.push(chain);
+            out.chains.push(Arc::new(chain));
             if let Some(timeout) = sp.affinity {
                 let frontend = Frontend::Ip(sp.cluster_ip, proto, port);
                 let eps = sp.endpoints(set);
@@ -285,7 +287,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 let key = |i| Key::NodePortSlot(proto, np, i);
                 slots(els, endpoint_map(true, set), &key, set);
             }
-            out.chains.push(chain);
+            out.chains.push(Arc::new(chain));
             if let Some(timeout) = sp.affinity {
                 let frontend = Frontend::NodePort(proto, np);
                 affinity::record(ctx, frontend, &reachable, timeout, &mut out.chains, els);
@@ -312,7 +314,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 let key = |i| Key::FrontendSlot(*addr, proto, port, i);
                 slots(els, endpoint_map(false, set), &key, set);
             }
-            out.chains.push(chain);
+            out.chains.push(Arc::new(chain));
             if let Some(timeout) = sp.affinity {
                 let frontend = Frontend::Ip(*addr, proto, port);
                 affinity::record(ctx, frontend, &reachable, timeout, &mut out.chains, els);

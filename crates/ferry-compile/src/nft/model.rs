@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ferry_model::{IpFamily, ServiceName};
 
@@ -65,8 +66,9 @@ impl SetDef {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServiceRules {
     /// Dispatch chains its elements `goto`, sorted by name. They are shared: a chain's name
-    /// determines its rules, and many services use the same chain; the ruleset counts users.
-    pub chains: Vec<DispatchChain>,
+    /// determines its rules, and many services use the same chain; the ruleset counts users
+    /// and, once a service is in a ruleset, its chains are the ruleset's one shared copy.
+    pub chains: Vec<Arc<DispatchChain>>,
     /// Elements, sorted. Elements of the shared sets may also be contributed by other
     /// services; the ruleset counts them. `hairpin` is not stored: it holds `ip . ip` for
     /// every endpoint of the endpoint maps (see [`shared_keys`]).
@@ -92,7 +94,7 @@ pub struct Ruleset {
     /// endpoint address, the largest index Ferry keeps, looked up but never listed in order).
     pub(crate) shared: HashMap<(&'static str, Key), u32>,
     /// Dispatch chains in use, with the number of services using each.
-    pub(crate) dispatch: BTreeMap<String, (usize, DispatchChain)>,
+    pub(crate) dispatch: BTreeMap<String, (usize, Arc<DispatchChain>)>,
 }
 
 /// Sets whose elements several services may contribute.
@@ -155,15 +157,18 @@ impl Ruleset {
                 }
             }
         }
-        if let Some(new) = rules {
+        if let Some(mut new) = rules {
             for key in shared_keys(&new) {
                 *self.shared.entry(key).or_default() += 1;
             }
-            for c in &new.chains {
-                self.dispatch
+            for c in &mut new.chains {
+                let (users, shared) = self
+                    .dispatch
                     .entry(c.name.clone())
-                    .or_insert_with(|| (0, c.clone()))
-                    .0 += 1;
+                    .or_insert_with(|| (0, c.clone()));
+                *users += 1;
+                // Keep one copy of each chain, however many services use it.
+                *c = shared.clone();
             }
             self.services.insert(name, new);
         }
@@ -183,7 +188,7 @@ impl Ruleset {
 
     /// The dispatch chains in use, sorted by name.
     pub fn dispatch_chains(&self) -> impl Iterator<Item = &DispatchChain> {
-        self.dispatch.values().map(|(_, c)| c)
+        self.dispatch.values().map(|(_, c)| c.as_ref())
     }
 
     /// Every chain name (base, fixed and dispatch).

@@ -270,7 +270,10 @@ impl<'a> Delta<'a> {
             let new = new.as_ref().unwrap_or(empty);
             for (rules, sign) in [(old, -1), (new, 1)] {
                 for c in &rules.chains {
-                    chain_delta.entry(c.name.as_str()).or_insert((0, c)).0 += sign;
+                    chain_delta
+                        .entry(c.name.as_str())
+                        .or_insert((0, c.as_ref()))
+                        .0 += sign;
                 }
                 for key in shared_keys(rules) {
                     *shared_delta.entry(key).or_default() += sign;
