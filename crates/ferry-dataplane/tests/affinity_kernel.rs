@@ -5,8 +5,10 @@
 //! an endpoint that went away (or of a service that lost its affinity) are deleted. Skipped
 //! unless root.
 
+mod support;
+use support::{in_new_netns, nft};
+
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
@@ -76,16 +78,6 @@ fn ruleset(net: &Net, endpoints: &[u8], affinity: bool) -> Ruleset {
         ..CompileConfig::default()
     };
     render(&Plan::build(&NodeView::build(&state, &ctx), &cfg))
-}
-
-fn nft(args: &[&str]) -> String {
-    let out = Command::new("nft").args(args).output().expect("nft");
-    assert!(
-        out.status.success(),
-        "nft {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// What the kernel would record for two clients of the ClusterIP and one of the node port.
@@ -195,19 +187,6 @@ fn case(net: &Net) {
     dp.apply_changes(changes).expect("affinity off");
     let listed = pins(net);
     assert!(!listed.contains(&clients[0]), "{listed}");
-}
-
-fn in_new_netns(f: impl FnOnce() + Send + 'static) {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    std::thread::spawn(move || {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
-        f();
-    })
-    .join()
-    .expect("test thread");
 }
 
 #[test]

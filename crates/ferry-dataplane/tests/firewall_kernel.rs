@@ -4,8 +4,10 @@
 //! A change of ranges is elements of the `firewall-allow` interval set only: a partial sync
 //! (through `nft -f`, since interval elements are not sent over netlink), no chain written.
 
+mod support;
+use support::{in_new_netns, nft};
+
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
@@ -40,21 +42,12 @@ fn ruleset(ranges: &[&str]) -> Ruleset {
 }
 
 fn list_set(name: &str) -> String {
-    let out = Command::new("nft")
-        .args(["list", "set", "ip", "ferry", name])
-        .output()
-        .expect("nft");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    nft(&["list", "set", "ip", "ferry", name])
 }
 
 #[test]
 fn source_range_changes_are_element_only_partial_syncs() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    std::thread::spawn(|| {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+    in_new_netns(|| {
         let mut dp = NftDataplane::new();
         dp.apply_full(ruleset(&["198.51.100.0/24", "10.1.1.0/24"]))
             .expect("full");
@@ -92,7 +85,5 @@ fn source_range_changes_are_element_only_partial_syncs() {
         assert_eq!(r.kind, SyncKind::Partial, "{r:?}");
         assert!(!list_set("firewall-ips").contains("203.0.113.10"));
         assert!(!list_set("firewall-allow").contains("203.0.113.10"));
-    })
-    .join()
-    .expect("test thread");
+    });
 }

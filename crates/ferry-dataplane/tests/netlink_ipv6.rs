@@ -2,8 +2,10 @@
 //! a full load through `nft -f`, then an IPv6 endpoint change over netlink (16-byte addresses in
 //! the concatenated keys and values). Skipped unless root.
 
+mod support;
+use support::{in_new_netns, nft};
+
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
@@ -46,21 +48,12 @@ fn ruleset(endpoints: &[&str]) -> Ruleset {
 }
 
 fn list() -> String {
-    let out = Command::new("nft")
-        .args(["list", "table", "ip6", "ferry"])
-        .output()
-        .expect("nft");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    nft(&["list", "table", "ip6", "ferry"])
 }
 
 #[test]
 fn ipv6_endpoint_changes_go_over_netlink_and_nft_lists_them() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    std::thread::spawn(|| {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+    in_new_netns(|| {
         let mut dp = NftDataplane::new();
         dp.apply_full(ruleset(&["fd00:10:244:1::5", "fd00:10:244:1::6"]))
             .expect("full");
@@ -85,15 +78,6 @@ fn ipv6_endpoint_changes_go_over_netlink_and_nft_lists_them() {
         }
         assert!(!listed.contains("fd00:10:244:1::6"), "{listed}");
         // The IPv4 table is not involved.
-        let v4 = Command::new("nft")
-            .args(["list", "tables"])
-            .output()
-            .expect("nft");
-        assert_eq!(
-            String::from_utf8_lossy(&v4.stdout).trim(),
-            "table ip6 ferry"
-        );
-    })
-    .join()
-    .expect("test thread");
+        assert_eq!(nft(&["list", "tables"]).trim(), "table ip6 ferry");
+    });
 }

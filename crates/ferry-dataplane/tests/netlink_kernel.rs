@@ -1,6 +1,9 @@
 //! The netlink element path against the real kernel, in a private network namespace (the test
 //! thread `unshare`s one; it disappears with the thread). Skipped unless root.
 
+mod support;
+use support::{in_new_netns, nft};
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
@@ -93,39 +96,17 @@ fn chains(listing: &str) -> Vec<String> {
     out
 }
 
-fn in_new_netns(f: impl FnOnce() + Send + 'static) {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    std::thread::spawn(move || {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
-        f();
-    })
-    .join()
-    .expect("test thread");
-}
-
 fn list() -> String {
     list_family("ip")
 }
 
 fn list_family(family: &str) -> String {
-    let out = Command::new("nft")
-        .args(["list", "table", family, "ferry"])
-        .output()
-        .expect("nft");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    nft(&["list", "table", family, "ferry"])
 }
 
 #[test]
 fn endpoint_changes_go_over_netlink_and_nft_lists_them() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    std::thread::spawn(|| {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+    in_new_netns(|| {
         let mut dp = NftDataplane::new();
         dp.apply_full(ruleset(&["10.0.0.5", "10.0.0.6"]))
             .expect("full");
@@ -180,10 +161,11 @@ fn endpoint_changes_go_over_netlink_and_nft_lists_them() {
         );
         // cluster-ip-cluster-2 lost its last user: deleted in the same batch.
         assert!(!listed.contains("chain cluster-ip-cluster-2 "), "{listed}");
-        assert_eq!(chains(&listed), chains(&dp.installed().expect("installed").to_string()));
-    })
-    .join()
-    .expect("test thread");
+        assert_eq!(
+            chains(&listed),
+            chains(&dp.installed().expect("installed").to_string())
+        );
+    });
 }
 
 /// Every kind of dispatch rule, written over netlink, lists exactly as `ferry rules` renders it;
