@@ -130,34 +130,32 @@ fn external_chain(
             rules.push(dnat(ctx, by, EndpointSet::Cluster, n, vec![]));
             format!("{kind}-cluster-{n}")
         }
-        TrafficPolicy::Local if affinity => {
-            // The node's own traffic is masqueraded whether or not it is pinned; every client
-            // class (pod, node, outside) is pinned to an endpoint of the set it was sent to.
-            rules.push(jump_masquerade(ctx, vec![RuleMatch::SaddrLocal]));
-            rules.push(affinity::pinned_dnat(ctx, by));
-            if n > 0 && !ctx.pod_cidrs.is_empty() {
-                let pods = vec![from_pods(ctx, false)];
-                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, pods));
-            }
-            if n > 0 {
-                let local = vec![RuleMatch::SaddrLocal];
-                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, local));
-            }
-            if m > 0 {
-                rules.push(dnat(ctx, by, EndpointSet::Local, m, vec![]));
-            }
-            format!("{kind}-local-{n}-{m}")
-        }
         TrafficPolicy::Local => {
-            // Pod and node traffic to an external destination is not subject to the policy
-            // (it behaves as if it went out to a load balancer and came back in).
-            if n > 0 && !ctx.pod_cidrs.is_empty() {
-                let pods = vec![from_pods(ctx, false)];
-                rules.push(dnat(ctx, by, EndpointSet::Cluster, n, pods));
-            }
             // The node's own traffic has a node address as source, which the endpoint could
             // not answer directly: masquerade it.
-            rules.push(jump_masquerade(ctx, vec![RuleMatch::SaddrLocal]));
+            let masquerade_node = jump_masquerade(ctx, vec![RuleMatch::SaddrLocal]);
+            // Pod and node traffic to an external destination is not subject to the policy
+            // (it behaves as if it went out to a load balancer and came back in).
+            let from_pods = (n > 0 && !ctx.pod_cidrs.is_empty()).then(|| {
+                dnat(
+                    ctx,
+                    by,
+                    EndpointSet::Cluster,
+                    n,
+                    vec![from_pods(ctx, false)],
+                )
+            });
+            if affinity {
+                // The node's own traffic is masqueraded whether or not it is pinned; every
+                // client class (pod, node, outside) is pinned to an endpoint of the set it was
+                // sent to.
+                rules.push(masquerade_node);
+                rules.push(affinity::pinned_dnat(ctx, by));
+                rules.extend(from_pods);
+            } else {
+                rules.extend(from_pods);
+                rules.push(masquerade_node);
+            }
             if n > 0 {
                 let local = vec![RuleMatch::SaddrLocal];
                 rules.push(dnat(ctx, by, EndpointSet::Cluster, n, local));
