@@ -74,11 +74,12 @@ impl Entry {
     /// Whether a Service with this identity is "in the manifests": written in a file read now,
     /// or kept from a file that cannot be read.
     fn counts(&self) -> bool {
-        self.good.is_some()
-            || self
-                .sources
-                .iter()
-                .any(|(_, o)| !matches!(o, Outcome::Unread))
+        let read = self
+            .sources
+            .iter()
+            .any(|(_, o)| !matches!(o, Outcome::Unread));
+        // Without sources it is about to be forgotten.
+        read || (self.good.is_some() && !self.sources.is_empty())
     }
 }
 
@@ -316,3 +317,6 @@ impl Store {
         all.into_values().collect()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,8 +7,10 @@ use ferry_model::Object;
 
 use crate::InvalidObject;
 
+mod events;
 mod load;
 mod memory;
+mod refresh;
 mod watch;
 
 /// Writes `text` to `root/rel`, creating directories.

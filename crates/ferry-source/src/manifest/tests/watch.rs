@@ -1,12 +1,11 @@
 //! `ManifestSource::run`: file changes → events.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-use std::collections::BTreeMap;
 
 use ferry_model::{Object, ObjectKey};
 use tokio::sync::mpsc;
@@ -17,11 +16,11 @@ use crate::manifest::ManifestSource;
 use crate::SourceEvent;
 
 /// Generous: file events can be slow on a loaded CI machine; a passing test never waits this.
-const WAIT: Duration = Duration::from_secs(30);
+pub(super) const WAIT: Duration = Duration::from_secs(30);
 
 /// Writes `root/rel` atomically (a hidden temporary file renamed into place), so no scan can
 /// see it half-written and the tests stay deterministic.
-fn write(root: &Path, rel: &str, text: &str) {
+pub(super) fn write(root: &Path, rel: &str, text: &str) {
     let path = root.join(rel);
     let dir = path.parent().unwrap_or(root);
     fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
@@ -32,10 +31,10 @@ fn write(root: &Path, rel: &str, text: &str) {
 
 /// What a consumer holds after applying every event received so far.
 #[derive(Default)]
-struct View {
-    objects: BTreeMap<ObjectKey, Object>,
+pub(super) struct View {
+    pub objects: BTreeMap<ObjectKey, Object>,
     /// Every event received, in order.
-    events: Vec<SourceEvent>,
+    pub events: Vec<SourceEvent>,
 }
 
 impl View {
@@ -60,7 +59,7 @@ impl View {
 }
 
 /// Applies events until the consumer's objects satisfy `done`; panics after [`WAIT`].
-async fn view_until(
+pub(super) async fn view_until(
     rx: &mut mpsc::Receiver<SourceEvent>,
     view: &mut View,
     what: &str,
@@ -85,7 +84,7 @@ async fn view_until(
         .unwrap_or_else(|_| panic!("no events giving {what} within {WAIT:?}"))
 }
 
-fn start(
+pub(super) fn start(
     path: &Path,
 ) -> (
     mpsc::Receiver<SourceEvent>,
