@@ -1,0 +1,93 @@
+//! The floor for iptables mode: a plain `iptables-restore` (no `--noflush`) of exactly what
+//! `ferry rules --proxy-mode iptables` prints, into a fresh namespace, per backend; and what
+//! printing it costs `ferry rules` (time, peak memory).
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use crate::netns::{Netns, PREFIX};
+
+/// The printed rules and what printing them cost.
+#[derive(Debug, Clone)]
+pub struct Printed {
+    /// `ferry rules` output.
+    pub text: String,
+    /// How long `ferry rules` ran.
+    pub took: Duration,
+    /// Its peak RSS (MiB).
+    pub peak_mib: f64,
+}
+
+/// Runs `ferry rules --proxy-mode iptables` over `manifests` through `peak` (this benchmark's
+/// own `__peak` wrapper, which reports the peak RSS of the command it runs on stderr's last
+/// line).
+pub fn print_rules(peak: &Path, ferry: &Path, flags: &[String]) -> anyhow::Result<Printed> {
+    let t = Instant::now();
+    let out = Command::new(peak)
+        .arg("__peak")
+        .arg(ferry)
+        .args(["rules", "--proxy-mode", "iptables"])
+        .args(flags)
+        .stdin(Stdio::null())
+        .output()
+        .context("running ferry rules")?;
+    let took = t.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    anyhow::ensure!(out.status.success(), "ferry rules failed: {stderr}");
+    let peak_mib = stderr
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("peak_rss_kib="))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .context("no peak RSS from __peak")?
+        / 1024.0;
+    Ok(Printed {
+        text: String::from_utf8(out.stdout).context("ferry rules printed invalid UTF-8")?,
+        took,
+        peak_mib,
+    })
+}
+
+/// Times `iptables-<backend>-restore` of `text` into a fresh namespace.
+pub fn plain_restore(backend: &str, text: &str) -> anyhow::Result<Duration> {
+    let name = format!("{PREFIX}{}-floor-{backend}", std::process::id());
+    let ns = Netns::create(&name)?;
+    let program = format!("iptables-{backend}-restore");
+    let t = Instant::now();
+    let mut child = ns
+        .command(&program, ["-w", "5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(text.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    let took = t.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "{program} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(ns);
+    Ok(took)
+}
+
+/// `__peak CMD ARGS…`: runs the command with inherited stdio, then prints its peak RSS as
+/// `peak_rss_kib=N` on stderr; exits with the command's status.
+pub fn peak_main(command: &[String]) -> anyhow::Result<i32> {
+    let (program, args) = command.split_first().context("__peak needs a command")?;
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .with_context(|| format!("running {program}"))?;
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)?;
+    eprintln!("peak_rss_kib={}", usage.max_rss());
+    Ok(status.code().unwrap_or(1))
+}
