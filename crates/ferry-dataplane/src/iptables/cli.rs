@@ -52,6 +52,12 @@ pub trait IptablesRunner: Send {
     /// Runs `iptables` with `args`: `Ok(true)` on success, `Ok(false)` when iptables says the
     /// rule or chain does not exist (exit status 1), an error otherwise.
     fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError>;
+    /// Runs `iptables -C …` (`args` include `-C`): whether the rule is there. A rule whose
+    /// target chain does not exist (exit status 2, "couldn't load target" or "chain does not
+    /// exist") is not. By default, [`IptablesRunner::iptables`].
+    fn check(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
+        self.iptables(args)
+    }
     /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
     /// backend this does not create tables).
     fn save(&mut self, table: Option<Table>) -> Result<String, ApplyError>;
@@ -142,6 +148,17 @@ impl IptablesRunner for IptablesCli {
         match out.status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
+            _ => Err(self.rejected("", &all, &out)),
+        }
+    }
+
+    fn check(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
+        let mut all = vec!["-w", WAIT];
+        all.extend_from_slice(args);
+        let out = self.run("", &all, None)?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(1 | 2) => Ok(false),
             _ => Err(self.rejected("", &all, &out)),
         }
     }

@@ -18,6 +18,16 @@ struct Fake {
 impl IptablesRunner for Fake {
     fn restore(&mut self, input: &str) -> Result<(), ApplyError> {
         self.restores.push(input.to_owned());
+        // Jumps inserted by the restore are there afterwards, keyed like `-C` questions.
+        let mut table = "";
+        for line in input.lines() {
+            if let Some(t) = line.strip_prefix('*') {
+                table = t;
+            } else if let Some(rule) = line.strip_prefix("-I ") {
+                self.present
+                    .insert(format!("-t {table} {}", rule.replace('"', "")));
+            }
+        }
         Ok(())
     }
 
@@ -83,26 +93,42 @@ fn the_first_full_sync_deletes_leftover_service_chains_and_inserts_each_jump_onc
         !text.contains("DOCKER"),
         "never touches chains that are not Ferry's: {text}"
     );
-    let inserts = dp
-        .runner()
-        .commands
-        .iter()
-        .filter(|c| c.contains(" -I "))
-        .count();
-    assert_eq!(inserts, jump_rules().len());
+    let inserts = |text: &str| text.lines().filter(|l| l.starts_with("-I ")).count();
+    assert_eq!(inserts(text), jump_rules().len(), "{text}");
+    assert!(
+        dp.runner().commands.iter().all(|c| c.contains(" -C ")),
+        "jumps are only checked with the tool, inserted by the restore"
+    );
+    assert!(
+        text.contains(
+            "-I PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n"
+        ),
+        "{text}"
+    );
     dp.apply_full(ruleset(&[("a", "KUBE-SVC-A")]))
         .expect("resync");
-    let inserts = dp
-        .runner()
-        .commands
-        .iter()
-        .filter(|c| c.contains(" -I "))
-        .count();
     assert_eq!(
-        inserts,
-        jump_rules().len(),
+        inserts(&dp.runner().restores[1]),
+        0,
         "present jumps are not inserted again"
     );
+}
+
+#[test]
+fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
+    let services: Vec<(String, String)> = (0..10)
+        .map(|i| (format!("s{i}"), format!("KUBE-SVC-{i}")))
+        .collect();
+    let refs: Vec<(&str, &str)> = services
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let mut dp =
+        IptablesDataplane::with_runner(Fake::default()).with_chains_per_transaction(Some(3));
+    dp.apply_full(ruleset(&refs)).expect("sync");
+    let text = &dp.runner().restores[0];
+    assert_eq!(dp.runner().restores.len(), 1, "one run of the tool");
+    assert!(text.matches("*nat\n").count() >= 4, "{text}");
 }
 
 #[test]
