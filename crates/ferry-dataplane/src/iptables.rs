@@ -31,7 +31,7 @@ pub use detect::{choose as choose_backend, detect as detect_backend};
 /// Chains per nat transaction of a full sync on iptables-nft: its `--noflush` restore spends
 /// time quadratic in the chains of one transaction (see `ferry_compile::iptables::Restore::
 /// full_with`); transactions of a few hundred chains load as fast as a plain restore.
-pub const NFT_CHAINS_PER_TRANSACTION: usize = 500;
+pub const NFT_CHAINS_PER_TRANSACTION: usize = 250;
 
 /// Keeps Ferry's iptables chains (one family, one backend) equal to the desired ruleset.
 pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {

@@ -6,6 +6,14 @@
 //! 10 000 × 10 it did not finish in 30 minutes. The same chains split into transactions of a
 //! few hundred chains each, in one run of the tool, load in about the time of a plain restore.
 //!
+//! Within a transaction, chains are declared in descending name order. iptables-nft keeps its
+//! cache of a table's chains in a list sorted by name and inserts each chain by walking that
+//! list from its smallest name, so chains created in ascending (or hash, that is random)
+//! order cost a walk over all chains each, and so does every later reading of the table
+//! (the kernel lists chains in creation order): a resync of 10 000 × 10 over existing chains
+//! took 107 s with hash-ordered transactions and 30 s with descending ones, the time of a
+//! plain restore.
+//!
 //! The order keeps every transaction valid on its own: the fixed nat chains (the targets of
 //! per-service rules) first, then the per-service chains, each service's chains in one
 //! transaction (they jump to each other), then the top-level chains that jump to them, and
@@ -18,6 +26,12 @@
 use super::{assemble, top_level, FullSync, Restore, Rules, Section};
 use crate::iptables::model::{Ruleset, ServiceRules, Table};
 use crate::iptables::names::{CANARY, KUBE_NODEPORTS, KUBE_SERVICES};
+
+/// `section` with its chains in descending name order (see the module documentation).
+fn descending(mut section: Section<'_>) -> Section<'_> {
+    section.chains.sort_by(|a, b| b.0.cmp(a.0));
+    section
+}
 
 /// A full sync (see [`Restore::full_with`]) whose per-service nat chains are spread over
 /// transactions of about `per_section` chains each (whole services).
@@ -35,13 +49,16 @@ pub(super) fn full_in_sections(desired: &Ruleset, o: &FullSync<'_>, per_section:
     }
     for service in desired.services.values() {
         if nat.chains.len() + service.chains.len() > per_section && !nat.chains.is_empty() {
-            sections.push(std::mem::replace(&mut nat, Section::new(Table::Nat)));
+            sections.push(descending(std::mem::replace(
+                &mut nat,
+                Section::new(Table::Nat),
+            )));
         }
         for c in &service.chains {
             nat.own(c);
         }
     }
-    sections.push(nat);
+    sections.push(descending(nat));
 
     let mut last = Section::new(Table::Nat);
     let assembled = |pick: fn(&ServiceRules) -> &Vec<String>, tail| Rules::Assembled {

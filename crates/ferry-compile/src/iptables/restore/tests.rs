@@ -131,3 +131,22 @@ fn a_sectioned_full_sync_creates_targets_before_the_chains_jumping_to_them() {
     assert!(last.contains("-X KUBE-SEP-GONE\nCOMMIT\n"), "{last}");
     assert!(all.last().is_some_and(|m| m.starts_with("*mangle")));
 }
+
+#[test]
+fn sectioned_chains_are_declared_in_descending_name_order() {
+    let rs = ruleset(20);
+    let many = sectioned(&rs, &[], 10);
+    for section in sections(&many.text)
+        .into_iter()
+        .filter(|s| s.contains(":KUBE-SEP-"))
+    {
+        let names: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix(':'))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        assert_eq!(names, sorted, "{section}");
+    }
+}
