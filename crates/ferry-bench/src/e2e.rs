@@ -198,6 +198,7 @@ fn setup<'a>(o: &'a Options, dirs: &Dirs, name: &str, flags: &[&str], changes: u
         connects: o.connects,
         timeout: o.timeout,
         log: dirs.logs.join(format!("{name}.log")),
+        iptables_backend: None,
     }
 }
 
@@ -269,13 +270,11 @@ fn iptables(
         &backend_flag,
         "--min-sync-period=0s",
     ];
-    let setup = setup(
-        o,
-        dirs,
-        &format!("iptables-{backend}"),
-        &flags,
-        o.iptables_changes,
-    );
+    let name = format!("iptables-{backend}");
+    let setup = Setup {
+        iptables_backend: Some(backend),
+        ..setup(o, dirs, &name, &flags, o.iptables_changes)
+    };
     let m = in_client(&net, scenario::run(&net, cluster, &feed, &setup))?;
     tables::iptables(table, backend, &m, plain);
     Ok(())

@@ -79,6 +79,50 @@ pub fn plain_restore(backend: &str, text: &str) -> anyhow::Result<Duration> {
     Ok(took)
 }
 
+/// The floor for a change: a `--noflush` restore that adds one chain with one rule into the
+/// node's nat table as Ferry left it (median of three; each chain removed again). On
+/// iptables-nft the kernel then checks the whole chain graph reachable from the built-in
+/// chains, whatever the change, so this is what any one-endpoint change costs at least.
+pub fn change_floor(ns: &str, backend: &str) -> anyhow::Result<Duration> {
+    let program = format!("iptables-{backend}-restore");
+    let mut times = Vec::new();
+    for i in 0..3 {
+        let chain = format!("KUBE-BENCH-FLOOR-{i}");
+        let add = format!("*nat\n:{chain} - [0:0]\n-A {chain} -j RETURN\nCOMMIT\n");
+        let t = Instant::now();
+        restore_in(ns, &program, &add)?;
+        times.push(t.elapsed());
+        restore_in(
+            ns,
+            &program,
+            &format!("*nat\n:{chain} - [0:0]\n-X {chain}\nCOMMIT\n"),
+        )?;
+    }
+    times.sort();
+    Ok(times[1])
+}
+
+/// `ip netns exec NS PROGRAM -w 5 --noflush` with `input`.
+fn restore_in(ns: &str, program: &str, input: &str) -> anyhow::Result<()> {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, program, "-w", "5", "--noflush"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {program}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes())?;
+    }
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{program} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
 /// `__peak CMD ARGS…`: runs the command with inherited stdio, then prints its peak RSS as
 /// `peak_rss_kib=N` on stderr; exits with the command's status.
 pub fn peak_main(command: &[String]) -> anyhow::Result<i32> {

@@ -43,6 +43,8 @@ pub struct Setup<'a> {
     pub timeout: Duration,
     /// Where Ferry's log goes.
     pub log: PathBuf,
+    /// iptables mode: the backend, whose change floor is measured after Ferry stops.
+    pub iptables_backend: Option<&'a str>,
 }
 
 /// What one run measured.
@@ -69,6 +71,8 @@ pub struct Measured {
     pub rss_mib: f64,
     /// Ferry's warnings and errors (the first few), when something was not answered.
     pub problems: Vec<String>,
+    /// iptables mode: the floor for a change (see [`super::floor::change_floor`]).
+    pub change_floor: Option<Duration>,
 }
 
 /// The ClusterIPs probed at start: first, last and 5 more spread over the cluster.
@@ -156,6 +160,10 @@ pub async fn run(
     m.hwm_mib = ferry.memory_mib("VmHWM:")?;
     m.rss_mib = ferry.memory_mib("VmRSS:")?;
     ferry.stop()?;
+    // Ferry's rules stay in the kernel: time the tool on them.
+    if let Some(backend) = setup.iptables_backend {
+        m.change_floor = Some(super::floor::change_floor(net.node.name(), backend)?);
+    }
     Ok(m)
 }
 

@@ -141,6 +141,15 @@ pub fn iptables(t: &mut Table, backend: &str, m: &Measured, plain: Duration) {
         "nft" => ("≤ 50 ms".to_owned(), 50.0),
         _ => (format!("≤ 1.2 × floor = {}", ms(limit * 1e3)), limit * 1e3),
     };
+    if let Some(floor) = m.change_floor {
+        t.add(
+            &run,
+            "a --noflush restore adding one chain to Ferry's rules (floor for a change)",
+            "-",
+            ms(floor.as_secs_f64() * 1e3),
+            None,
+        );
+    }
     let p50 = median(&m.change_ms);
     let p99 = percentile(&m.change_ms, 99.0);
     t.add(
