@@ -220,6 +220,8 @@ impl Store {
             FileRead::Gone => Vec::new(),
         };
         if !ids.is_empty() {
+            let mut ids = ids;
+            ids.shrink_to_fit();
             self.files.insert(file, ids);
         }
     }
@@ -267,6 +269,8 @@ impl Store {
             refs: Box::default(),
         });
         let at = entry.sources.partition_point(|(p, _)| *p < position);
+        // Nearly every identity is written once: no room for four.
+        entry.sources.reserve_exact(1);
         entry.sources.insert(at, (position, outcome));
     }
 
