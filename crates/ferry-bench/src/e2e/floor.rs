@@ -56,27 +56,9 @@ pub fn print_rules(peak: &Path, ferry: &Path, flags: &[String]) -> anyhow::Resul
 pub fn plain_restore(backend: &str, text: &str) -> anyhow::Result<Duration> {
     let name = format!("{PREFIX}{}-floor-{backend}", std::process::id());
     let ns = Netns::create(&name)?;
-    let program = format!("iptables-{backend}-restore");
     let t = Instant::now();
-    let mut child = ns
-        .command(&program, ["-w", "5"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {program}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(text.as_bytes())?;
-    }
-    let out = child.wait_with_output()?;
-    let took = t.elapsed();
-    anyhow::ensure!(
-        out.status.success(),
-        "{program} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    drop(ns);
-    Ok(took)
+    restore_in(ns.name(), &format!("iptables-{backend}-restore"), &[], text)?;
+    Ok(t.elapsed())
 }
 
 /// The floor for a change: a `--noflush` restore that adds one chain with one rule into the
@@ -90,22 +72,20 @@ pub fn change_floor(ns: &str, backend: &str) -> anyhow::Result<Duration> {
         let chain = format!("KUBE-BENCH-FLOOR-{i}");
         let add = format!("*nat\n:{chain} - [0:0]\n-A {chain} -j RETURN\nCOMMIT\n");
         let t = Instant::now();
-        restore_in(ns, &program, &add)?;
+        restore_in(ns, &program, &["--noflush"], &add)?;
         times.push(t.elapsed());
-        restore_in(
-            ns,
-            &program,
-            &format!("*nat\n:{chain} - [0:0]\n-X {chain}\nCOMMIT\n"),
-        )?;
+        let remove = format!("*nat\n:{chain} - [0:0]\n-X {chain}\nCOMMIT\n");
+        restore_in(ns, &program, &["--noflush"], &remove)?;
     }
     times.sort();
     Ok(times[1])
 }
 
-/// `ip netns exec NS PROGRAM -w 5 --noflush` with `input`.
-fn restore_in(ns: &str, program: &str, input: &str) -> anyhow::Result<()> {
+/// `ip netns exec NS PROGRAM -w 5 ARGS…` with `input` on its standard input.
+fn restore_in(ns: &str, program: &str, args: &[&str], input: &str) -> anyhow::Result<()> {
     let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, program, "-w", "5", "--noflush"])
+        .args(["netns", "exec", ns, program, "-w", "5"])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -240,36 +240,33 @@ fn a_partial_restore_rewrites_only_the_changed_services_chains() {
 fn a_partial_restore_rewrites_the_top_level_chains_a_changed_service_is_in() {
     let state = seed_state(TrafficPolicy::Cluster, &["10.0.0.1"]);
     let after = ruleset(&state, "k8s-node2", &["192.168.0.0/16"]);
+    let has = |text: &str, wanted: &[&str], unwanted: &[&str]| {
+        for w in wanted {
+            assert!(text.contains(w), "{w}:\n{text}");
+        }
+        for u in unwanted {
+            assert!(!text.contains(u), "{u}:\n{text}");
+        }
+    };
     // The service is new: its ClusterIP rule joins nat KUBE-SERVICES.
     let restore = Restore::partial(&after, &BTreeMap::from([(svc(), None)]));
-    assert!(
-        restore.text.contains(":KUBE-SERVICES - [0:0]"),
-        "{}",
-        restore.text
+    has(
+        &restore.text,
+        &[":KUBE-SERVICES - [0:0]", ":KUBE-NODEPORTS - [0:0]"],
+        &["*filter"],
     );
-    assert!(
-        restore.text.contains(":KUBE-NODEPORTS - [0:0]"),
-        "{}",
-        restore.text
-    );
-    assert!(!restore.text.contains("*filter"), "{}", restore.text);
     // Now it has no endpoints: its REJECT joins filter KUBE-SERVICES, its nat rules leave.
-    let empty = ruleset(
-        &seed_state(TrafficPolicy::Cluster, &[]),
-        "k8s-node2",
-        &["192.168.0.0/16"],
-    );
+    let no_endpoints = seed_state(TrafficPolicy::Cluster, &[]);
+    let empty = ruleset(&no_endpoints, "k8s-node2", &["192.168.0.0/16"]);
     let previous = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
     let restore = Restore::partial(&empty, &previous);
-    assert!(
-        restore.text.contains("*filter\n:KUBE-SERVICES - [0:0]"),
-        "{}",
-        restore.text
-    );
-    assert!(
-        restore.text.contains("*nat\n:KUBE-SERVICES - [0:0]"),
-        "{}",
-        restore.text
+    has(
+        &restore.text,
+        &[
+            "*filter\n:KUBE-SERVICES - [0:0]",
+            "*nat\n:KUBE-SERVICES - [0:0]",
+        ],
+        &[],
     );
 }
 

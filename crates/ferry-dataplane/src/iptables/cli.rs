@@ -114,6 +114,18 @@ impl IptablesCli {
         child.wait_with_output().map_err(spawn_err)
     }
 
+    /// Runs `iptables -w … args`: true on success, false on one of the `absent` exit codes.
+    fn run_absent_on(&self, args: &[&str], absent: &[i32]) -> Result<bool, ApplyError> {
+        let mut all = vec!["-w", WAIT];
+        all.extend_from_slice(args);
+        let out = self.run("", &all, None)?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(code) if absent.contains(&code) => Ok(false),
+            _ => Err(self.rejected("", &all, &out)),
+        }
+    }
+
     fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> ApplyError {
         ApplyError::Rejected {
             program: format!(
@@ -142,25 +154,11 @@ impl IptablesRunner for IptablesCli {
     }
 
     fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
-        let mut all = vec!["-w", WAIT];
-        all.extend_from_slice(args);
-        let out = self.run("", &all, None)?;
-        match out.status.code() {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => Err(self.rejected("", &all, &out)),
-        }
+        self.run_absent_on(args, &[1])
     }
 
     fn check(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
-        let mut all = vec!["-w", WAIT];
-        all.extend_from_slice(args);
-        let out = self.run("", &all, None)?;
-        match out.status.code() {
-            Some(0) => Ok(true),
-            Some(1 | 2) => Ok(false),
-            _ => Err(self.rejected("", &all, &out)),
-        }
+        self.run_absent_on(args, &[1, 2])
     }
 
     fn save(&mut self, table: Option<Table>) -> Result<String, ApplyError> {

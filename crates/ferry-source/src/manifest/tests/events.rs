@@ -29,6 +29,23 @@ fn service_file(name: &str, ip: &str, addr: &str) -> String {
     )
 }
 
+/// `a.yaml` and `b.yaml`: Services `a` and `b`, each with its slice.
+fn two_service_files(dir: &Path) {
+    write(dir, "a.yaml", &service_file("a", "10.96.0.10", "10.0.0.1"));
+    write(dir, "b.yaml", &service_file("b", "10.96.0.11", "10.0.0.2"));
+}
+
+/// Starts watching `path`; returns once the consumer's initial objects satisfy `initial`.
+async fn watching(
+    path: &Path,
+    initial: impl Fn(&[Object]) -> bool,
+) -> (tokio::sync::mpsc::Receiver<SourceEvent>, View) {
+    let (mut rx, _task, _) = start(path);
+    let mut view = View::default();
+    view_until(&mut rx, &mut view, "the initial set", initial).await;
+    (rx, view)
+}
+
 /// Events received after the initial `Resync`.
 fn after_resync(view: &View) -> &[SourceEvent] {
     assert!(matches!(view.events.first(), Some(SourceEvent::Resync(_))));
@@ -39,19 +56,8 @@ fn after_resync(view: &View) -> &[SourceEvent] {
 async fn a_file_staged_elsewhere_and_renamed_in_sends_only_what_changed() {
     let dir = temp_dir();
     let staging = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_file("a", "10.96.0.10", "10.0.0.1"),
-    );
-    write(
-        dir.path(),
-        "b.yaml",
-        &service_file("b", "10.96.0.11", "10.0.0.2"),
-    );
-    let (mut rx, _task, _) = start(dir.path());
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial set", |o| o.len() == 4).await;
+    two_service_files(dir.path());
+    let (mut rx, mut view) = watching(dir.path(), |o| o.len() == 4).await;
 
     let staged = staging.path().join("a.yaml");
     fs::write(&staged, service_file("a", "10.96.0.10", "10.0.0.9"))
@@ -79,9 +85,7 @@ async fn a_file_written_in_place_is_read_when_it_is_closed() {
         "a.yaml",
         &service_file("a", "10.96.0.10", "10.0.0.1"),
     );
-    let (mut rx, _task, _) = start(dir.path());
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial set", |o| o.len() == 2).await;
+    let (mut rx, mut view) = watching(dir.path(), |o| o.len() == 2).await;
 
     // Truncated, written and closed in place, as `kubectl get -o yaml > file` does.
     let path = dir.path().join("a.yaml");
@@ -95,12 +99,7 @@ async fn a_file_written_in_place_is_read_when_it_is_closed() {
 #[tokio::test]
 async fn a_file_still_open_for_writing_is_read_after_a_quiet_time() {
     let dir = temp_dir();
-    let (mut rx, _task, _) = start(dir.path());
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial empty set", |o| {
-        o.is_empty()
-    })
-    .await;
+    let (mut rx, mut view) = watching(dir.path(), |o| o.is_empty()).await;
 
     let path = dir.path().join("a.yaml");
     let mut file = fs::File::create(&path).unwrap_or_else(|e| panic!("create: {e}"));
@@ -118,19 +117,8 @@ async fn a_file_still_open_for_writing_is_read_after_a_quiet_time() {
 #[tokio::test]
 async fn a_removed_file_deletes_its_objects_and_keeps_the_others() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_file("a", "10.96.0.10", "10.0.0.1"),
-    );
-    write(
-        dir.path(),
-        "b.yaml",
-        &service_file("b", "10.96.0.11", "10.0.0.2"),
-    );
-    let (mut rx, _task, _) = start(dir.path());
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial set", |o| o.len() == 4).await;
+    two_service_files(dir.path());
+    let (mut rx, mut view) = watching(dir.path(), |o| o.len() == 4).await;
 
     fs::remove_file(dir.path().join("a.yaml")).unwrap_or_else(|e| panic!("rm: {e}"));
     view_until(&mut rx, &mut view, "the deletion", |o| o.len() == 2).await;
@@ -155,9 +143,7 @@ async fn a_file_renamed_away_deletes_its_objects() {
         "a.yaml",
         &service_file("a", "10.96.0.10", "10.0.0.1"),
     );
-    let (mut rx, _task, _) = start(dir.path());
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial set", |o| o.len() == 2).await;
+    let (mut rx, mut view) = watching(dir.path(), |o| o.len() == 2).await;
 
     fs::rename(dir.path().join("a.yaml"), elsewhere.path().join("a.yaml"))
         .unwrap_or_else(|e| panic!("mv: {e}"));
@@ -168,12 +154,7 @@ async fn a_file_renamed_away_deletes_its_objects() {
 async fn a_directory_moved_in_and_out_brings_and_takes_its_files() {
     let dir = temp_dir();
     let staging = temp_dir();
-    let (mut rx, _task, _) = start(dir.path());
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial empty set", |o| {
-        o.is_empty()
-    })
-    .await;
+    let (mut rx, mut view) = watching(dir.path(), |o| o.is_empty()).await;
 
     write(
         staging.path(),
@@ -210,12 +191,7 @@ async fn a_configmap_data_swap_is_followed() {
     );
     symlink("..v1", &root.join("..data"));
     symlink("..data/svc.yaml", &root.join("svc.yaml"));
-    let (mut rx, _task, _) = start(root);
-    let mut view = View::default();
-    view_until(&mut rx, &mut view, "the initial set", |o| {
-        service_port(o, "a") == Some(80)
-    })
-    .await;
+    let (mut rx, mut view) = watching(root, |o| service_port(o, "a") == Some(80)).await;
 
     write(
         root,
