@@ -106,6 +106,8 @@ pub struct Options {
     pub parts: Vec<Part>,
     /// Where Ferry's logs go (default: a temporary directory, deleted at the end).
     pub logs: Option<PathBuf>,
+    /// Extra `ferry run` flags for every run (e.g. `--sync-period=1h`).
+    pub ferry_flags: Vec<String>,
 }
 
 /// Where the manifests live.
@@ -193,7 +195,11 @@ fn in_client<T: Send>(
 fn setup<'a>(o: &'a Options, dirs: &Dirs, name: &str, flags: &[&str], changes: usize) -> Setup<'a> {
     Setup {
         ferry: &o.ferry,
-        flags: flags.iter().map(|f| (*f).to_owned()).collect(),
+        flags: flags
+            .iter()
+            .map(|f| (*f).to_owned())
+            .chain(o.ferry_flags.iter().cloned())
+            .collect(),
         changes,
         connects: o.connects,
         timeout: o.timeout,
@@ -290,6 +296,7 @@ fn churn(o: &Options, cluster: &mut Cluster, dirs: &Dirs, table: &mut Table) -> 
         duration: o.churn_duration,
         sample: o.churn_sample,
         log: &log,
+        flags: &o.ferry_flags,
     };
     let (manifests, stage): (&Path, &Path) = (&dirs.manifests, &dirs.stage);
     let c = in_client(&net, churn::run(&net, cluster, manifests, stage, &setup))?;

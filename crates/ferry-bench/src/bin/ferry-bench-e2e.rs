@@ -63,6 +63,9 @@ struct Cli {
     /// Keep Ferry's logs in DIR.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
+    /// An extra flag for every `ferry run` (repeatable), e.g. `--ferry-flag=--sync-period=1h`.
+    #[arg(long = "ferry-flag", value_name = "FLAG", allow_hyphen_values = true)]
+    ferry_flags: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -119,15 +122,23 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         timeout: Duration::from_secs(if quick { 60 } else { cli.timeout_secs }),
         parts,
         logs: cli.logs.clone(),
+        ferry_flags: cli.ferry_flags.clone(),
     };
     let table = e2e::run(&options, |line| eprintln!("{line}"))?;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "ferry-bench-e2e: {} ClusterIP Services × {} endpoints, kernel {}, {} cores\n",
+        "ferry-bench-e2e: {} ClusterIP Services × {} endpoints, kernel {}, {} cores, load average \
+         at the end {}, extra ferry flags {:?}\n",
         options.services,
         options.endpoints,
         kernel.trim(),
-        std::thread::available_parallelism().map_or(1, usize::from)
+        std::thread::available_parallelism().map_or(1, usize::from),
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        options.ferry_flags,
     );
     println!("{}", table.render());
     Ok(())

@@ -33,6 +33,8 @@ pub struct ChurnSetup<'a> {
     pub sample: usize,
     /// Where Ferry's log goes.
     pub log: &'a Path,
+    /// Extra `ferry run` flags.
+    pub flags: &'a [String],
 }
 
 /// What the churn measured.
@@ -65,7 +67,8 @@ pub async fn run(
 ) -> anyhow::Result<Churned> {
     net.ensure_in_client()?;
     let feed = Feed::Manifests { dir, stage };
-    let flags = super::scenario::base_flags(&feed);
+    let mut flags = super::scenario::base_flags(&feed);
+    flags.extend(setup.flags.iter().cloned());
     let start = Instant::now();
     let ferry = Ferry::start(setup.ferry, net.node.name(), &flags, setup.log)?;
     let (answers, _) =
