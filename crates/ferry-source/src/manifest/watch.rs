@@ -51,7 +51,9 @@ impl ManifestSource {
     /// A change is read at once when the file is complete: renamed into place, closed after
     /// writing, or removed. Only that file is read again (a directory: only what lies under
     /// it), and [`SourceEvent::Apply`]/[`SourceEvent::Delete`] are sent for the objects whose
-    /// reported version changed. A file created or written but not closed yet is read after
+    /// reported version changed. A file is one atomic change: when one file changed several
+    /// objects (a new Service with its EndpointSlice), a [`SourceEvent::Resync`] carries them
+    /// together instead, so that no sync can fall between them. A file created or written but not closed yet is read after
     /// 100 ms of quiet (at most 2 s after its first event), so a writer that keeps it open is
     /// followed too; writing a temporary file and renaming it into place, as most editors and
     /// `kubectl`-style tools do, is never caught half-way. When the watcher loses events (its
@@ -230,7 +232,10 @@ async fn refresh_blocking(
     errors: &(impl Fn(&InvalidObject) + Send),
 ) -> Result<(ManifestSource, Update), WatchError> {
     let (source, update) = tokio::task::spawn_blocking(move || {
-        let update = source.refresh(&paths, true);
+        let mut update = source.refresh(&paths, true);
+        if update.whole_file {
+            update.events = vec![SourceEvent::Resync(source.store.objects())];
+        }
         tracing::debug!(
             paths = paths.len(),
             events = update.events.len(),

@@ -269,3 +269,32 @@ fn the_first_scan_reports_no_events_but_holds_everything() {
     assert!(first.events.is_empty());
     assert_eq!(store.objects(), [service("a", 80), slice("a", "10.0.0.1")]);
 }
+
+#[test]
+fn an_update_that_changes_several_objects_of_one_file_says_so() {
+    let mut store = Store::default();
+    let first = update(
+        &mut store,
+        vec![file(
+            "/m/a.yaml",
+            vec![service("a", 80), slice("a", "10.0.0.1")],
+        )],
+    );
+    assert!(first.whole_file, "a new file with a Service and its slice");
+    let one = update(
+        &mut store,
+        vec![file(
+            "/m/a.yaml",
+            vec![service("a", 80), slice("a", "10.0.0.2")],
+        )],
+    );
+    assert!(!one.whole_file, "only the slice changed");
+    let two_files = update(
+        &mut store,
+        vec![
+            file("/m/a.yaml", vec![service("a", 80), slice("a", "10.0.0.3")]),
+            file("/m/b.yaml", vec![service("b", 80)]),
+        ],
+    );
+    assert!(!two_files.whole_file, "one object from each of two files");
+}

@@ -115,23 +115,18 @@ async fn a_file_still_open_for_writing_is_read_after_a_quiet_time() {
 }
 
 #[tokio::test]
-async fn a_removed_file_deletes_its_objects_and_keeps_the_others() {
+async fn a_removed_file_deletes_its_objects_at_once_and_keeps_the_others() {
     let dir = temp_dir();
     two_service_files(dir.path());
     let (mut rx, mut view) = watching(dir.path(), |o| o.len() == 4).await;
 
     fs::remove_file(dir.path().join("a.yaml")).unwrap_or_else(|e| panic!("rm: {e}"));
     view_until(&mut rx, &mut view, "the deletion", |o| o.len() == 2).await;
-    let deletes = after_resync(&view)
-        .iter()
-        .filter(|e| matches!(e, SourceEvent::Delete(_)))
-        .count();
-    assert_eq!(
-        (deletes, after_resync(&view).len()),
-        (2, 2),
-        "{:?}",
-        view.events
-    );
+    // The file held two objects: they go in one event, so no sync falls between them.
+    let [SourceEvent::Resync(objects)] = after_resync(&view) else {
+        panic!("one Resync expected: {:?}", view.events);
+    };
+    assert_eq!(names(objects), ["Service dev/b", "EndpointSlice dev/b-abc"]);
 }
 
 #[tokio::test]
