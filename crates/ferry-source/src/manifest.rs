@@ -22,7 +22,9 @@
 //!   skipped (a Service written there counts even if it is invalid or ignored, e.g. headless).
 //!
 //! A file that cannot be read or parsed contributes no objects and one error naming the file
-//! (with line and column). [`ManifestSource`] keeps the last good version of the objects it held.
+//! (with line and column). [`ManifestSource`] keeps the last good version of the objects it held,
+//! file by file: a change re-reads only the files it touched and reports only the objects
+//! whose version changed (the store's rules are in `store`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
