@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
-use ferry_dataplane::{NftDataplane, SyncKind};
+use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::SyncKind;
 use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
 use ferry_model::{
     ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName, SessionAffinity,
