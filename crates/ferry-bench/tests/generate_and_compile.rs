@@ -226,14 +226,11 @@ fn an_endpoint_change_recompiles_one_service_and_changes_elements_only() {
     );
 }
 
-/// The whole benchmark at N=100, end to end (needs root: it creates a network namespace;
-/// skips with a message otherwise).
+/// The whole benchmark at N=100, end to end (needs root: it creates network namespaces).
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn quick_run_succeeds() {
-    if !ferry_lab::running_as_root() {
-        eprintln!("skipping: the benchmark needs root");
-        return;
-    }
+    assert!(ferry_lab::running_as_root(), "the benchmark needs root");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry-bench"))
         .args(["--quick", "--changes=3", "--compile-runs=1"])
         .output()

@@ -53,6 +53,7 @@ fn list() -> String {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn ipv6_endpoint_changes_go_over_netlink_and_nft_lists_them() {
     in_new_netns(|| {
         let mut dp = NftDataplane::new();

@@ -1,10 +1,14 @@
 //! The `ferry` binary: parse flags, set up logging, exit 64 on bad configuration, run.
 //!
-//! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (state + compile +
-//! apply, one sync at a time), [`run`] (the agent: sources, the bounded-frequency loop,
-//! signals), [`health`] (`/healthz`, `/livez`), [`healthcheck`] (service health-check
-//! NodePorts), [`metrics`] (`/metrics`), [`serve`] (their HTTP servers), [`check`]
-//! (`ferry check`).
+//! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (the cluster state
+//! and one family sync per IP family: compile + apply), [`round`] (one sync round and what
+//! follows it), [`run`] (the agent: sources, the bounded-frequency loop, signals), [`rules`]
+//! (`ferry rules`), [`explain`] (`ferry explain`), [`health`] (`/healthz`, `/livez`),
+//! [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`), [`serve`] (their
+//! HTTP servers), [`check`] (`ferry check`).
+//!
+//! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::mode`) gives the
+//! renderer (`rules`, `explain`), the appliers (`run`), the cleanup and the failure metric.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
