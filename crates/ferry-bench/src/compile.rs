@@ -1,7 +1,6 @@
 //! The compile step without I/O: the benchmark's node and configuration, the cluster state,
 //! and the nftables staged compile (state → node view → plan → ruleset) with its sizes. The
-//! agent's own path (compile and apply per sync) is measured through the mode's applier
-//! ([`crate::measure`]).
+//! agent's own path (compile and apply per sync) is measured through the mode's applier.
 
 use std::time::{Duration, Instant};
 

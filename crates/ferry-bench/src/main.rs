@@ -26,6 +26,8 @@ use ferry_bench::cluster::{ClusterSpec, BENCH_NODE, NODES};
 use ferry_bench::measure::{self, MeasureOptions};
 use ferry_bench::netns::{self, Netns, NftSnapshot};
 use ferry_bench::report::{self, Figures, Outcome};
+use ferry_bench::sizes;
+use ferry_bench::stats::Figure;
 use ferry_compile::mode::ProxyMode;
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
@@ -159,9 +161,13 @@ fn mode(name: &str) -> anyhow::Result<(ProxyMode, ModeOptions)> {
 fn child(opts: &MeasureOptions, ns: &str, outside: u64, name: &str) -> anyhow::Result<()> {
     netns::ensure_inside(ns, outside)?;
     let services = opts.spec.services;
-    let print = |figures: &[measure::Figure]| println!("{}", report::result_line(figures));
-    let progress = |msg: &str| eprintln!("  [{name} N={services}] {msg}");
-    measure::run(opts, print, progress)
+    let print = |figures: &[Figure]| println!("{}", report::result_line(figures));
+    let mut progress = |msg: &str| eprintln!("  [{name} N={services}] {msg}");
+    let state = measure::run(opts, print, &mut progress)?;
+    // Static figures of what the mode renders (the staged compile holds the whole node's view,
+    // plan and rules at once, so it runs after the memory figures), on the final state.
+    print(&sizes::figures(opts, &state, &mut progress)?);
+    Ok(())
 }
 
 fn nft_here(args: &[&str]) -> Command {

@@ -1,26 +1,27 @@
 //! One N of one mode, measured in the current process (which must already be inside its
 //! throw-away network namespace: see [`crate::netns::ensure_inside`]), along the agent's own
 //! path: the mode table's applier fed by a [`NodeCompiler`], as `ferry run` syncs a family.
-//! The same code measures every mode; only the static figures of the rendered rules differ
-//! ([`crate::sizes`]).
+//! The same code measures every mode; the static figures of what each mode renders are
+//! measured afterwards on the final state (`sizes`).
 //!
 //! Results are reported through a callback as `key=value` figures, phase by phase, so that a
 //! run stopped half-way still shows what it measured.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, ensure, Context as _};
 use ferry_compile::mode::ProxyMode;
 use ferry_compile::NodeCompiler;
-use ferry_dataplane::mode::{entry, ModeOptions};
+use ferry_dataplane::mode::ModeOptions;
+use ferry_dataplane::modes::entry;
 use ferry_dataplane::{Applier, SyncKind};
-use ferry_model::{IpFamily, Object};
+use ferry_model::{ClusterState, IpFamily, Object};
 
 use crate::cluster::ClusterSpec;
 use crate::compile::{build_state, compile_config, node_context};
-use crate::stats::{median, ms, percentile};
+use crate::stats::{f2, med, median, ms, pct, Figure};
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,28 +42,13 @@ pub struct MeasureOptions {
     pub dump_dir: Option<PathBuf>,
 }
 
-/// One reported figure.
-pub type Figure = (&'static str, String);
-
-pub(crate) fn f2(x: f64) -> String {
-    format!("{x:.2}")
-}
-
-pub(crate) fn med(v: &[f64]) -> String {
-    median(v).map_or_else(|| "-".to_owned(), f2)
-}
-
-fn pct(v: &[f64], p: f64) -> String {
-    percentile(v, p).map_or_else(|| "-".to_owned(), f2)
-}
-
 /// Runs every phase; `report` receives each phase's figures as soon as they are known and
-/// `progress` human-readable progress lines.
+/// `progress` human-readable progress lines. Returns the final state.
 pub fn run(
     opts: &MeasureOptions,
     mut report: impl FnMut(&[Figure]),
     mut progress: impl FnMut(&str),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ClusterState> {
     let spec = opts.spec;
     let ctx = node_context();
     let cfg = compile_config()?;
@@ -141,18 +127,15 @@ pub fn run(
         ("rss_mib", f2(memory_mib("VmHWM:")?)),
         ("rss_now_mib", f2(memory_mib("VmRSS:")?)),
     ]);
-    // 5. Static figures of the rendered rules (staged compile runs hold the whole node's view,
-    // plan and rules at once, so they run after the memory figures), on the final state.
-    report(&crate::sizes::figures(opts, &state, &mut progress)?);
-    // Keep the state alive until the memory was read, as the agent keeps it.
-    drop(state);
-    Ok(())
+    // The state stays alive until the memory was read, as the agent keeps it; the caller
+    // measures the static figures on it.
+    Ok(state)
 }
 
 /// Times `opts.changes` one-endpoint changes, each a partial sync of the changed service.
 fn incremental(
     opts: &MeasureOptions,
-    state: &mut ferry_model::ClusterState,
+    state: &mut ClusterState,
     applier: &mut dyn Applier,
     progress: &mut impl FnMut(&str),
 ) -> anyhow::Result<Vec<Figure>> {
@@ -240,11 +223,4 @@ pub fn memory_mib(key: &str) -> anyhow::Result<f64> {
         .parse()
         .with_context(|| format!("bad {key} {line:?}"))?;
     Ok(kib / 1024.0)
-}
-
-/// Time of a closure.
-pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
-    let t = Instant::now();
-    let out = f();
-    (out, t.elapsed())
 }

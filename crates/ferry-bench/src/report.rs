@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::measure::Figure;
+use crate::stats::Figure;
 
 /// Prefix of the lines a measuring child prints on stdout.
 pub const RESULT_PREFIX: &str = "RESULT ";

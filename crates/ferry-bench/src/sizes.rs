@@ -12,8 +12,8 @@ use ferry_compile::{iptables, CompileConfig, NodeCompiler, Plan};
 use ferry_model::{ClusterState, NodeContext, NodeView, Object};
 
 use crate::compile::{compile_config, node_context, CompileTimes, RulesetSize};
-use crate::measure::{f2, med, timed, Figure, MeasureOptions};
-use crate::stats::ms;
+use crate::measure::MeasureOptions;
+use crate::stats::{f2, med, ms, timed, Figure};
 
 /// The static figures of `opts.mode` for `state`.
 pub fn figures(

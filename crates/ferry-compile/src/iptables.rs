@@ -26,7 +26,7 @@ pub use names::{
     KUBE_PROXY_FIREWALL, KUBE_SERVICES, LOCAL_PREFIX, NON_POD_MASQ, SEP_PREFIX,
     SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
 };
-pub use node::{IptablesRenderer, NodeRules};
+pub use node::NodeRules;
 pub use render::{
     jump_rules, render, render_base, render_service, RenderContext, LARGE_CLUSTER_ENDPOINTS,
 };

@@ -9,15 +9,15 @@
 //! # The mode seam
 //! [`mode`] holds [`ProxyMode`](mode::ProxyMode) and the [`Renderer`](mode::Renderer) trait:
 //! a mode's pure half, which turns a node's plan into the text `ferry rules` prints and names
-//! the mode's objects in [`trace`]s. Each mode is one module here:
-//! - [`nft`]: nftables, Ferry's own table (`ip ferry` / `ip6 ferry`), its transactions
-//!   ([`nft::Transaction`], [`nft::Delta`]) and [`nft::NftRenderer`];
-//! - [`iptables`]: upstream kube-proxy's iptables layout, as `iptables-restore` input, and
-//!   [`iptables::IptablesRenderer`].
+//! the mode's objects in [`trace`]s ([`mode::NftRenderer`], [`mode::IptablesRenderer`]). Each
+//! mode renders its rules in one module here:
+//! - [`nft`]: nftables, Ferry's own table (`ip ferry` / `ip6 ferry`) and its transactions
+//!   ([`nft::Transaction`], [`nft::Delta`]);
+//! - [`iptables`]: upstream kube-proxy's iptables layout, as `iptables-restore` input.
 //!
 //! The kernel half of each mode (its applier) lives in `ferry-dataplane`, whose mode table
-//! joins both halves. A new mode is a module here with a renderer, a module there with an
-//! applier, and one line in that table.
+//! joins both halves. A new mode is a module here with its rendering and a renderer in
+//! [`mode`], a module there with an applier, and one line in that table.
 //!
 //! Everything here is pure and deterministic: the same input gives byte-identical output, so
 //! golden files and diffs mean something. It must never do I/O.

@@ -1,12 +1,14 @@
 //! The proxy modes, and the pure half of the seam every mode plugs into: its [`Renderer`].
 //!
-//! A mode is two modules: one here that renders a node's [`Plan`](crate::Plan) into the mode's
-//! own objects (pure: the text `ferry rules` prints, the objects `ferry explain` names), and one
-//! in `ferry-dataplane` that applies them to the kernel. One table joins the two halves
-//! (`ferry_dataplane::mode::MODES`); nothing else matches on the mode.
+//! A mode's rules are rendered by its module of this crate (`nft`, `iptables`: from a node's
+//! [`Plan`](crate::Plan) to the mode's own objects), and the mode's [`Renderer`] here (pure:
+//! the text `ferry rules` prints, the objects `ferry explain` names) wraps them for the
+//! binary; a module in `ferry-dataplane` applies them to the kernel. One table joins the two
+//! halves (`ferry_dataplane::modes::MODES`); nothing else matches on the mode.
 //!
-//! Adding a mode: a module here with a [`Renderer`], a module in `ferry-dataplane` with an
-//! applier and a mode entry, a [`ProxyMode`] variant, and its line in the table.
+//! Adding a mode: its rendering module in this crate and its renderer here, a module in
+//! `ferry-dataplane` with an applier and a mode entry, a [`ProxyMode`] variant, and its line
+//! in the table.
 
 use std::fmt;
 
@@ -14,6 +16,12 @@ use ferry_model::{ClusterState, IpFamily};
 
 use crate::trace::{Packet, Trace};
 use crate::NodeCompiler;
+
+mod iptables;
+mod nft;
+
+pub use iptables::IptablesRenderer;
+pub use nft::NftRenderer;
 
 /// The proxy mode (`mode` in the configuration file, `--proxy-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::mode::{ProxyMode, Renderer};
-use ferry_compile::{iptables, nft};
+use ferry_compile::mode::{IptablesRenderer, NftRenderer, ProxyMode, Renderer};
 use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_model::{ClusterState, IpFamily, NodeContext};
 
@@ -144,8 +143,8 @@ fn golden_dir() -> PathBuf {
 /// The renderer of a mode (what `ferry rules` prints).
 fn renderer(mode: ProxyMode) -> &'static dyn Renderer {
     match mode {
-        ProxyMode::Nftables => &nft::NftRenderer,
-        ProxyMode::Iptables => &iptables::IptablesRenderer,
+        ProxyMode::Nftables => &NftRenderer,
+        ProxyMode::Iptables => &IptablesRenderer,
     }
 }
 

@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::iptables::{
-    jump_rules, IptablesRenderer, NodeRules, Restore, Ruleset, ServiceRules, Table, CANARY,
-    LARGE_CLUSTER_ENDPOINTS, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
+    jump_rules, NodeRules, Restore, Ruleset, ServiceRules, Table, CANARY, LARGE_CLUSTER_ENDPOINTS,
+    NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
 };
-use ferry_compile::mode::ProxyMode;
+use ferry_compile::mode::{IptablesRenderer, ProxyMode};
 use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily, ServiceName};
@@ -29,8 +29,9 @@ mod cli;
 mod detect;
 mod live;
 
+pub use crate::mode::IptablesBackend;
 pub use cleanup::cleanup;
-pub use cli::{IptablesBackend, IptablesCli, IptablesRunner};
+pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
 
 /// iptables mode's line in the mode table.

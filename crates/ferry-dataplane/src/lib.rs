@@ -7,7 +7,7 @@
 //!
 //! # The mode seam
 //! Every proxy mode is one module here with an [`Applier`] (one per IP family: full and
-//! incremental syncs) and one line in the [`mode`] table, which joins it with the mode's pure
+//! incremental syncs) and one line in the [`modes`] table ([`mode::ModeEntry`]), which joins it with the mode's pure
 //! renderer in `ferry-compile` and says how to prepare the mode on a node, how to clean it up,
 //! how `ferry explain --live` reads it back, and which metric counts its failures. The binary
 //! asks the table and never matches on the mode. Modes:
@@ -27,6 +27,7 @@ mod error;
 pub mod iptables;
 pub mod live;
 pub mod mode;
+pub mod modes;
 mod netlink;
 pub mod nft;
 mod report;

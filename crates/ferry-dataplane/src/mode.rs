@@ -1,30 +1,15 @@
-//! The mode table: every proxy mode's line, joining its pure renderer (ferry-compile) with its
-//! kernel half (this crate). The binary asks this table for whatever depends on the mode and
-//! never matches on the mode itself.
-//!
-//! Adding a mode: a renderer in ferry-compile, a module here with an [`Applier`] and a
-//! [`ModeEntry`], and its line in [`MODES`].
+//! What a proxy mode is made of: its line in the mode table ([`ModeEntry`]; the table is
+//! `modes`), the run-time choices of the modes ([`ModeOptions`]), and the mode prepared on a
+//! node ([`NodeMode`]).
 
 use ferry_compile::mode::{ProxyMode, Renderer};
 use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily};
 
-use crate::iptables::IptablesBackend;
 use crate::live::LiveReport;
 use crate::support::Unsupported;
 use crate::{Applier, Error};
-
-/// Every mode, in [`ProxyMode::ALL`]'s order.
-pub const MODES: [ModeEntry; 2] = [crate::nft::MODE, crate::iptables::MODE];
-
-/// The line of `mode`.
-pub fn entry(mode: ProxyMode) -> &'static ModeEntry {
-    MODES
-        .iter()
-        .find(|e| e.mode == mode)
-        .expect("every ProxyMode has a line in MODES")
-}
 
 /// What a mode is made of.
 pub struct ModeEntry {
@@ -57,6 +42,40 @@ pub struct ModeOptions {
     /// iptables mode: the backend to program, or `None` to use the one that already holds
     /// Kubernetes' rules (upstream's detection).
     pub iptables_backend: Option<IptablesBackend>,
+}
+
+/// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
+/// can be installed side by side; rules in one are invisible to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IptablesBackend {
+    /// `iptables-nft` (`iptables` on current distributions).
+    Nft,
+    /// `iptables-legacy`.
+    Legacy,
+}
+
+impl IptablesBackend {
+    /// Both backends.
+    pub const ALL: [IptablesBackend; 2] = [IptablesBackend::Nft, IptablesBackend::Legacy];
+
+    /// `nft` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IptablesBackend::Nft => "nft",
+            IptablesBackend::Legacy => "legacy",
+        }
+    }
+
+    /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
+    pub fn program(self, tool: &str) -> String {
+        self.program_for(IpFamily::V4, tool)
+    }
+
+    /// The program for `tool` of `family`'s tools: `ip6tables-nft-restore` for IPv6, ….
+    pub fn program_for(self, family: IpFamily, tool: &str) -> String {
+        let base = ferry_compile::family::iptables_tool(family);
+        format!("{base}-{}{tool}", self.as_str())
+    }
 }
 
 /// The counter a mode's failed syncs go to, as upstream names them (`kubeproxy_` +).
@@ -111,18 +130,4 @@ pub trait NodeMode: Send + Sync {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<LiveReport, Error>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_mode_has_one_line() {
-        for mode in ProxyMode::ALL {
-            assert_eq!(entry(mode).mode, mode);
-            assert_eq!(entry(mode).renderer.mode(), mode);
-        }
-        assert_eq!(MODES.len(), ProxyMode::ALL.len());
-    }
 }

@@ -9,10 +9,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
 
 use ferry_compile::family::nft_family;
-use ferry_compile::mode::ProxyMode;
-use ferry_compile::nft::{
-    Delta, Key, NftRenderer, NodeRules, Ruleset, ServiceRules, Transaction, TABLE,
-};
+use ferry_compile::mode::{NftRenderer, ProxyMode};
+use ferry_compile::nft::{Delta, Key, NodeRules, Ruleset, ServiceRules, Transaction, TABLE};
 use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily, ServiceName};

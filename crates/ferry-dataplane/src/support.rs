@@ -1,6 +1,6 @@
 //! Which IP families this node can program: the shared half of upstream kube-proxy's
 //! `platformCheckSupported` (each mode adds its tool's check, see
-//! [`NodeMode::supports`](crate::mode::NodeMode::supports)).
+//! `NodeMode::supports`).
 //!
 //! kube-proxy runs dual-stack when both families' proxiers can work (their tool and kernel
 //! support are present), else single-stack; it does not look at the node's addresses. Ferry

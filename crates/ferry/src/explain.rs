@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use ferry_compile::trace::{Frontend, Packet, Trace, Verdict};
 use ferry_compile::NodeCompiler;
 use ferry_dataplane::live::LiveReport;
-use ferry_dataplane::mode::entry;
+use ferry_dataplane::modes::entry;
 use ferry_model::{IpFamily, NodeContext, Protocol};
 
 use crate::cli::{resolve, ExplainArgs, Output, EXIT_USAGE};

@@ -7,7 +7,7 @@
 //! [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`), [`serve`] (their
 //! HTTP servers), [`check`] (`ferry check`).
 //!
-//! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::mode`) gives the
+//! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::modes`) gives the
 //! renderer (`rules`, `explain`), the appliers (`run`), the cleanup and the failure metric.
 
 use std::io::IsTerminal as _;
@@ -115,7 +115,7 @@ fn main() -> ExitCode {
         Command::Cleanup => {
             // Every mode: whatever this node ran last, nothing of Ferry's is left.
             let mut code = ExitCode::SUCCESS;
-            for mode in &ferry_dataplane::mode::MODES {
+            for mode in &ferry_dataplane::modes::MODES {
                 if let Err(e) = (mode.cleanup)() {
                     eprintln!("ferry cleanup: {} mode: {e}", mode.mode);
                     code = ExitCode::FAILURE;

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use ferry_compile::NodeCompiler;
-use ferry_dataplane::mode::entry;
+use ferry_dataplane::modes::entry;
 use ferry_model::{ClusterState, IpFamily, NodeContext};
 
 use crate::config::Config;

@@ -1,6 +1,6 @@
 //! The agent: the source (manifests or the Kubernetes API), the bounded-frequency sync loop, the
 //! health, metrics and health-check NodePort servers, signals. Everything that depends on the
-//! proxy mode comes from its line in the mode table ([`ferry_dataplane::mode`]).
+//! proxy mode comes from its line in the mode table ([`ferry_dataplane::modes`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
 
-use ferry_dataplane::mode::{entry, NodeMode, MODES};
+use ferry_dataplane::mode::NodeMode;
+use ferry_dataplane::modes::{entry, MODES};
 use ferry_dataplane::Applier;
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::kube::{Connection, KubeSource};

@@ -1,12 +1,9 @@
-//! One node's iptables rules from a [`NodeCompiler`], and the iptables mode's [`Renderer`].
+//! One node's iptables rules from a [`NodeCompiler`].
 
-use ferry_model::{ClusterState, IpFamily, ServiceName};
+use ferry_model::{ClusterState, ServiceName};
 
 use super::{render, render_base, render_service, RenderContext, Ruleset, ServiceRules};
-use crate::family::iptables_tool;
-use crate::mode::{ProxyMode, Renderer};
 use crate::plan::ServicePlan;
-use crate::trace::{trace, Packet, Trace};
 use crate::NodeCompiler;
 
 /// A node's iptables rules, whole or per service.
@@ -47,34 +44,5 @@ impl<'a> NodeRules<'a> {
             ..RenderContext::of(self.compiler.base_plan())
         };
         (!refs.is_empty()).then(|| render_service(&refs, &ctx))
-    }
-}
-
-/// iptables mode's renderer: upstream kube-proxy's chains, as `iptables-restore --noflush`
-/// takes them.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct IptablesRenderer;
-
-impl Renderer for IptablesRenderer {
-    fn mode(&self) -> ProxyMode {
-        ProxyMode::Iptables
-    }
-
-    fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String {
-        NodeRules::new(compiler).full(state).to_string()
-    }
-
-    fn family_header(&self, family: IpFamily) -> Option<String> {
-        Some(format!(
-            "# {} rules: {}-restore --noflush input\n",
-            family.as_str(),
-            iptables_tool(family)
-        ))
-    }
-
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
-        let view = compiler.view(state);
-        let plan = compiler.plan_of(&view);
-        trace(&view, &plan, &crate::nft::render(&plan), packet).for_iptables()
     }
 }

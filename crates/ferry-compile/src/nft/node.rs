@@ -1,12 +1,9 @@
-//! One node's nftables rules, compiled service by service from a [`NodeCompiler`], and the
-//! nftables mode's [`Renderer`].
+//! One node's nftables rules, compiled service by service from a [`NodeCompiler`].
 
 use ferry_model::{ClusterState, ServiceName};
 
 use super::{render_base, render_service, RenderContext, Ruleset, ServiceRules};
-use crate::mode::{ProxyMode, Renderer};
 use crate::plan::ServicePlan;
-use crate::trace::{trace, Packet, Trace};
 use crate::NodeCompiler;
 
 /// A node's nftables rules, whole or per service.
@@ -51,25 +48,5 @@ impl<'a> NodeRules<'a> {
         let plans = self.compiler.service_plans(state, name);
         let refs: Vec<&ServicePlan> = plans.iter().collect();
         (!refs.is_empty()).then(|| render_service(&refs, &self.ctx))
-    }
-}
-
-/// nftables mode's renderer: Ferry's table (`table ip ferry`), as `nft -f` takes it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NftRenderer;
-
-impl Renderer for NftRenderer {
-    fn mode(&self) -> ProxyMode {
-        ProxyMode::Nftables
-    }
-
-    fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String {
-        NodeRules::new(compiler).full(state).to_string()
-    }
-
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
-        let view = compiler.view(state);
-        let plan = compiler.plan_of(&view);
-        trace(&view, &plan, &super::render(&plan), packet)
     }
 }

@@ -10,7 +10,8 @@ use ferry_compile::iptables::{
 use ferry_model::IpFamily;
 
 use super::chains_in;
-use super::cli::{IptablesBackend, IptablesCli, IptablesRunner};
+use super::cli::{IptablesCli, IptablesRunner};
+use crate::mode::IptablesBackend;
 use crate::Error;
 
 /// Chains of each table in an `iptables-save` output of several tables.

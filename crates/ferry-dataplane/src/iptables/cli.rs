@@ -6,41 +6,8 @@ use std::process::{Command, Stdio};
 use ferry_compile::iptables::Table;
 use ferry_model::IpFamily;
 
+use crate::mode::IptablesBackend;
 use crate::Error;
-
-/// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
-/// can be installed side by side; rules in one are invisible to the other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum IptablesBackend {
-    /// `iptables-nft` (`iptables` on current distributions).
-    Nft,
-    /// `iptables-legacy`.
-    Legacy,
-}
-
-impl IptablesBackend {
-    /// Both backends.
-    pub const ALL: [IptablesBackend; 2] = [IptablesBackend::Nft, IptablesBackend::Legacy];
-
-    /// `nft` or `legacy`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IptablesBackend::Nft => "nft",
-            IptablesBackend::Legacy => "legacy",
-        }
-    }
-
-    /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
-    pub fn program(self, tool: &str) -> String {
-        self.program_for(IpFamily::V4, tool)
-    }
-
-    /// The program for `tool` of `family`'s tools: `ip6tables-nft-restore` for IPv6, ….
-    pub fn program_for(self, family: IpFamily, tool: &str) -> String {
-        let base = ferry_compile::family::iptables_tool(family);
-        format!("{base}-{}{tool}", self.as_str())
-    }
-}
 
 /// Runs iptables commands. The real one is [`IptablesCli`]; tests substitute a recorder.
 pub trait IptablesRunner: Send {

@@ -1,6 +1,5 @@
 //! UDP conntrack cleanup after a sync: which flows are stale ([`StaleFlows`], from the UDP
-//! service ports before and after each successful sync). The round deletes them
-//! ([`crate::round`]).
+//! service ports before and after each successful sync); the sync round deletes them.
 //!
 //! The cleanup runs only after the rules are in the kernel, like upstream's: a flow deleted
 //! earlier would be re-created by its next packet through the old rules. A failure is logged
