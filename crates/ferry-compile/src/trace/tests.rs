@@ -100,7 +100,7 @@ fn the_seed_question_cluster_policy_forwards_masqueraded() {
         32223,
     );
     assert_eq!(t.verdict_word(), "forwarded");
-    assert!(t.masquerade.is_some());
+    assert!(matches!(t.masquerade(), Some(Masquerade::Yes(_))));
     let Verdict::Forwarded { targets } = &t.verdict else {
         panic!("forwarded")
     };
@@ -117,7 +117,7 @@ fn local_policy_on_the_node_with_pods_keeps_the_client_ip() {
         32223,
     );
     assert_eq!(t.verdict_word(), "forwarded");
-    assert_eq!(t.masquerade, None);
+    assert_eq!(t.masquerade(), Some(Masquerade::No));
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn pods_and_the_node_short_circuit_the_local_policy() {
         Origin::Pod("192.168.0.0/16".parse().expect("net"))
     );
     assert_eq!(pod.verdict_word(), "forwarded");
-    assert_eq!(pod.masquerade, None);
+    assert_eq!(pod.masquerade(), Some(Masquerade::No));
     let node = explain(
         TrafficPolicy::Local,
         "k8s-master",
@@ -144,7 +144,7 @@ fn pods_and_the_node_short_circuit_the_local_policy() {
     );
     assert_eq!(node.origin, Origin::ThisNode);
     assert_eq!(node.verdict_word(), "forwarded");
-    assert!(node.masquerade.is_some());
+    assert!(matches!(node.masquerade(), Some(Masquerade::Yes(_))));
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn cluster_ip_from_the_node_is_masqueraded_and_from_a_pod_is_not() {
         "10.96.198.86",
         8080,
     );
-    assert!(node.masquerade.is_some());
+    assert!(matches!(node.masquerade(), Some(Masquerade::Yes(_))));
     let pod = explain(
         TrafficPolicy::Cluster,
         "k8s-master",
@@ -164,7 +164,7 @@ fn cluster_ip_from_the_node_is_masqueraded_and_from_a_pod_is_not() {
         "10.96.198.86",
         8080,
     );
-    assert_eq!(pod.masquerade, None);
+    assert_eq!(pod.masquerade(), Some(Masquerade::No));
     assert_eq!(pod.frontend, Some(Frontend::ClusterIp));
 }
 
