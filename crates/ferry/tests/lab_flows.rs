@@ -1,4 +1,5 @@
-//! Every seed flow (tests/support/flows.rs) with real packets, in every proxy mode. Needs root.
+//! Every seed flow (tests/support/flows.rs) with real packets, in every proxy mode, with the
+//! flows' extra Service and the nodes' secondary addresses. Needs root.
 
 #[path = "support/flows.rs"]
 mod flows;
@@ -6,7 +7,7 @@ mod flows;
 mod seed;
 
 use ferry_lab::{CurlResult, Host};
-use flows::{Expect, From, Peer, FLOWS, SERVERS};
+use flows::{Expect, From, Peer, EXTRA_MANIFESTS, FLOWS, SECONDARY};
 use seed::{Hello, Mode, SeedLab};
 
 fn host(from: From) -> Host {
@@ -18,17 +19,27 @@ fn host(from: From) -> Host {
 }
 
 fn run(mode: Mode, policy: &'static str) {
-    let seed = SeedLab::start(mode, policy);
+    let mut seed = SeedLab::start(mode, policy);
+    for (name, text) in EXTRA_MANIFESTS {
+        seed.apply(name, text);
+    }
+    for (node, ip) in SECONDARY {
+        let ip = ip.parse().expect("address");
+        seed.lab
+            .add_node_address(node, ip)
+            .expect("secondary address");
+    }
     for f in FLOWS.iter().filter(|f| f.policy == policy) {
         let from = host(f.from);
-        match f.expect {
+        match f.expect_in(mode.flag()) {
             Expect::Dropped => assert_eq!(
                 seed.curl(&from, &f.url()),
                 CurlResult::TimedOut,
                 "{}",
                 f.name
             ),
-            Expect::Rejected => assert_eq!(
+            // Nothing listens on the node's port: the node itself refuses.
+            Expect::Rejected | Expect::Untranslated => assert_eq!(
                 seed.curl(&from, &f.url()),
                 CurlResult::Refused,
                 "{}",
@@ -37,7 +48,11 @@ fn run(mode: Mode, policy: &'static str) {
             Expect::Forwarded(peer) => {
                 for _ in 0..8 {
                     let h: Hello = seed.hello(&from, &f.url());
-                    assert!(SERVERS.contains(&h.server_ip.as_str()), "{}: {h:?}", f.name);
+                    assert!(
+                        f.servers.contains(&h.server_ip.as_str()),
+                        "{}: {h:?}",
+                        f.name
+                    );
                     let want = match peer {
                         Peer::Source => f.src(),
                         Peer::Node(ip) => ip,
