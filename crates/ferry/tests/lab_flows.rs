@@ -82,13 +82,14 @@ modes! {
 }
 
 /// `ferry explain --live` inside a node reads the kernel's table: it agrees with what Ferry
-/// compiled, and reports a difference made by hand.
+/// compiled, and reports a difference made by hand. It takes the node's addresses from its
+/// interfaces: a secondary one is the node's, outside nodePortAddresses' default.
 #[test]
 #[ignore = "needs root: network namespaces"]
 fn explain_live_reads_the_kernel_and_reports_differences() {
     let seed = SeedLab::start(Mode::Nftables, "Cluster");
     let dir = seed.manifests.path().display().to_string();
-    let explain = || {
+    let explain_to = |to: &str| {
         seed.lab
             .exec(
                 "k8s-node1",
@@ -103,13 +104,27 @@ fn explain_live_reads_the_kernel_and_reports_differences() {
                     "--from",
                     "10.1.1.100",
                     "--to",
-                    "10.1.1.17:32223",
+                    to,
                     "--cluster-cidr",
                     "192.168.0.0/16",
                 ],
             )
             .expect("ferry explain --live")
     };
+    let explain = || explain_to("10.1.1.17:32223");
+    seed.lab
+        .add_node_address("k8s-node1", "10.1.1.27".parse().expect("ip"))
+        .expect("secondary address");
+    let out = explain_to("10.1.1.27:32223");
+    assert!(
+        out.contains("10.1.1.27 is an address of this node, but NodePort 32223/tcp"),
+        "{out}"
+    );
+    let out = explain_to("10.1.1.29:32223");
+    assert!(
+        out.contains("this node's: 10.1.1.17, 10.1.1.27 (its interfaces)"),
+        "{out}"
+    );
     let out = explain();
     assert!(out.contains("agrees with the compiled rules"), "{out}");
     assert!(

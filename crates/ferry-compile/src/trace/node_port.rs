@@ -249,3 +249,6 @@ fn filtered_anyway(sp: &ServicePlan, sview: Option<&ServicePortView>, t: &Trace)
     ));
     Some(variant)
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Frontend, Masquerade, Trace, Verdict};
+use super::{Frontend, Masquerade, StepKind, Trace, Verdict};
 
 impl Trace {
     /// A one-word verdict: `forwarded`, `dropped`, `rejected`, `not-a-service`.
@@ -13,6 +13,11 @@ impl Trace {
             Verdict::Rejected => "rejected",
             Verdict::NotAService => "not-a-service",
         }
+    }
+
+    /// Not translated, and addressed to the node itself.
+    fn delivered_locally(&self) -> bool {
+        self.steps.iter().any(|s| s.kind == StepKind::DeliveredLocally)
     }
 
     /// The explanation for people, naming the mode's objects.
@@ -120,6 +125,9 @@ impl Trace {
             }
             Verdict::Rejected => {
                 let _ = writeln!(out, "  reject((connection refused))\n  {last} --> reject");
+            }
+            Verdict::NotAService if self.delivered_locally() => {
+                let _ = writeln!(out, "  local((delivered to the node))\n  {last} --> local");
             }
             Verdict::NotAService => {
                 let _ = writeln!(out, "  route((routed normally))\n  {last} --> route");
