@@ -1,6 +1,8 @@
 //! The node's addresses as `ferry explain --live` reads them: every address of every
 //! interface, secondary ones included, in a private network namespace.
 
+// Only its namespace helper: `nft` is for the nftables tests.
+#[allow(dead_code)]
 mod support;
 use support::in_new_netns;
 

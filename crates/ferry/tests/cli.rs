@@ -174,9 +174,22 @@ fn explain_needs_no_privileges_in_any_mode() {
 #[test]
 fn explain_of_an_unknown_node_exits_64_listing_the_manifests_nodes() {
     let seed = seed();
-    let base = ["explain", "--manifests", &seed, "--cluster-cidr", "192.168.0.0/16"];
+    let base = [
+        "explain",
+        "--manifests",
+        &seed,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ];
     let mut args = base.to_vec();
-    args.extend(["--node", "k8s-nod2", "--from", "10.1.1.100", "--to", "10.1.1.9:32223"]);
+    args.extend([
+        "--node",
+        "k8s-nod2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
     let (code, out, err) = ferry(&args);
     assert_eq!(code, 64, "{err}");
     assert!(out.is_empty(), "{out}");
@@ -186,11 +199,21 @@ fn explain_of_an_unknown_node_exits_64_listing_the_manifests_nodes() {
          k8s-node1, k8s-node2\n"
     );
     let mut live = base.to_vec();
-    live.extend(["--node", "k8s-node2", "--from", "10.1.1.100", "--to", "10.1.1.9:32223"]);
+    live.extend([
+        "--node",
+        "k8s-node2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
     live.extend(["--live", "--node-address", "10.1.1.19"]);
     let (code, _, err) = ferry(&live);
     assert_eq!(code, 64, "{err}");
-    assert!(err.starts_with("ferry: --node-address: not with --live"), "{err}");
+    assert!(
+        err.starts_with("ferry: --node-address: not with --live"),
+        "{err}"
+    );
 }
 
 #[test]

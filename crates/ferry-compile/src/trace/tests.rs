@@ -207,18 +207,28 @@ fn hairpin_masquerades_only_the_target_that_is_the_sender() {
         "{text}"
     );
     let m = t.to_mermaid();
-    assert!(m.contains("-->|DNAT + SNAT| ep0") && m.contains("-->|DNAT| ep1"), "{m}");
+    assert!(
+        m.contains("-->|DNAT + SNAT| ep0") && m.contains("-->|DNAT| ep1"),
+        "{m}"
+    );
     // iptables mode: the same targets, the hairpin rule in the sender's KUBE-SEP- chain.
     let ipt = t.for_iptables();
     assert!(matches!(ipt.masquerade(), Some(Masquerade::Some(_))));
-    assert!(ipt.to_text().contains("(-s 192.168.169.166 -j KUBE-MARK-MASQ)"));
+    assert!(ipt
+        .to_text()
+        .contains("(-s 192.168.169.166 -j KUBE-MARK-MASQ)"));
 }
 
 #[test]
 fn hairpin_to_the_only_endpoint_is_always_masqueraded() {
     let mut state = seed(TrafficPolicy::Cluster);
     let eps = vec![mk_endpoint("192.168.169.166", "k8s-node2")];
-    state.apply(Object::EndpointSlice(mk_slice("dev", "url-analysis", 56010, eps)));
+    state.apply(Object::EndpointSlice(mk_slice(
+        "dev",
+        "url-analysis",
+        56010,
+        eps,
+    )));
     let view = NodeView::build(
         &state,
         &NodeContext {
@@ -272,7 +282,9 @@ fn hairpin_through_a_node_port_short_circuited_for_a_pod() {
         "10.1.1.9",
         32223,
     );
-    assert!(matches!(cluster.masquerade(), Some(Masquerade::Yes(why)) if why.len() == 1 && why[0] != HAIRPIN));
+    assert!(
+        matches!(cluster.masquerade(), Some(Masquerade::Yes(why)) if why.len() == 1 && why[0] != HAIRPIN)
+    );
 }
 
 #[test]

@@ -17,7 +17,9 @@ impl Trace {
 
     /// Not translated, and addressed to the node itself.
     fn delivered_locally(&self) -> bool {
-        self.steps.iter().any(|s| s.kind == StepKind::DeliveredLocally)
+        self.steps
+            .iter()
+            .any(|s| s.kind == StepKind::DeliveredLocally)
     }
 
     /// The explanation for people, naming the mode's objects.

@@ -21,7 +21,11 @@ fn state(policy: TrafficPolicy, endpoints: &[&str]) -> ClusterState {
     state.apply(Object::Service(svc));
     let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
     state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node("node-a", "10.1.1.17", "10.244.1.0/24")));
+    state.apply(Object::Node(mk_node(
+        "node-a",
+        "10.1.1.17",
+        "10.244.1.0/24",
+    )));
     state.apply(Object::Node(mk_node("node-b", "10.1.1.9", "10.244.2.0/24")));
     state
 }
@@ -119,7 +123,13 @@ fn a_secondary_address_is_the_node_itself_and_answers_when_in_scope() {
     );
     assert_eq!(t.frontend, Some(Frontend::NodePort));
     assert_eq!(t.verdict_word(), "forwarded");
-    let from_it = explain(&s, None, &declared(&["10.1.1.27"]), "10.1.1.27", "10.96.0.10");
+    let from_it = explain(
+        &s,
+        None,
+        &declared(&["10.1.1.27"]),
+        "10.1.1.27",
+        "10.96.0.10",
+    );
     assert_eq!(from_it.origin, Origin::ThisNode);
     let undeclared = explain(&s, None, &declared(&[]), "10.1.1.27", "10.96.0.10");
     assert_eq!(undeclared.origin, Origin::Outside);
@@ -130,23 +140,37 @@ fn an_address_the_node_does_not_have_is_named_with_the_nodes_addresses() {
     let s = state(TrafficPolicy::Cluster, &["10.244.2.5"]);
     let t = explain(&s, None, &declared(&[]), "10.1.1.100", "10.1.1.9");
     assert_eq!(t.verdict, Verdict::NotAService);
-    assert_eq!(kinds(&t), [StepKind::NodePortNotHere(NodePortAnswer::NotLocal)]);
+    assert_eq!(
+        kinds(&t),
+        [StepKind::NodePortNotHere(NodePortAnswer::NotLocal)]
+    );
     let text = t.to_text();
     assert!(
         text.contains("10.1.1.9 is not an address of node node-a, so NodePort 30080/tcp"),
         "{text}"
     );
-    assert!(text.contains("this node's: 10.1.1.17 (Node object)"), "{text}");
+    assert!(
+        text.contains("this node's: 10.1.1.17 (Node object)"),
+        "{text}"
+    );
     // Same in iptables mode: its filter matches local addresses only.
     let ipt = t.for_iptables();
     assert_eq!(ipt.verdict, Verdict::NotAService);
-    assert!(ipt.to_text().contains("--dst-type LOCAL: not a local address"));
+    assert!(ipt
+        .to_text()
+        .contains("--dst-type LOCAL: not a local address"));
 }
 
 #[test]
 fn out_of_scope_without_local_endpoints_nftables_delivers_iptables_drops() {
     let s = state(TrafficPolicy::Local, &["10.244.2.5"]);
-    let t = explain(&s, None, &declared(&["10.1.1.27"]), "10.1.1.100", "10.1.1.27");
+    let t = explain(
+        &s,
+        None,
+        &declared(&["10.1.1.27"]),
+        "10.1.1.100",
+        "10.1.1.27",
+    );
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(
         kinds(&t),
@@ -155,7 +179,9 @@ fn out_of_scope_without_local_endpoints_nftables_delivers_iptables_drops() {
             StepKind::DeliveredLocally
         ]
     );
-    assert!(t.to_text().contains("set nodeport-ips (no element for 10.1.1.27)"));
+    assert!(t
+        .to_text()
+        .contains("set nodeport-ips (no element for 10.1.1.27)"));
     assert!(t.to_mermaid().contains("delivered to the node"));
     let ipt = t.for_iptables();
     assert_eq!(ipt.verdict, Verdict::Dropped);
@@ -178,7 +204,13 @@ fn out_of_scope_with_local_endpoints_is_delivered_in_both_modes() {
     let mut s = state(TrafficPolicy::Local, &[]);
     let eps = vec![mk_endpoint("10.244.1.5", "node-a")];
     s.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
-    let t = explain(&s, None, &declared(&["10.1.1.27"]), "10.1.1.100", "10.1.1.27");
+    let t = explain(
+        &s,
+        None,
+        &declared(&["10.1.1.27"]),
+        "10.1.1.100",
+        "10.1.1.27",
+    );
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(t.for_iptables().verdict, Verdict::NotAService);
 }
@@ -193,8 +225,12 @@ fn localhost_node_ports_are_never_opened_and_iptables_rejects_without_endpoints(
         t.steps[0].kind,
         StepKind::NodePortNotHere(NodePortAnswer::Loopback)
     );
-    assert!(t.to_text().contains("is not opened on localhost (127.0.0.1)"));
+    assert!(t
+        .to_text()
+        .contains("is not opened on localhost (127.0.0.1)"));
     let ipt = t.for_iptables();
     assert_eq!(ipt.verdict, Verdict::Rejected);
-    assert!(ipt.to_text().contains("--dport 30080: REJECT: has no endpoints"));
+    assert!(ipt
+        .to_text()
+        .contains("--dport 30080: REJECT: has no endpoints"));
 }
