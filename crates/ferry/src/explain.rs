@@ -63,50 +63,32 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
     let Some((config, manifests)) = resolve(&args.run, |w| eprintln!("warning: {w}")) else {
         return ExitCode::from(EXIT_USAGE);
     };
-    let to = match parse_to(&args.to) {
-        Ok(to) => to,
+    let packet = match packet(&args) {
+        Ok(packet) => packet,
         Err(e) => {
             eprintln!("ferry: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let family = IpFamily::of(&to.0);
-    if IpFamily::of(&args.from) != family {
-        eprintln!(
-            "ferry: --from: {} and --to {} are of different IP families; each family has its own \
-             rules (ip ferry / ip6 ferry)",
-            args.from, to.0
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
     let state = crate::rules::load(&manifests.unwrap_or_default());
     if let Err(e) = known_node(&state, &config.node_name) {
         eprintln!("ferry: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
-    let addresses = if args.live {
-        match local_addresses() {
-            Ok(found) => NodeAddresses::Live(found),
-            Err(e) => {
-                eprintln!("ferry explain --live: {e}");
-                return ExitCode::FAILURE;
-            }
+    let addresses = match node_addresses(&args) {
+        Ok(addresses) => addresses,
+        Err(e) => {
+            eprintln!("ferry explain --live: {e}");
+            return ExitCode::FAILURE;
         }
-    } else {
-        NodeAddresses::Declared(args.node_addresses.clone())
     };
+    let family = IpFamily::of(&packet.dst);
     let context = NodeContext {
         node_name: config.node_name.clone(),
         family,
     };
     let compiler = NodeCompiler::new(&state, &context, &config.compile_config(family));
     let mode = entry(config.mode);
-    let packet = Packet {
-        src: args.from,
-        dst: to.0,
-        port: to.1,
-        protocol: to.2,
-    };
     let trace = mode.renderer.trace(&compiler, &state, packet, &addresses);
     let live = if args.live {
         match (mode.open)(&config.mode_options()).live(&trace, &compiler, &state) {
@@ -121,6 +103,36 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
     };
     print!("{}", render(&trace, live.as_ref(), args.output));
     ExitCode::SUCCESS
+}
+
+/// The packet of `--from` and `--to`, both of one IP family.
+fn packet(args: &ExplainArgs) -> Result<Packet, ConfigError> {
+    let (dst, port, protocol) = parse_to(&args.to)?;
+    if IpFamily::of(&args.from) != IpFamily::of(&dst) {
+        return Err(ConfigError::new(
+            "--from",
+            format!(
+                "{} and --to {dst} are of different IP families; each family has its own rules \
+                 (ip ferry / ip6 ferry)",
+                args.from
+            ),
+        ));
+    }
+    Ok(Packet {
+        src: args.from,
+        dst,
+        port,
+        protocol,
+    })
+}
+
+/// The node's addresses: from its interfaces with `--live`, otherwise its Node object's and
+/// `--node-address`.
+fn node_addresses(args: &ExplainArgs) -> Result<NodeAddresses, ferry_dataplane::Error> {
+    if args.live {
+        return local_addresses().map(NodeAddresses::Live);
+    }
+    Ok(NodeAddresses::Declared(args.node_addresses.clone()))
 }
 
 /// The node must be one the manifests define: its Node object says where NodePorts answer and

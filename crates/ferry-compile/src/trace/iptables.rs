@@ -123,22 +123,25 @@ impl Trace {
             StepKind::Rejected => vec![format!("filter {KUBE_SERVICES} (REJECT: has no endpoints)")],
             StepKind::NodePortNotHere(answer) => self.node_port_not_here(answer),
             StepKind::DeliveredLocally => Vec::new(),
-            StepKind::LocalAddressFilter => {
-                let target = match self.verdict {
-                    Verdict::Rejected => "REJECT: has no endpoints",
-                    _ => "DROP: has no local endpoints",
-                };
-                let p = &self.packet;
-                let proto = p.protocol.as_str();
-                vec![format!(
-                    "filter {KUBE_EXTERNAL_SERVICES} (-m addrtype --dst-type LOCAL -p {proto} --dport {}: {target})",
-                    p.port
-                )]
-            }
+            StepKind::LocalAddressFilter => self.local_address_filter(),
             StepKind::UnknownPort | StepKind::NotAService => {
                 vec![format!("nat {KUBE_SERVICES} (no rule matches)")]
             }
         }
+    }
+
+    /// The `KUBE-EXTERNAL-SERVICES` rule filtering the NodePort on every local address.
+    fn local_address_filter(&self) -> Vec<String> {
+        let target = match self.verdict {
+            Verdict::Rejected => "REJECT: has no endpoints",
+            _ => "DROP: has no local endpoints",
+        };
+        let p = &self.packet;
+        let proto = p.protocol.as_str();
+        vec![format!(
+            "filter {KUBE_EXTERNAL_SERVICES} (-m addrtype --dst-type LOCAL -p {proto} --dport {}: {target})",
+            p.port
+        )]
     }
 
     /// Why no `KUBE-NODEPORTS` jump matches the destination.
