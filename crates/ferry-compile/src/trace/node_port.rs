@@ -149,6 +149,8 @@ pub(super) fn not_answered(
                 local.describe()
             ),
         ),
+        // Hook: once the plan says Ferry's userspace proxy serves localhost NodePorts, the
+        // trace says "served by Ferry's userspace proxy" here instead.
         NodePortAnswer::Loopback => (
             format!("{node_port} is not opened on localhost ({})", p.dst),
             "opening NodePorts on loopback would need route_localnet (CVE-2020-8558), so the \
