@@ -14,7 +14,7 @@ use std::fmt;
 
 use ferry_model::{ClusterState, IpFamily};
 
-use crate::trace::{Packet, Trace};
+use crate::trace::{NodeAddresses, Packet, Trace};
 use crate::NodeCompiler;
 
 mod iptables;
@@ -87,9 +87,15 @@ pub trait Renderer: Sync {
         None
     }
 
-    /// Where the first packet of a new connection goes on the compiler's node, and why, each
-    /// step naming this mode's objects.
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace;
+    /// Where the first packet of a new connection goes on the compiler's node, which has
+    /// `addresses`, and why, each step naming this mode's objects.
+    fn trace(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        packet: Packet,
+        addresses: &NodeAddresses,
+    ) -> Trace;
 }
 
 #[cfg(test)]

@@ -24,6 +24,9 @@ pub enum Error {
     /// The kernel rejected a batch sent over netlink.
     #[error("netlink batch failed: {0}")]
     Netlink(#[from] NetlinkError),
+    /// The node's addresses could not be read from its interfaces.
+    #[error("could not read this node's interface addresses")]
+    Addresses(#[source] nix::errno::Errno),
     /// A tool rejected the transaction (or a listing failed).
     #[error("{program} failed ({status}): {stderr}")]
     Rejected {

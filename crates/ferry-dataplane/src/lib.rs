@@ -21,6 +21,7 @@
 //! touches anything a mode does not own, except that after a sync it deletes the UDP
 //! conntrack entries the compiler found stale ([`conntrack`]), as kube-proxy does.
 
+pub mod addresses;
 mod applier;
 pub mod conntrack;
 mod error;

@@ -64,6 +64,11 @@ pub struct ExplainArgs {
     /// The node whose rules the packet goes through (same as --hostname-override).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Another address of the node (repeatable): NodePorts may answer there, and packets from
+    /// it are the node's own. Its Node object's addresses are always included; with --live the
+    /// node's interfaces give its addresses instead.
+    #[arg(long = "node-address", value_name = "IP")]
+    pub node_addresses: Vec<std::net::IpAddr>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,

@@ -172,6 +172,76 @@ fn explain_needs_no_privileges_in_any_mode() {
 }
 
 #[test]
+fn explain_of_an_unknown_node_exits_64_listing_the_manifests_nodes() {
+    let seed = seed();
+    let base = [
+        "explain",
+        "--manifests",
+        &seed,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--node",
+        "k8s-nod2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        "ferry: --node: no Node named \"k8s-nod2\" in the manifests; they define k8s-master, \
+         k8s-node1, k8s-node2\n"
+    );
+    let mut live = base.to_vec();
+    live.extend([
+        "--node",
+        "k8s-node2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
+    live.extend(["--live", "--node-address", "10.1.1.19"]);
+    let (code, _, err) = ferry(&live);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.starts_with("ferry: --node-address: not with --live"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explain_takes_further_node_addresses_for_node_ports() {
+    let seed = seed();
+    let mut args = vec!["explain", "--manifests", &seed, "--node", "k8s-node2"];
+    args.extend(["--from", "10.1.1.100", "--to", "10.1.1.19:32223"]);
+    args.extend(["--cluster-cidr", "192.168.0.0/16"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("10.1.1.19 is not an address of node k8s-node2"),
+        "{out}"
+    );
+    args.extend(["--node-address", "10.1.1.19"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("10.1.1.19 is an address of this node, but NodePort 32223/tcp"),
+        "{out}"
+    );
+    args.extend(["--nodeport-addresses", "10.1.1.0/24"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verdict: FORWARDED"), "{out}");
+}
+
+#[test]
 fn rules_reports_bad_objects_and_renders_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(

@@ -5,7 +5,7 @@ use ferry_model::{ClusterState, IpFamily};
 use super::{ProxyMode, Renderer};
 use crate::family::iptables_tool;
 use crate::iptables::NodeRules;
-use crate::trace::{trace, Packet, Trace};
+use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
 use crate::NodeCompiler;
 
 /// iptables mode's renderer: upstream kube-proxy's chains, as `iptables-restore --noflush`
@@ -30,9 +30,15 @@ impl Renderer for IptablesRenderer {
         ))
     }
 
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
+    fn trace(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        packet: Packet,
+        addresses: &NodeAddresses,
+    ) -> Trace {
         let view = compiler.view(state);
         let plan = compiler.plan_of(&view);
-        trace(&view, &plan, &crate::nft::render(&plan), packet).for_iptables()
+        trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses).for_iptables()
     }
 }
