@@ -29,6 +29,7 @@ pub fn mk_service(ns: &str, name: &str, cluster_ip: &str, port: u16) -> Service 
             protocol: Protocol::Tcp,
             port,
             node_port: None,
+            target_port: crate::PortRef::Number(port),
         }],
         external_ips: Vec::new(),
         load_balancer_ips: Vec::new(),
@@ -38,6 +39,8 @@ pub fn mk_service(ns: &str, name: &str, cluster_ip: &str, port: u16) -> Service 
         session_affinity: SessionAffinity::None,
         health_check_node_port: None,
         traffic_distribution: None,
+        selector: None,
+        publish_not_ready_addresses: false,
     }
 }
 

@@ -55,7 +55,8 @@ impl PendingChanges {
                 self.slices_total += 1;
                 self.trigger_times.extend(trigger_time);
             }
-            ObjectKey::Node(_) => {}
+            // Pods never reach the syncer: the EndpointSlice controller stage consumes them.
+            ObjectKey::Node(_) | ObjectKey::Pod { .. } => {}
         }
     }
 
