@@ -126,3 +126,36 @@ pub fn mk_node(name: &str, internal_ip: &str, pod_cidr: &str) -> Node {
         taints: Vec::new(),
     }
 }
+
+/// A running, ready Pod `ns/name` on `node` with IP `pod_ip`, labelled `app: <app>`, whose
+/// one container `app` has port `http` 8080/TCP and no probe.
+pub fn mk_pod(ns: &str, name: &str, app: &str, pod_ip: &str, node: &str) -> crate::Pod {
+    crate::Pod {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: crate::Labels::new([("app", app)]),
+        node_name: Some(node.into()),
+        ips: vec![ip(pod_ip)],
+        phase: crate::PodPhase::Running,
+        ready: true,
+        deletion_timestamp: None,
+        containers: vec![crate::Container {
+            name: "app".into(),
+            sidecar: false,
+            ports: vec![crate::ContainerPort {
+                name: "http".into(),
+                port: 8080,
+                protocol: Protocol::Tcp,
+            }],
+            readiness_probe: None,
+            ready: Some(true),
+            started_at: None,
+        }],
+    }
+}
+
+/// Gives `svc` the selector `app: <app>`.
+pub fn with_selector(mut svc: Service, app: &str) -> Service {
+    svc.selector = crate::Selector::new(crate::Labels::new([("app", app)]));
+    svc
+}

@@ -35,6 +35,7 @@ mod error;
 pub mod event;
 pub mod kube;
 pub mod manifest;
+pub mod pods;
 
 pub use error::InvalidObject;
 pub use event::SourceEvent;
