@@ -36,6 +36,7 @@ pub mod event;
 pub mod kube;
 pub mod manifest;
 pub mod pods;
+pub mod probe;
 
 pub use error::InvalidObject;
 pub use event::SourceEvent;
