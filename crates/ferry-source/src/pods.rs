@@ -7,7 +7,8 @@
 //! - [`EndpointController`]: the stage between a source and the cluster state that keeps those
 //!   slices up to date as Services, Pods, Nodes and readiness verdicts change (pure);
 //! - [`readiness`]: a Pod's readiness from its status and Ferry's probe verdicts (pure);
-//! - [`crate::probe`]: the probes themselves (I/O).
+//! - [`crate::probe`]: the probes themselves (I/O), and [`run`], the task that ties the
+//!   controller to a source, the cluster state and the prober.
 //!
 //! Pods are never invented: Deployments and ReplicaSets are ignored, the manifests list the Pods
 //! that exist, with `spec.nodeName`, `status.podIP(s)` and (for Pods without a probe Ferry
@@ -22,9 +23,11 @@ mod controller;
 pub mod derive;
 mod index;
 pub mod readiness;
+mod run;
 
 pub use controller::{EndpointController, Output};
 pub use readiness::{ReadinessUpdate, Verdicts};
+pub use run::{run, StageOptions};
 
 /// `namespace/name` of a Pod.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

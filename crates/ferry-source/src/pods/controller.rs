@@ -99,6 +99,11 @@ impl EndpointController {
             .filter_map(|k| self.pods.get_key_value(k))
     }
 
+    /// The Services that select a Pod.
+    pub fn services_of(&self, pod: &PodKey) -> impl Iterator<Item = &ServiceName> {
+        self.selection.services_of(pod)
+    }
+
     /// True (once) when [`EndpointController::selected_pods`] may have changed since the last
     /// call.
     pub fn take_targets_changed(&mut self) -> bool {

@@ -1,0 +1,162 @@
+//! [`NetworkCheck`] against real servers on the loopback: HTTP, TCP and grpc.health.v1.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use super::super::*;
+
+/// An HTTP server answering one request with `status`; gives back the request head.
+async fn http_once(status: u16) -> (SocketAddr, oneshot::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut conn, _) = listener.accept().await.expect("accept");
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.expect("read");
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        let answer =
+            format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        conn.write_all(answer.as_bytes()).await.expect("write");
+        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+    });
+    (addr, rx)
+}
+
+fn http(addr: SocketAddr, headers: &[(&str, &str)]) -> Target {
+    Target::Http {
+        scheme: ferry_model::HttpScheme::Http,
+        host: addr.ip().to_string().into(),
+        port: addr.port(),
+        path: "/hello".into(),
+        headers: headers
+            .iter()
+            .map(|(n, v)| ((*n).into(), (*v).into()))
+            .collect(),
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn http_success_is_200_to_399_like_kubelet() {
+    for (status, want) in [
+        (200, "success"),
+        (302, "success"),
+        (399, "success"),
+        (400, "failure"),
+        (503, "failure"),
+    ] {
+        let (addr, _) = http_once(status).await;
+        let outcome = NetworkCheck::default()
+            .check(&http(addr, &[]), TIMEOUT)
+            .await;
+        assert_eq!(outcome.label(), want, "status {status}: {outcome:?}");
+        if want == "failure" {
+            assert_eq!(
+                outcome,
+                Outcome::Failure(format!("HTTP probe failed with statuscode: {status}"))
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn http_requests_look_like_kubelets() {
+    let (addr, head) = http_once(200).await;
+    let target = http(addr, &[("X-Probe", "ferry"), ("Host", "web.example")]);
+    assert_eq!(
+        NetworkCheck::default().check(&target, TIMEOUT).await,
+        Outcome::Success
+    );
+    let head = head.await.expect("the request").to_ascii_lowercase();
+    assert!(head.starts_with("get /hello http/1.1\r\n"), "{head}");
+    for line in [
+        "user-agent: kube-probe/1.33",
+        "accept: */*",
+        "x-probe: ferry",
+        "host: web.example",
+        "connection: close",
+    ] {
+        assert!(head.contains(line), "{line:?} in {head}");
+    }
+}
+
+#[tokio::test]
+async fn tcp_success_is_an_accepted_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let open = Target::Tcp {
+        host: "127.0.0.1".into(),
+        port: addr.port(),
+    };
+    assert_eq!(
+        NetworkCheck::default().check(&open, TIMEOUT).await,
+        Outcome::Success
+    );
+    drop(listener);
+    let outcome = NetworkCheck::default().check(&open, TIMEOUT).await;
+    assert!(
+        matches!(&outcome, Outcome::Failure(t) if t.contains("refused")),
+        "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_fails_at_the_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let outcome = NetworkCheck::default()
+        .check(&http(addr, &[]), Duration::from_millis(200))
+        .await;
+    assert!(
+        matches!(&outcome, Outcome::Failure(t) if t.contains("no answer within")),
+        "{outcome:?}"
+    );
+    drop(listener);
+}
+
+#[tokio::test]
+async fn grpc_probes_ask_grpc_health_v1() {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("ready", tonic_health::ServingStatus::Serving)
+        .await;
+    reporter
+        .set_service_status("draining", tonic_health::ServingStatus::NotServing)
+        .await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming),
+    );
+    let grpc = |service: &str| Target::Grpc {
+        host: "127.0.0.1".into(),
+        port: addr.port(),
+        service: service.into(),
+    };
+    let check = NetworkCheck::default();
+    assert_eq!(check.check(&grpc("ready"), TIMEOUT).await, Outcome::Success);
+    assert_eq!(
+        check.check(&grpc("draining"), TIMEOUT).await,
+        Outcome::Failure("service unhealthy (responded with \"NOT_SERVING\")".into())
+    );
+    let unknown = check.check(&grpc("nope"), TIMEOUT).await;
+    assert!(
+        matches!(&unknown, Outcome::Failure(t) if t.starts_with("error: health rpc probe failed")),
+        "{unknown:?}"
+    );
+}
