@@ -99,6 +99,18 @@ impl EndpointController {
             .filter_map(|k| self.pods.get_key_value(k))
     }
 
+    /// The Pod behind an endpoint of a Service fed by Pods (slices carry no `targetRef` in
+    /// the model): what `ferry status` and `ferry explain` look up in the probe book.
+    pub fn pod_of_endpoint(
+        &self,
+        service: &ServiceName,
+        address: std::net::IpAddr,
+    ) -> Option<&PodKey> {
+        self.selection
+            .pods_of(service)
+            .find(|k| self.pods.get(*k).is_some_and(|p| p.ips.contains(&address)))
+    }
+
     /// The Services that select a Pod.
     pub fn services_of(&self, pod: &PodKey) -> impl Iterator<Item = &ServiceName> {
         self.selection.services_of(pod)

@@ -93,10 +93,12 @@ mod tests {
         Outcome::Failure("HTTP probe failed with statuscode: 503".into())
     }
 
+    /// (success, failure thresholds), results, verdict changes after each result.
+    type Case = ((u32, u32), Vec<Outcome>, Vec<Option<bool>>);
+
     #[test]
     fn thresholds_follow_kubelet() {
-        // (success, failure thresholds), results, verdict changes after each result.
-        let cases: Vec<((u32, u32), Vec<Outcome>, Vec<Option<bool>>)> = vec![
+        let cases: Vec<Case> = vec![
             ((1, 3), vec![Outcome::Success], vec![Some(true)]),
             (
                 (1, 3),
