@@ -159,3 +159,22 @@ pub fn with_selector(mut svc: Service, app: &str) -> Service {
     svc.selector = crate::Selector::new(crate::Labels::new([("app", app)]));
     svc
 }
+
+/// An `httpGet` readiness probe of `path` on port `port`, with kubelet's defaults but
+/// `initialDelaySeconds` and `periodSeconds` (the seed's: `/hello`, 56010, 15, 10).
+pub fn mk_http_probe(path: &str, port: u16, initial_delay: u32, period: u32) -> crate::Probe {
+    crate::Probe {
+        handler: crate::ProbeHandler::HttpGet(crate::HttpGetAction {
+            scheme: crate::HttpScheme::Http,
+            host: None,
+            path: path.into(),
+            port: crate::PortRef::Number(port),
+            headers: Vec::new(),
+        }),
+        initial_delay_seconds: initial_delay,
+        period_seconds: period,
+        timeout_seconds: 1,
+        success_threshold: 1,
+        failure_threshold: 3,
+    }
+}

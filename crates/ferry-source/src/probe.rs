@@ -15,6 +15,7 @@
 
 pub mod book;
 pub mod check;
+mod http;
 mod prober;
 mod target;
 pub mod threshold;

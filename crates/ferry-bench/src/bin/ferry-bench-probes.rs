@@ -14,7 +14,7 @@
 //! ```text
 //! cargo build --release -p ferry-bench --bin ferry-bench-probes
 //! ./target/release/ferry-bench-probes            # 10 000 endpoints (1 000 × 10), period 10 s
-//! ./target/release/ferry-bench-probes 2000 5 20  # endpoints, period s, window s
+//! ./target/release/ferry-bench-probes 2000 5 20 1  # endpoints, period s, window s, pods/service
 //! ```
 
 use std::sync::{Arc, Mutex};
@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use ferry_bench::measure::memory_mib;
 use ferry_bench::netns::{self, Netns, PREFIX};
-use ferry_model::fixtures::{mk_node, mk_pod, mk_service, with_selector};
-use ferry_model::{HttpGetAction, HttpScheme, Object, PortRef, Probe, ProbeHandler};
+use ferry_model::fixtures::{mk_http_probe, mk_node, mk_pod, mk_service, with_selector};
+use ferry_model::Object;
 use ferry_source::pods::{self, StageOptions};
 use ferry_source::probe::{NetworkCheck, ProbeBook, DEFAULT_MAX_CONCURRENT};
 use ferry_source::SourceEvent;
@@ -32,7 +32,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 const PORT: u16 = 56010;
-const PODS_PER_SERVICE: usize = 10;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,22 +44,32 @@ fn main() -> anyhow::Result<()> {
                     .parse()
                     .context("a number")
             };
-            probe(n(1)? as usize, n(2)?, n(3)?)
+            probe(n(1)? as usize, n(2)?, n(3)?, n(4)? as usize)
         }
         _ => {
             let n = |i: usize, default: u64| -> anyhow::Result<u64> {
                 args.get(i).map_or(Ok(default), |a| {
                     a.parse()
-                        .context("usage: ferry-bench-probes [ENDPOINTS] [PERIOD_S] [WINDOW_S]")
+                        .context("usage: ferry-bench-probes [ENDPOINTS] [PERIOD_S] [WINDOW_S] [PODS_PER_SERVICE]")
                 })
             };
-            orchestrate(n(0, 10_000)? as usize, n(1, 10)?, n(2, 30)?)
+            orchestrate(
+                n(0, 10_000)? as usize,
+                n(1, 10)?,
+                n(2, 30)?,
+                n(3, 10)? as usize,
+            )
         }
     }
 }
 
 /// Runs the server and the prober in a fresh namespace and prints the prober's figures.
-fn orchestrate(endpoints: usize, period: u64, window: u64) -> anyhow::Result<()> {
+fn orchestrate(
+    endpoints: usize,
+    period: u64,
+    window: u64,
+    per_service: usize,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
         nix::unistd::geteuid().is_root(),
         "needs root (network namespaces)"
@@ -77,6 +86,7 @@ fn orchestrate(endpoints: usize, period: u64, window: u64) -> anyhow::Result<()>
         endpoints.to_string(),
         period.to_string(),
         window.to_string(),
+        per_service.to_string(),
     ];
     let status = ns
         .command(&me, ["__probe"].into_iter().map(String::from).chain(args))
@@ -117,32 +127,14 @@ fn serve() -> anyhow::Result<()> {
     })
 }
 
-/// The seed's probe on `PORT`, without initial delay.
-fn seed_probe(period: u64) -> Probe {
-    Probe {
-        handler: ProbeHandler::HttpGet(HttpGetAction {
-            scheme: HttpScheme::Http,
-            host: None,
-            path: "/hello".into(),
-            port: PortRef::Number(PORT),
-            headers: Vec::new(),
-        }),
-        initial_delay_seconds: 0,
-        period_seconds: period as u32,
-        timeout_seconds: 1,
-        success_threshold: 1,
-        failure_threshold: 3,
-    }
-}
-
-/// S Services of `PODS_PER_SERVICE` probed Pods each, on one Node.
-fn cluster(endpoints: usize, period: u64) -> Vec<Object> {
+/// S Services of `per_service` probed Pods each, on one Node.
+fn cluster(endpoints: usize, period: u64, per_service: usize) -> Vec<Object> {
     let mut objects = vec![Object::Node(mk_node(
         "node-a",
         "192.168.0.1",
         "127.0.0.0/8",
     ))];
-    for s in 0..endpoints.div_ceil(PODS_PER_SERVICE) {
+    for s in 0..endpoints.div_ceil(per_service) {
         let app = format!("app-{s}");
         let ip = format!("172.30.{}.{}", s / 250, s % 250 + 1);
         objects.push(Object::Service(with_selector(
@@ -151,11 +143,12 @@ fn cluster(endpoints: usize, period: u64) -> Vec<Object> {
         )));
     }
     for i in 0..endpoints {
-        let app = format!("app-{}", i / PODS_PER_SERVICE);
+        let app = format!("app-{}", i / per_service);
         let ip = format!("127.{}.{}.{}", 1 + i / 62_500, (i / 250) % 250, i % 250 + 1);
         let mut pod = mk_pod("bench", &format!("pod-{i}"), &app, &ip, "node-a");
         pod.containers[0].ready = None;
-        pod.containers[0].readiness_probe = Some(seed_probe(period));
+        // The seed's probe, without initial delay.
+        pod.containers[0].readiness_probe = Some(mk_http_probe("/hello", PORT, 0, period as u32));
         objects.push(Object::Pod(pod));
     }
     objects
@@ -169,13 +162,15 @@ fn cpu_seconds() -> anyhow::Result<f64> {
 }
 
 /// Runs the Pod stage with real probes and prints the figures.
-fn probe(endpoints: usize, period: u64, window: u64) -> anyhow::Result<()> {
+fn probe(endpoints: usize, period: u64, window: u64, per_service: usize) -> anyhow::Result<()> {
+    let per_service = per_service.max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let rss_start = memory_mib("VmRSS:")?;
-    let objects = cluster(endpoints, period);
+    let objects = cluster(endpoints, period, per_service);
+    let rss_generated = memory_mib("VmRSS:")?;
     let book = Arc::new(Mutex::new(ProbeBook::default()));
     let totals = |book: &Arc<Mutex<ProbeBook>>| {
         let book = book
@@ -201,8 +196,10 @@ fn probe(endpoints: usize, period: u64, window: u64) -> anyhow::Result<()> {
                 counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         });
+        let (cpu_start, started) = (cpu_seconds()?, Instant::now());
         source.send(SourceEvent::Resync(objects)).await.context("start the stage")?;
         tokio::time::sleep(Duration::from_secs(2 * period)).await;
+        let warm_cpu = cpu_seconds()? - cpu_start;
         let rss_warm = memory_mib("VmRSS:")?;
         let (cpu0, wall0, probes0) = (cpu_seconds()?, Instant::now(), totals(&book));
         tokio::time::sleep(Duration::from_secs(window)).await;
@@ -210,10 +207,11 @@ fn probe(endpoints: usize, period: u64, window: u64) -> anyhow::Result<()> {
         let ran = (probes1.0 + probes1.1 + probes1.2) - (probes0.0 + probes0.1 + probes0.2);
         let failed = (probes1.1 + probes1.2) - (probes0.1 + probes0.2);
         let cpu = cpu1 - cpu0;
-        println!("endpoints {endpoints} ({} services × {PODS_PER_SERVICE}), period {period} s, window {:.1} s", endpoints.div_ceil(PODS_PER_SERVICE), wall.as_secs_f64());
+        println!("endpoints {endpoints} ({} services × {per_service}), period {period} s, window {:.1} s", endpoints.div_ceil(per_service), wall.as_secs_f64());
         println!("probes run in the window: {ran} ({:.0}/s), failed: {failed}", ran as f64 / wall.as_secs_f64());
         println!("CPU: {:.2} s in {:.1} s = {:.1} % of one core ({:.1} µs per probe)", cpu, wall.as_secs_f64(), 100.0 * cpu / wall.as_secs_f64(), 1e6 * cpu / ran.max(1) as f64);
-        println!("RSS: {rss_start:.1} MiB before the Pods, {rss_warm:.1} MiB after warm-up, {:.1} MiB after the window (peak {:.1} MiB)", memory_mib("VmRSS:")?, memory_mib("VmHWM:")?);
+        println!("RSS: {rss_start:.1} MiB at start, {rss_generated:.1} MiB with the generated objects, {rss_warm:.1} MiB after warm-up, {:.1} MiB after the window (peak {:.1} MiB)", memory_mib("VmRSS:")?, memory_mib("VmHWM:")?);
+        println!("warm-up ({:.0} s: first resync, every Pod turning ready): {warm_cpu:.2} s CPU", started.elapsed().as_secs_f64() - wall.as_secs_f64());
         println!("slice events handed to the cluster state: {}", updates.load(std::sync::atomic::Ordering::Relaxed));
         anyhow::Ok(())
     })

@@ -1,10 +1,9 @@
 //! The EndpointController stage: events in, events out.
 
-use ferry_model::fixtures::{mk_endpoint, mk_node, mk_pod, mk_service, mk_slice, with_selector};
-use ferry_model::{
-    EndpointSlice, HttpGetAction, HttpScheme, Labels, Object, ObjectKey, Pod, PortRef, Probe,
-    ProbeHandler,
+use ferry_model::fixtures::{
+    mk_endpoint, mk_http_probe, mk_node, mk_pod, mk_service, mk_slice, with_selector,
 };
+use ferry_model::{EndpointSlice, Labels, Object, ObjectKey, Pod, PortRef, ProbeHandler};
 
 use super::*;
 use crate::SourceEvent;
@@ -27,20 +26,11 @@ fn pod(name: &str, ip: &str) -> Pod {
 fn probed(name: &str, ip: &str) -> Pod {
     let mut p = pod(name, ip);
     p.containers[0].ready = None;
-    p.containers[0].readiness_probe = Some(Probe {
-        handler: ProbeHandler::HttpGet(HttpGetAction {
-            scheme: HttpScheme::Http,
-            host: None,
-            path: "/hello".into(),
-            port: PortRef::Name("http".into()),
-            headers: Vec::new(),
-        }),
-        initial_delay_seconds: 15,
-        period_seconds: 10,
-        timeout_seconds: 1,
-        success_threshold: 1,
-        failure_threshold: 3,
-    });
+    let mut probe = mk_http_probe("/hello", 8080, 15, 10);
+    if let ProbeHandler::HttpGet(get) = &mut probe.handler {
+        get.port = PortRef::Name("http".into());
+    }
+    p.containers[0].readiness_probe = Some(probe);
     p
 }
 
@@ -97,6 +87,16 @@ fn web_slice(events: &[SourceEvent]) -> String {
     eps.to_owned()
 }
 
+/// `web`, its Node and two ready Pods `a` and `b`.
+fn web_with_two_pods() -> Vec<Object> {
+    vec![
+        web(),
+        node(),
+        Object::Pod(pod("a", "10.0.1.1")),
+        Object::Pod(pod("b", "10.0.1.2")),
+    ]
+}
+
 fn resync(c: &mut EndpointController, objects: Vec<Object>) -> Output {
     c.handle(SourceEvent::Resync(objects))
 }
@@ -104,15 +104,7 @@ fn resync(c: &mut EndpointController, objects: Vec<Object>) -> Output {
 #[test]
 fn a_resync_hands_on_services_nodes_and_derived_slices_but_no_pods() {
     let mut c = EndpointController::new();
-    let out = resync(
-        &mut c,
-        vec![
-            web(),
-            node(),
-            Object::Pod(pod("a", "10.0.1.1")),
-            Object::Pod(pod("b", "10.0.1.2")),
-        ],
-    );
+    let out = resync(&mut c, web_with_two_pods());
     let [SourceEvent::Resync(objects)] = &out.events[..] else {
         panic!("one resync: {:?}", out.events)
     };
@@ -228,15 +220,7 @@ fn probe_verdicts_move_a_pod_in_and_out_of_the_ready_set() {
 #[test]
 fn pods_follow_their_labels_and_services_their_selectors() {
     let mut c = EndpointController::new();
-    resync(
-        &mut c,
-        vec![
-            web(),
-            node(),
-            Object::Pod(pod("a", "10.0.1.1")),
-            Object::Pod(pod("b", "10.0.1.2")),
-        ],
-    );
+    resync(&mut c, web_with_two_pods());
     let mut moved = pod("b", "10.0.1.2");
     moved.labels = Labels::new([("app", "db")]);
     let out = c.handle(SourceEvent::Apply(Object::Pod(moved)));

@@ -5,18 +5,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use ferry_model::HttpScheme;
-use http_body_util::Empty;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 use super::threshold::Outcome;
-use super::tls;
-use super::Target;
+use super::{tls, Target};
 
 /// The `User-Agent` of every probe. Applications commonly recognise kubelet's probes by the
 /// `kube-probe/` prefix (and skip them in access logs), so Ferry's probes use it too.
@@ -51,7 +46,7 @@ impl Check for NetworkCheck {
         Box::pin(async move {
             let run = async {
                 match target {
-                    Target::Http { .. } => self.http(target).await,
+                    Target::Http { .. } => super::http::probe(&self.tls, target).await,
                     Target::Tcp { .. } => tcp(target).await,
                     Target::Grpc { service, .. } => grpc(target, service, timeout).await,
                 }
@@ -65,85 +60,6 @@ impl Check for NetworkCheck {
             }
         })
     }
-}
-
-impl NetworkCheck {
-    /// kubelet's HTTP probe: one `GET` on a fresh connection (`Connection: close`), `Host` from
-    /// the headers or the target, `User-Agent: kube-probe/…` and `Accept: */*` unless the probe
-    /// sets them; success is a status from 200 to 399. Certificates are not verified (HTTPS).
-    async fn http(&self, target: &Target) -> Outcome {
-        let Target::Http {
-            scheme,
-            host,
-            path,
-            headers,
-            ..
-        } = target
-        else {
-            return Outcome::Error("not an HTTP probe".into());
-        };
-        let authority = target.authority();
-        let stream = match TcpStream::connect(&authority).await {
-            Ok(s) => s,
-            Err(e) => return Outcome::Failure(format!("{target}: dial tcp {authority}: {e}")),
-        };
-        let mut request = http::Request::get(&**path);
-        let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-        if !has("host") {
-            request = request.header(http::header::HOST, &authority);
-        }
-        if !has("user-agent") {
-            request = request.header(http::header::USER_AGENT, USER_AGENT);
-        }
-        if !has("accept") {
-            request = request.header(http::header::ACCEPT, "*/*");
-        }
-        // An `Accept` header set to "" removes the default one (kubelet's rule).
-        let wanted =
-            |(n, v): &&(Box<str>, Box<str>)| !v.is_empty() || !n.eq_ignore_ascii_case("accept");
-        for (name, value) in headers.iter().filter(wanted) {
-            request = request.header(&**name, &**value);
-        }
-        let request = match request
-            .header(http::header::CONNECTION, "close")
-            .body(Empty::<Bytes>::new())
-        {
-            Ok(r) => r,
-            Err(e) => return Outcome::Error(format!("{target}: bad request: {e}")),
-        };
-        let status = match scheme {
-            HttpScheme::Http => exchange(TokioIo::new(stream), request).await,
-            HttpScheme::Https => match tls::connect(&self.tls, host, stream).await {
-                Ok(tls) => exchange(TokioIo::new(tls), request).await,
-                Err(e) => return Outcome::Failure(format!("{target}: TLS handshake: {e}")),
-            },
-        };
-        match status {
-            Ok(code) if (200..400).contains(&code.as_u16()) => Outcome::Success,
-            Ok(code) => Outcome::Failure(format!(
-                "HTTP probe failed with statuscode: {}",
-                code.as_u16()
-            )),
-            Err(e) => Outcome::Failure(format!("{target}: {e}")),
-        }
-    }
-}
-
-/// Sends one request on a new HTTP/1.1 connection; returns the response's status.
-async fn exchange<IO>(
-    io: IO,
-    request: http::Request<Empty<Bytes>>,
-) -> Result<http::StatusCode, hyper::Error>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await?;
-    // The connection task ends with the exchange (the request says `Connection: close`) or
-    // when the sender is dropped.
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    Ok(sender.send_request(request).await?.status())
 }
 
 /// kubelet's TCP probe: success when the connection is accepted; it is closed at once.

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_model::fixtures::mk_pod;
-use ferry_model::{HttpGetAction, HttpScheme, Pod, PortRef, Probe, ProbeHandler};
+use ferry_model::fixtures::{mk_http_probe, mk_pod};
+use ferry_model::{Pod, Probe, ProbeHandler};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -17,20 +17,7 @@ mod network;
 
 /// The seed's probe: `GET /hello` on 56010, initial delay 15 s, period 10 s.
 fn seed_probe() -> Probe {
-    Probe {
-        handler: ProbeHandler::HttpGet(HttpGetAction {
-            scheme: HttpScheme::Http,
-            host: None,
-            path: "/hello".into(),
-            port: PortRef::Number(56010),
-            headers: Vec::new(),
-        }),
-        initial_delay_seconds: 15,
-        period_seconds: 10,
-        timeout_seconds: 1,
-        success_threshold: 1,
-        failure_threshold: 3,
-    }
+    mk_http_probe("/hello", 56010, 15, 10)
 }
 
 fn probed_pod(name: &str, ip: &str, probe: Probe) -> Arc<Pod> {

@@ -2,7 +2,7 @@
 
 use ferry_model::fixtures::ip;
 use ferry_model::{
-    ContainerPort, HttpGetAction, HttpScheme, PodPhase, PortRef, Probe, ProbeHandler, Protocol,
+    ContainerPort, HttpGetAction, HttpScheme, PodPhase, PortRef, ProbeHandler, Protocol,
 };
 use k8s_openapi::api::core::v1::{Pod, Service};
 use serde_json::{json, Value};
@@ -74,20 +74,7 @@ fn the_seed_pod_converts_with_its_probe_and_status() {
         }]
     );
     assert_eq!((c.ready, c.started_at), (Some(true), Some(1_637_499_794)));
-    let want = Probe {
-        handler: ProbeHandler::HttpGet(HttpGetAction {
-            scheme: HttpScheme::Http,
-            host: None,
-            path: "/hello".into(),
-            port: PortRef::Number(56010),
-            headers: Vec::new(),
-        }),
-        initial_delay_seconds: 15,
-        period_seconds: 10,
-        timeout_seconds: 1,
-        success_threshold: 1,
-        failure_threshold: 3,
-    };
+    let want = ferry_model::fixtures::mk_http_probe("/hello", 56010, 15, 10);
     assert_eq!(c.readiness_probe, Some(want));
 }
 

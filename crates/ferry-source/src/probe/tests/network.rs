@@ -11,24 +11,41 @@ use super::super::*;
 
 /// An HTTP server answering one request with `status`; gives back the request head.
 async fn http_once(status: u16) -> (SocketAddr, oneshot::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
+    let (addr, mut heads) = http_seq(vec![format!("{status} X\r\n")]).await;
     let (tx, rx) = oneshot::channel();
     tokio::spawn(async move {
-        let (mut conn, _) = listener.accept().await.expect("accept");
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.ends_with(b"\r\n\r\n") {
-            let n = conn.read(&mut buf).await.expect("read");
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
+        if let Some(head) = heads.recv().await {
+            let _ = tx.send(head);
         }
-        let answer =
-            format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-        conn.write_all(answer.as_bytes()).await.expect("write");
-        let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+    });
+    (addr, rx)
+}
+
+/// An HTTP server answering its connections in turn with `answers` (a status line's end and
+/// headers, e.g. `302 Found\r\nLocation: /ready\r\n`); sends back each request head.
+async fn http_seq(
+    answers: Vec<String>,
+) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        for answer in answers {
+            let (mut conn, _) = listener.accept().await.expect("accept");
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.ends_with(b"\r\n\r\n") {
+                let n = conn.read(&mut buf).await.expect("read");
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
+            let answer =
+                format!("HTTP/1.1 {answer}Content-Length: 2\r\nConnection: close\r\n\r\nok");
+            conn.write_all(answer.as_bytes()).await.expect("write");
+            let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+        }
     });
     (addr, rx)
 }
@@ -159,4 +176,30 @@ async fn grpc_probes_ask_grpc_health_v1() {
         matches!(&unknown, Outcome::Failure(t) if t.starts_with("error: health rpc probe failed")),
         "{unknown:?}"
     );
+}
+
+#[tokio::test]
+async fn redirects_are_followed_on_the_same_host_only() {
+    let (addr, mut heads) = http_seq(vec![
+        "302 Found\r\nLocation: /ready\r\n".into(),
+        "503 Unavailable\r\n".into(),
+    ])
+    .await;
+    let outcome = NetworkCheck::default()
+        .check(&http(addr, &[]), TIMEOUT)
+        .await;
+    assert_eq!(
+        outcome,
+        Outcome::Failure("HTTP probe failed with statuscode: 503".into())
+    );
+    heads.recv().await.expect("first request");
+    let second = heads.recv().await.expect("the followed redirect");
+    assert!(second.starts_with("GET /ready HTTP/1.1"), "{second}");
+
+    // To another host: not followed, and the redirect itself counts as success.
+    let (addr, _) = http_seq(vec!["302 Found\r\nLocation: http://192.0.2.1/\r\n".into()]).await;
+    let outcome = NetworkCheck::default()
+        .check(&http(addr, &[]), TIMEOUT)
+        .await;
+    assert_eq!(outcome, Outcome::Success);
 }
