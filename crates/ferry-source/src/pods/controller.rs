@@ -79,11 +79,21 @@ impl EndpointController {
 
     /// Takes one readiness verdict; returns the slice changes it causes.
     pub fn readiness(&mut self, update: &ReadinessUpdate) -> Output {
-        let mut out = Output::default();
-        if self.pods.contains_key(&update.pod) && self.verdicts.record(update) {
-            let touched = self.selection.services_of(&update.pod).cloned().collect();
-            self.refresh_all(touched, &mut out);
+        self.readiness_all(std::slice::from_ref(update))
+    }
+
+    /// Takes several readiness verdicts at once: each Service they touch is recomputed once
+    /// (a Service of 10 000 Pods whose Pods turn ready together costs one recomputation per
+    /// batch, not one per Pod).
+    pub fn readiness_all(&mut self, updates: &[ReadinessUpdate]) -> Output {
+        let mut touched = BTreeSet::new();
+        for update in updates {
+            if self.pods.contains_key(&update.pod) && self.verdicts.record(update) {
+                touched.extend(self.selection.services_of(&update.pod).cloned());
+            }
         }
+        let mut out = Output::default();
+        self.refresh_all(touched, &mut out);
         out
     }
 
@@ -140,6 +150,8 @@ impl EndpointController {
         for object in objects {
             touched.extend(self.apply_quietly(object, &mut passed));
         }
+        let pods = &self.pods;
+        self.verdicts.retain(|pod| pods.contains_key(pod));
         touched.extend(self.handwritten_of.iter().map(|(s, _)| s.clone()));
         let mut ignored = Vec::new();
         for name in touched {

@@ -87,6 +87,8 @@ fn for_family(
     family: IpFamily,
 ) -> Vec<EndpointSlice> {
     let mut groups: BTreeMap<Vec<EndpointPort>, Vec<Endpoint>> = BTreeMap::new();
+    // One shared location per node, as the cluster state would intern them anyway.
+    let mut locations: BTreeMap<Option<&str>, Option<Arc<EndpointLocation>>> = BTreeMap::new();
     for (pod, node, serving) in pods {
         let Some(address) = pod.ip(family) else {
             continue;
@@ -99,12 +101,17 @@ fn for_family(
                 serving: *serving,
                 terminating,
             },
-            location: EndpointLocation {
-                node_name: pod.node_name.clone(),
-                zone: node.and_then(|n| n.zone()).map(Arc::from),
-                ..EndpointLocation::default()
-            }
-            .shared(),
+            location: locations
+                .entry(pod.node_name.as_deref())
+                .or_insert_with(|| {
+                    EndpointLocation {
+                        node_name: pod.node_name.clone(),
+                        zone: node.and_then(|n| n.zone()).map(Arc::from),
+                        ..EndpointLocation::default()
+                    }
+                    .shared()
+                })
+                .clone(),
         };
         groups
             .entry(ports(service, pod))

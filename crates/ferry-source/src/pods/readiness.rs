@@ -56,6 +56,11 @@ impl Verdicts {
         }
     }
 
+    /// Keeps only the verdicts about Pods for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&PodKey) -> bool) {
+        self.by_pod.retain(|pod, _| keep(pod));
+    }
+
     /// Forgets every verdict about a Pod (it is gone).
     pub fn forget(&mut self, pod: &PodKey) {
         self.by_pod.remove(pod);

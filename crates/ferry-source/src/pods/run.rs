@@ -18,6 +18,9 @@ pub struct StageOptions {
     pub book: Arc<Mutex<ProbeBook>>,
 }
 
+/// Probe reports handled together, at most.
+const MAX_BATCH: usize = 4096;
+
 /// Passes `input` (a source's events) through an [`EndpointController`] to `output`, runs the
 /// readiness probes of the Pods that Services select, and feeds their verdicts back. Each new
 /// problem (a hand-written slice of a Service fed by Pods, a Pod on an unknown Node) is logged
@@ -47,21 +50,34 @@ pub async fn run(
                 out
             }
             Some(report) = reports.recv() => {
-                let services: Vec<_> = controller.services_of(&report.pod).cloned().collect();
-                lock(&book).record(&report, &services);
-                if !report.changed {
-                    continue;
+                // Take every report already waiting, so the Services they touch are
+                // recomputed once for the batch.
+                let mut batch = vec![report];
+                while batch.len() < MAX_BATCH {
+                    match reports.try_recv() {
+                        Ok(report) => batch.push(report),
+                        Err(_) => break,
+                    }
                 }
-                tracing::info!(
-                    pod = %report.pod, container = %report.container,
-                    ready = ?report.verdict, result = ?report.outcome,
-                    "readiness changed"
-                );
-                controller.readiness(&crate::pods::ReadinessUpdate {
-                    pod: report.pod,
-                    container: report.container,
-                    ready: report.verdict,
-                })
+                let mut updates = Vec::new();
+                let mut book = lock(&book);
+                for report in batch {
+                    book.record(&report, controller.services_of(&report.pod));
+                    if report.changed {
+                        tracing::info!(
+                            pod = %report.pod, container = %report.container,
+                            ready = ?report.verdict, result = ?report.outcome,
+                            "readiness changed"
+                        );
+                        updates.push(crate::pods::ReadinessUpdate {
+                            pod: report.pod,
+                            container: report.container,
+                            ready: report.verdict,
+                        });
+                    }
+                }
+                drop(book);
+                controller.readiness_all(&updates)
             }
         };
         for problem in &out.new_problems {

@@ -258,3 +258,20 @@ fn a_node_change_updates_the_zone_and_an_unknown_node_is_reported_once() {
     assert_eq!(slice.endpoints[0].zone(), Some("zone-a"));
     assert_eq!(c.problems().count(), 0);
 }
+
+#[test]
+fn verdicts_in_one_batch_recompute_each_service_once() {
+    let mut c = EndpointController::new();
+    let pods = [probed("a", "10.0.1.1"), probed("b", "10.0.1.2")];
+    let mut objects = vec![web(), node()];
+    objects.extend(pods.into_iter().map(Object::Pod));
+    resync(&mut c, objects);
+    let ready = |name: &str| ReadinessUpdate {
+        pod: PodKey::new("dev", name),
+        container: "app".into(),
+        ready: Some(true),
+    };
+    let out = c.readiness_all(&[ready("a"), ready("b")]);
+    assert_eq!(web_slice(&out.events), "10.0.1.1(ready) 10.0.1.2(ready)");
+    assert_eq!(out.events.len(), 1, "one slice update for both verdicts");
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_model::fixtures::{mk_http_probe, mk_pod};
-use ferry_model::{Pod, Probe, ProbeHandler};
+use ferry_model::{Pod, PortRef, Probe, ProbeHandler};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -214,4 +214,70 @@ async fn exec_probes_are_not_run_and_say_so() {
         reason.contains("not supported in standalone mode"),
         "{reason}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_stage_turns_probe_verdicts_into_slice_updates() {
+    use ferry_model::fixtures::{mk_node, mk_service, with_selector};
+    use ferry_model::Object;
+
+    use crate::pods::{self, StageOptions};
+    use crate::SourceEvent;
+
+    let (source, input) = mpsc::channel(4);
+    let (output, mut state) = mpsc::channel(16);
+    let book = Arc::new(std::sync::Mutex::new(ProbeBook::default()));
+    let options = StageOptions {
+        check: scripted(0..0, Duration::ZERO),
+        max_concurrent: 4,
+        book: book.clone(),
+    };
+    tokio::spawn(pods::run(input, output, options, |_| {}));
+    let mut svc = with_selector(
+        mk_service("dev", "url-analysis", "10.96.198.86", 8080),
+        "url-analysis",
+    );
+    svc.ports[0].target_port = PortRef::Number(56010);
+    let mut pod = (*probed_pod("a", "192.168.169.166", seed_probe())).clone();
+    pod.containers[0].ready = None;
+    let objects = vec![
+        Object::Service(svc),
+        Object::Node(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
+        Object::Pod(pod),
+    ];
+    source
+        .send(SourceEvent::Resync(objects))
+        .await
+        .expect("send");
+    let ready = |event: &SourceEvent| -> Vec<bool> {
+        let slices: Vec<&ferry_model::EndpointSlice> = match event {
+            SourceEvent::Resync(objects) => objects
+                .iter()
+                .filter_map(|o| match o {
+                    Object::EndpointSlice(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            SourceEvent::Apply(Object::EndpointSlice(s)) => vec![s],
+            other => panic!("unexpected {other:?}"),
+        };
+        slices
+            .iter()
+            .flat_map(|s| s.endpoints.iter().map(|e| e.conditions.ready))
+            .collect()
+    };
+    let t0 = Instant::now();
+    let first = state.recv().await.expect("the resync");
+    assert_eq!(ready(&first), [false], "not ready before its first probe");
+    let next = state.recv().await.expect("a slice update");
+    assert_eq!(ready(&next), [true]);
+    // Not before the initial delay (15 s); at most one period (plus the start-up jitter) later.
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_secs(15) && waited <= Duration::from_secs(35),
+        "{waited:?}"
+    );
+    let book = book.lock().expect("book");
+    let counted: Vec<_> = book.counters().map(|(s, c)| (s.to_string(), c)).collect();
+    assert_eq!(counted, [("dev/url-analysis".to_owned(), (1, 0, 0))]);
 }
