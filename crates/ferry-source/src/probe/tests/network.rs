@@ -203,3 +203,63 @@ async fn redirects_are_followed_on_the_same_host_only() {
         .await;
     assert_eq!(outcome, Outcome::Success);
 }
+
+/// An HTTPS server (a self-signed certificate for 127.0.0.1, `tests/cert.pem`, made for these
+/// tests only) answering one request with `status`.
+async fn https_once(status: u16) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    let cert = CertificateDer::from_pem_slice(include_bytes!("cert.pem")).expect("cert");
+    let key = PrivateKeyDer::from_pem_slice(include_bytes!("key.pem")).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let (conn, _) = listener.accept().await.expect("accept");
+        let mut conn = acceptor.accept(conn).await.expect("TLS handshake");
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.expect("read");
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        let answer =
+            format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        conn.write_all(answer.as_bytes()).await.expect("write");
+        let _ = conn.shutdown().await;
+    });
+    addr
+}
+
+#[tokio::test]
+async fn https_probes_do_not_verify_the_certificate() {
+    for (status, want) in [
+        (200, Outcome::Success),
+        (
+            500,
+            Outcome::Failure("HTTP probe failed with statuscode: 500".into()),
+        ),
+    ] {
+        let addr = https_once(status).await;
+        let target = Target::Http {
+            scheme: ferry_model::HttpScheme::Https,
+            host: "127.0.0.1".into(),
+            port: addr.port(),
+            path: "/healthz".into(),
+            headers: Vec::new(),
+        };
+        assert_eq!(NetworkCheck::default().check(&target, TIMEOUT).await, want);
+    }
+}
