@@ -9,6 +9,20 @@ use tokio::sync::oneshot;
 
 use super::super::*;
 
+/// Reads a request head (up to the blank line).
+async fn read_head(conn: &mut (impl tokio::io::AsyncRead + Unpin)) -> Vec<u8> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = conn.read(&mut buf).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    head
+}
+
 /// An HTTP server answering one request with `status`; gives back the request head.
 async fn http_once(status: u16) -> (SocketAddr, oneshot::Receiver<String>) {
     let (addr, mut heads) = http_seq(vec![format!("{status} X\r\n")]).await;
@@ -32,15 +46,7 @@ async fn http_seq(
     tokio::spawn(async move {
         for answer in answers {
             let (mut conn, _) = listener.accept().await.expect("accept");
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.ends_with(b"\r\n\r\n") {
-                let n = conn.read(&mut buf).await.expect("read");
-                if n == 0 {
-                    break;
-                }
-                head.extend_from_slice(&buf[..n]);
-            }
+            let head = read_head(&mut conn).await;
             let answer =
                 format!("HTTP/1.1 {answer}Content-Length: 2\r\nConnection: close\r\n\r\nok");
             conn.write_all(answer.as_bytes()).await.expect("write");
@@ -226,15 +232,7 @@ async fn https_once(status: u16) -> SocketAddr {
     tokio::spawn(async move {
         let (conn, _) = listener.accept().await.expect("accept");
         let mut conn = acceptor.accept(conn).await.expect("TLS handshake");
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.ends_with(b"\r\n\r\n") {
-            let n = conn.read(&mut buf).await.expect("read");
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
+        read_head(&mut conn).await;
         let answer =
             format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
         conn.write_all(answer.as_bytes()).await.expect("write");
