@@ -21,6 +21,19 @@ pub struct Report {
     pub errors: usize,
 }
 
+/// `ferry check`: prints the report; exit 0 (valid) or 1.
+pub fn main(args: &RunArgs) -> std::process::ExitCode {
+    let report = check(args);
+    for line in &report.lines {
+        println!("{line}");
+    }
+    if report.errors == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
 /// Checks the configuration the flags describe and, if given, the manifests.
 pub fn check(args: &RunArgs) -> Report {
     let mut lines = Vec::new();

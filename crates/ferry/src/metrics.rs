@@ -25,6 +25,7 @@ use ferry_model::IpFamily;
 use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
+mod build_info;
 mod conntrack;
 
 /// The `Content-Type` of `/metrics`.
@@ -250,6 +251,7 @@ impl Metrics {
             set.health_check_servers.clone(),
         );
         set.conntrack.register(&mut registry);
+        build_info::register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -425,7 +427,10 @@ fn catch_up(counter: &Counter, total: u64) {
     }
 }
 
-/// The metrics server: `/metrics`, and `/proxyMode` as kube-proxy serves it.
+/// The metrics server, with what kube-proxy serves there: `/metrics`, `/proxyMode` (the running
+/// mode), `/configz` (the effective configuration, see [`crate::configz`]) and `/healthz` (a
+/// liveness ping of the server itself, `ok`, as component-base's `healthz.InstallHandler`; the
+/// proxy's own health is on the health server).
 pub fn router(metrics: Metrics) -> Router {
     Router::new()
         .route(
@@ -435,7 +440,25 @@ pub fn router(metrics: Metrics) -> Router {
                 async move { ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], metrics.encode()) }
             }),
         )
-        .route("/proxyMode", get(|| async { "nftables" }))
+        .route(
+            "/proxyMode",
+            get(|| async { crate::configz::published_mode() }),
+        )
+        .route("/configz", get(|| async { configz() }))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz/ping", get(|| async { "ok" }))
+}
+
+fn configz() -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match crate::configz::published_body() {
+        Some(body) => crate::health::json_response(200, body.to_owned()),
+        None => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "the configuration is not published yet",
+        )
+            .into_response(),
+    }
 }
 
 #[cfg(test)]

@@ -241,6 +241,45 @@ async fn the_server_serves_metrics_text() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn the_metrics_server_also_answers_healthz_and_configz_like_kube_proxys() {
+    let mut config = crate::config::Config::default();
+    crate::config::kube_proxy::defaults::apply(&mut config.kube_proxy);
+    crate::configz::publish(&config);
+    let server = Server::start(
+        "metrics",
+        "127.0.0.1:0".parse().expect("addr"),
+        router(Metrics::new()),
+    )
+    .await
+    .expect("bind");
+    let r = get(server.local_addr(), "/healthz").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    let r = get(server.local_addr(), "/configz").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_str(&r.body).expect("json");
+    assert_eq!(
+        v["kubeproxy.config.k8s.io"]["metricsBindAddress"],
+        "127.0.0.1:10249"
+    );
+    server.stop().await;
+}
+
+#[test]
+fn build_info_is_exported_with_ferrys_version() {
+    let text = Metrics::new().encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("kubernetes_build_info{"))
+        .unwrap_or_else(|| panic!("no kubernetes_build_info:\n{text}"));
+    assert!(
+        line.contains(&format!("git_version=\"v{}\"", crate::version::VERSION)),
+        "{line}"
+    );
+    assert!(line.ends_with(" 1"), "{line}");
+}
+
 #[test]
 fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
     let m = Metrics::new();
