@@ -31,7 +31,7 @@ pub enum Command {
     Rules(RunArgs),
     /// Validate the configuration (flags, `--config`) and `--manifests` without running:
     /// prints every problem; exit 0 when valid, 1 otherwise.
-    Check(RunArgs),
+    Check(crate::check::CheckArgs),
     /// Explain where the first packet of a new connection goes on a node, and why.
     Explain(ExplainArgs),
     /// Remove everything Ferry created in the kernel (this network namespace).
@@ -57,7 +57,8 @@ impl Command {
     /// The flags of a subcommand that takes `ferry run`'s.
     pub fn run_args_mut(&mut self) -> Option<&mut RunArgs> {
         match self {
-            Command::Run(a) | Command::Rules(a) | Command::Check(a) => Some(a),
+            Command::Run(a) | Command::Rules(a) => Some(a),
+            Command::Check(c) => Some(&mut c.run),
             Command::Explain(e) => Some(&mut e.run),
             _ => None,
         }

@@ -110,6 +110,10 @@ fn main() -> ExitCode {
             else {
                 return ExitCode::from(EXIT_USAGE);
             };
+            let scan = ferry_source::manifest::load(&manifests);
+            if let Some(w) = check::unknown_node(&config.node_name, &scan.objects) {
+                eprintln!("warning: {w}");
+            }
             print!("{}", run::rules(&config, &manifests));
             ExitCode::SUCCESS
         }
