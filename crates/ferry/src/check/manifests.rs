@@ -85,10 +85,13 @@ pub fn check_document(doc: &Document, trees: &mut BTreeMap<String, Option<Value>
             }
             Err(e) => {
                 let field = e.field.clone();
+                // The same field again is the removal's doing ("must be set"): not news.
+                if seen.contains(&field) {
+                    return Checked { objects: Vec::new(), object };
+                }
                 out.push(finding(Severity::Error, field.clone(), e.reason.clone()));
-                let repeated = seen.contains(&field);
                 seen.push(field.clone());
-                if field.is_empty() || repeated || seen.len() >= MAX_ERRORS_PER_OBJECT || !remove_path(&mut value, &field) {
+                if field.is_empty() || seen.len() >= MAX_ERRORS_PER_OBJECT || !remove_path(&mut value, &field) {
                     return Checked { objects: Vec::new(), object };
                 }
             }
