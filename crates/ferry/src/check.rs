@@ -113,7 +113,10 @@ pub struct Report {
 impl Report {
     /// Errors found (warnings not counted).
     pub fn errors(&self) -> usize {
-        self.findings.iter().filter(|f| f.severity == Severity::Error).count()
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
     }
 }
 
@@ -169,9 +172,11 @@ pub fn check(args: &RunArgs) -> Report {
     let mut report = Report::default();
     let node = match args.resolve() {
         Ok((config, warnings)) => {
-            report
-                .findings
-                .extend(warnings.into_iter().map(|w| Finding::general(Severity::Warning, w)));
+            report.findings.extend(
+                warnings
+                    .into_iter()
+                    .map(|w| Finding::general(Severity::Warning, w)),
+            );
             let source = args
                 .config
                 .as_ref()
@@ -184,7 +189,9 @@ pub fn check(args: &RunArgs) -> Report {
             Some(config.node_name)
         }
         Err(e) => {
-            report.findings.push(Finding::general(Severity::Error, e.to_string()));
+            report
+                .findings
+                .push(Finding::general(Severity::Error, e.to_string()));
             None
         }
     };
@@ -199,7 +206,11 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
     for e in &file_errors {
         report.findings.push(Finding {
             severity: Severity::Error,
-            file: e.file.as_ref().map(|f| f.display().to_string()).unwrap_or_default(),
+            file: e
+                .file
+                .as_ref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
             position: String::new(),
             object: String::new(),
             field: String::new(),
@@ -240,7 +251,11 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
     if let Some(w) = node.and_then(|n| unknown_node(n, objects.iter().copied())) {
         report.findings.push(Finding::general(Severity::Warning, w));
     }
-    let errors = report.findings.iter().filter(|f| f.severity == Severity::Error && !f.file.is_empty()).count();
+    let errors = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error && !f.file.is_empty())
+        .count();
     let count = |k: &str| report.counts.get(k).copied().unwrap_or(0);
     report.summary.push(format!(
         "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes), {} problems",
@@ -257,7 +272,10 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
 /// `--hostname-override`): without its Node, Ferry knows neither the node's primary IP (NodePorts
 /// fall back to every local address), its pod CIDR nor its zone. `ferry rules` and `ferry
 /// explain` print it too.
-pub fn unknown_node<'a>(node: &str, objects: impl IntoIterator<Item = &'a Object>) -> Option<String> {
+pub fn unknown_node<'a>(
+    node: &str,
+    objects: impl IntoIterator<Item = &'a Object>,
+) -> Option<String> {
     let nodes: Vec<&str> = objects
         .into_iter()
         .filter_map(|o| match o {

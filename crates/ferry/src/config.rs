@@ -285,7 +285,11 @@ pub fn parse_bind_address(
     if s.is_empty() {
         return Ok(None);
     }
-    if let Ok(ip) = s.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+    if let Ok(ip) = s
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
         return Ok(Some(SocketAddr::new(ip, default_port)));
     }
     let addr: SocketAddr = s.parse().map_err(|_| {

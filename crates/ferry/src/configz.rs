@@ -69,8 +69,10 @@ mod tests {
 
     #[test]
     fn configz_is_the_whole_configuration_under_the_api_group() {
-        let mut config = Config::default();
-        config.node_name = "k8s-node1".to_owned();
+        let mut config = Config {
+            node_name: "k8s-node1".to_owned(),
+            ..Config::default()
+        };
         crate::config::kube_proxy::defaults::apply(&mut config.kube_proxy);
         let v: Value = serde_json::from_str(&body(&config)).expect("json");
         let kp = &v[GROUP];
@@ -86,8 +88,10 @@ mod tests {
     fn write_config_to_writes_yaml_ferry_reads_back() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("out.yaml");
-        let mut config = Config::default();
-        config.node_name = "n1".to_owned();
+        let mut config = Config {
+            node_name: "n1".to_owned(),
+            ..Config::default()
+        };
         crate::config::kube_proxy::defaults::apply(&mut config.kube_proxy);
         write_config_to(&config, &path).expect("write");
         let text = std::fs::read_to_string(&path).expect("read");

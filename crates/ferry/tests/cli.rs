@@ -238,3 +238,57 @@ apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  
         "{stdout}"
     );
 }
+
+fn data(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn kubeadms_configmap_checks_clean_as_kubectl_prints_it() {
+    let cm = data("kubeadm-kube-proxy-configmap.yaml");
+    let (code, stdout, stderr) = ferry(&[
+        "check",
+        "--config",
+        &cm,
+        "--hostname-override",
+        "k8s-node2",
+        "--manifests",
+        &seed(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("warning"), "{stdout}");
+    assert!(stdout.contains("node k8s-node2, nftables mode"), "{stdout}");
+}
+
+#[test]
+fn a_kube_proxy_command_line_without_subcommand_writes_its_config_and_exits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("written.yaml");
+    let cm = data("kubeadm-kube-proxy-configmap.yaml");
+    // A copied DaemonSet's args, plus kube-proxy's --write-config-to (nothing is run).
+    let (code, _, stderr) = ferry(&[
+        &format!("--config={cm}"),
+        "--hostname-override=k8s-node2",
+        "--v=2",
+        "--masquerade-all=true",
+        "--logtostderr",
+        &format!("--write-config-to={}", out.display()),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let written = std::fs::read_to_string(&out).expect("written");
+    for line in [
+        "kind: KubeProxyConfiguration",
+        "hostnameOverride: k8s-node2",
+        "healthzBindAddress: 0.0.0.0:10256",
+        "clusterCIDR: 10.244.0.0/16",
+    ] {
+        assert!(written.contains(line), "{line}:\n{written}");
+    }
+    let (code, stdout, _) = ferry(&["version"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("ferry v"), "{stdout}");
+}

@@ -108,12 +108,18 @@ fn the_daemonset_runs_like_kube_proxy_without_privileged_mode() {
     assert_ne!(security.privileged, Some(true));
     let caps = security.capabilities.expect("capabilities");
     assert_eq!(caps.drop.unwrap_or_default(), ["ALL"]);
-    assert_eq!(caps.add.unwrap_or_default(), ["NET_ADMIN"], "the narrowest that works");
+    assert_eq!(
+        caps.add.unwrap_or_default(),
+        ["NET_ADMIN"],
+        "the narrowest that works"
+    );
     for (probe, path) in [
         (container.liveness_probe.as_ref(), "/livez"),
         (container.readiness_probe.as_ref(), "/healthz"),
     ] {
-        let get = probe.and_then(|p| p.http_get.as_ref()).expect("an HTTP probe");
+        let get = probe
+            .and_then(|p| p.http_get.as_ref())
+            .expect("an HTTP probe");
         assert_eq!(get.path.as_deref(), Some(path));
         assert_eq!(
             get.port,

@@ -55,15 +55,24 @@ pub fn documents(path: &Path) -> (Vec<Document>, Vec<InvalidObject>) {
 }
 
 fn push(file: &Path, position: String, mut value: Value, docs: &mut Vec<Document>) {
-    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
-    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("").to_owned();
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     if kind.ends_with("List") {
         if let Some(Value::Array(items)) = value.get_mut("items").map(Value::take) {
             let item_kind = kind.trim_end_matches("List");
             for (i, mut item) in items.into_iter().enumerate() {
                 if let Some(map) = item.as_object_mut() {
                     if !item_kind.is_empty() {
-                        map.entry("apiVersion").or_insert_with(|| api_version.clone().into());
+                        map.entry("apiVersion")
+                            .or_insert_with(|| api_version.clone().into());
                         map.entry("kind").or_insert_with(|| item_kind.into());
                     }
                 }

@@ -147,7 +147,10 @@ pub(super) fn files(path: &Path) -> (Vec<PathBuf>, Vec<InvalidObject>) {
 
 /// Converts one document (or list item) as the loader does: the objects it stands for (none
 /// for kinds Ferry does not read), or its problems.
-pub(super) fn convert_document(file: &Path, value: Value) -> Vec<Result<Vec<Object>, InvalidObject>> {
+pub(super) fn convert_document(
+    file: &Path,
+    value: Value,
+) -> Vec<Result<Vec<Object>, InvalidObject>> {
     let mut docs = Vec::new();
     document(file, 0, value, None, &mut docs);
     docs.into_iter().map(|d| d.outcome).collect()

@@ -10,7 +10,9 @@
 use std::fmt;
 
 use k8s_openapi::Resource;
-use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
+};
 use serde::forward_to_deserialize_any;
 use serde_json::{Map, Value};
 
@@ -128,7 +130,12 @@ impl<'de> de::Deserializer<'de> for Probe<'_> {
         if self.depth > MAX_DEPTH {
             return Err(ProbeError("too deep".to_owned()));
         }
-        *self.out = Value::Object(fields.iter().map(|f| ((*f).to_owned(), Value::Null)).collect());
+        *self.out = Value::Object(
+            fields
+                .iter()
+                .map(|f| ((*f).to_owned(), Value::Null))
+                .collect(),
+        );
         let Value::Object(out) = self.out else {
             return Err(ProbeError("unreachable".to_owned()));
         };
@@ -163,14 +170,20 @@ struct Fields<'a> {
 impl<'de> MapAccess<'de> for Fields<'_> {
     type Error = ProbeError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, ProbeError> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, ProbeError> {
         let Some(name) = self.names.get(self.next) else {
             return Ok(None);
         };
         seed.deserialize((*name).into_deserializer()).map(Some)
     }
 
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, ProbeError> {
+    fn next_value_seed<V: DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, ProbeError> {
         let name = self.names.get(self.next).copied().unwrap_or_default();
         self.next += 1;
         let text = match (self.type_meta, name) {
@@ -198,7 +211,10 @@ struct OneItem<'a> {
 impl<'de> SeqAccess<'de> for OneItem<'_> {
     type Error = ProbeError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, ProbeError> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, ProbeError> {
         let Some(out) = self.item.take() else {
             return Ok(None);
         };
@@ -222,12 +238,25 @@ mod tests {
     #[test]
     fn the_kinds_ferry_reads_list_their_fields() {
         let svc = tree::<Service>().expect("Service");
-        for path in ["/spec/ports/0/nodePort", "/spec/clusterIP", "/metadata/labels", "/status/loadBalancer/ingress/0/ipMode"] {
+        for path in [
+            "/spec/ports/0/nodePort",
+            "/spec/clusterIP",
+            "/metadata/labels",
+            "/status/loadBalancer/ingress/0/ipMode",
+        ] {
             assert!(svc.pointer(path).is_some(), "{path}: {svc}");
         }
         let slice = tree::<EndpointSlice>().expect("EndpointSlice");
-        assert!(slice.pointer("/endpoints/0/conditions/serving").is_some(), "{slice}");
-        assert!(slice.pointer("/endpoints/0/hints/forZones/0/name").is_some(), "{slice}");
+        assert!(
+            slice.pointer("/endpoints/0/conditions/serving").is_some(),
+            "{slice}"
+        );
+        assert!(
+            slice
+                .pointer("/endpoints/0/hints/forZones/0/name")
+                .is_some(),
+            "{slice}"
+        );
         let node = tree::<Node>().expect("Node");
         assert!(node.pointer("/status/addresses/0/type").is_some(), "{node}");
     }

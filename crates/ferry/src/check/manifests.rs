@@ -30,7 +30,11 @@ pub struct Checked {
 /// `Kind namespace/name` as written (namespace `default` when unset, none for Nodes).
 pub fn object_name(doc: &Document) -> String {
     let (_, kind) = doc.type_meta();
-    let meta = |k: &str| doc.value.pointer(&format!("/metadata/{k}")).and_then(Value::as_str);
+    let meta = |k: &str| {
+        doc.value
+            .pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+    };
     let name = meta("name").unwrap_or("(unnamed)");
     match (kind, meta("namespace")) {
         ("Node", _) => format!("Node {name}"),
@@ -49,7 +53,11 @@ fn known_tree(api_version: &str, kind: &str) -> Option<Value> {
 }
 
 /// Checks one document: unknown fields and every conversion error.
-pub fn check_document(doc: &Document, trees: &mut BTreeMap<String, Option<Value>>, out: &mut Vec<Finding>) -> Checked {
+pub fn check_document(
+    doc: &Document,
+    trees: &mut BTreeMap<String, Option<Value>>,
+    out: &mut Vec<Finding>,
+) -> Checked {
     let (api_version, kind) = doc.type_meta();
     let object = object_name(doc);
     let finding = |severity, field: String, message: String| Finding {
@@ -75,7 +83,10 @@ pub fn check_document(doc: &Document, trees: &mut BTreeMap<String, Option<Value>
     let mut value = doc.value.clone();
     let mut seen = Vec::new();
     loop {
-        let retry = Document { value: value.clone(), ..doc.clone() };
+        let retry = Document {
+            value: value.clone(),
+            ..doc.clone()
+        };
         match retry.convert() {
             Ok(objects) => {
                 return Checked {
@@ -87,12 +98,21 @@ pub fn check_document(doc: &Document, trees: &mut BTreeMap<String, Option<Value>
                 let field = e.field.clone();
                 // The same field again is the removal's doing ("must be set"): not news.
                 if seen.contains(&field) {
-                    return Checked { objects: Vec::new(), object };
+                    return Checked {
+                        objects: Vec::new(),
+                        object,
+                    };
                 }
                 out.push(finding(Severity::Error, field.clone(), e.reason.clone()));
                 seen.push(field.clone());
-                if field.is_empty() || seen.len() >= MAX_ERRORS_PER_OBJECT || !remove_path(&mut value, &field) {
-                    return Checked { objects: Vec::new(), object };
+                if field.is_empty()
+                    || seen.len() >= MAX_ERRORS_PER_OBJECT
+                    || !remove_path(&mut value, &field)
+                {
+                    return Checked {
+                        objects: Vec::new(),
+                        object,
+                    };
                 }
             }
         }
@@ -163,7 +183,9 @@ pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
     let mut cluster_ips: BTreeMap<std::net::IpAddr, String> = BTreeMap::new();
     let mut node_ports: BTreeMap<u16, String> = BTreeMap::new();
     let mut port_names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let place = |doc: &Document, object: &str| format!("{object} ({}: {})", doc.file.display(), doc.position);
+    let place = |doc: &Document, object: &str| {
+        format!("{object} ({}: {})", doc.file.display(), doc.position)
+    };
     for (doc, checked) in docs {
         for obj in &checked.objects {
             let Object::Service(svc) = obj else { continue };
@@ -178,7 +200,10 @@ pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
             };
             for (i, ip) in svc.cluster_ips.iter().enumerate() {
                 if let Some(first) = cluster_ips.get(ip) {
-                    out.push(claim(format!("spec.clusterIPs[{i}]"), format!("{ip} is already the ClusterIP of {first}")));
+                    out.push(claim(
+                        format!("spec.clusterIPs[{i}]"),
+                        format!("{ip} is already the ClusterIP of {first}"),
+                    ));
                 } else {
                     cluster_ips.insert(*ip, here.clone());
                 }
@@ -187,7 +212,10 @@ pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
                 let Some(np) = p.node_port else { continue };
                 match node_ports.get(&np) {
                     Some(first) if !first.starts_with(&checked.object) => {
-                        out.push(claim(format!("spec.ports[{i}].nodePort"), format!("{np} is already a NodePort of {first}")));
+                        out.push(claim(
+                            format!("spec.ports[{i}].nodePort"),
+                            format!("{np} is already a NodePort of {first}"),
+                        ));
                     }
                     Some(_) => {}
                     None => {
@@ -206,12 +234,29 @@ pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
         if kind != "EndpointSlice" {
             continue;
         }
-        let ns = doc.value.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default");
-        let Some(service) = doc.value.pointer("/metadata/labels/kubernetes.io~1service-name").and_then(Value::as_str) else {
+        let ns = doc
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let Some(service) = doc
+            .value
+            .pointer("/metadata/labels/kubernetes.io~1service-name")
+            .and_then(Value::as_str)
+        else {
             continue;
         };
-        let Some(names) = port_names.get(&format!("{ns}/{service}")) else { continue };
-        for (i, p) in doc.value.get("ports").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let Some(names) = port_names.get(&format!("{ns}/{service}")) else {
+            continue;
+        };
+        for (i, p) in doc
+            .value
+            .get("ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let name = p.get("name").and_then(Value::as_str).unwrap_or("");
             if !names.iter().any(|n| n == name) {
                 out.push(Finding {
@@ -239,8 +284,14 @@ mod tests {
         let mut v = serde_json::json!({"spec": {"ports": [{"port": 1, "name": "a"}]},
                                        "metadata": {"labels": {"kubernetes.io/service-name": "x"}}});
         assert!(remove_path(&mut v, "spec.ports[0].port"));
-        assert!(remove_path(&mut v, "metadata.labels[kubernetes.io/service-name]"));
-        assert_eq!(v, serde_json::json!({"spec": {"ports": [{"name": "a"}]}, "metadata": {"labels": {}}}));
+        assert!(remove_path(
+            &mut v,
+            "metadata.labels[kubernetes.io/service-name]"
+        ));
+        assert_eq!(
+            v,
+            serde_json::json!({"spec": {"ports": [{"name": "a"}]}, "metadata": {"labels": {}}})
+        );
         assert!(!remove_path(&mut v, "spec.nothing.here"));
     }
 }

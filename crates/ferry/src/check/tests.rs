@@ -39,7 +39,13 @@ fn duplicate_cluster_ips_and_node_ports_across_services_are_errors_naming_both()
             && has(&lines, "svc.yaml: document 1)"),
         "{lines:#?}"
     );
-    assert!(has(&lines, "Service dev/b: spec.ports[0].nodePort: 30080 is already a NodePort of Service dev/a"), "{lines:#?}");
+    assert!(
+        has(
+            &lines,
+            "Service dev/b: spec.ports[0].nodePort: 30080 is already a NodePort of Service dev/a"
+        ),
+        "{lines:#?}"
+    );
     assert_eq!(report.errors(), 2, "{lines:#?}");
 }
 
@@ -48,9 +54,21 @@ fn misspelled_fields_name_the_likely_field_and_every_error_of_an_object_is_repor
     let bad = "apiVersion: v1\nkind: Service\nmetadata: {name: bad, namespace: dev}\nspec:\n  type: NodePort\n  clusterIP: 10.96.0.11\n  clusterIp: 10.96.0.11\n  externalTrafficPolicy: Sometimes\n  sessionAffinity: Sticky\n  ports: [{name: http, port: 80, nodePort: 30081, nodeport: 30081}]\n";
     let (_, lines) = run_check(&[("bad.yaml", bad)], |_| {});
     assert!(has(&lines, "error: bad.yaml: document 1: Service dev/bad: spec.clusterIp: unknown field of Service (did you mean \"clusterIP\"?)"), "{lines:#?}");
-    assert!(has(&lines, "spec.ports[0].nodeport: unknown field of Service (did you mean \"nodePort\"?)"), "{lines:#?}");
-    assert!(has(&lines, "Service dev/bad: spec.externalTrafficPolicy: "), "{lines:#?}");
-    assert!(has(&lines, "Service dev/bad: spec.sessionAffinity: "), "{lines:#?}");
+    assert!(
+        has(
+            &lines,
+            "spec.ports[0].nodeport: unknown field of Service (did you mean \"nodePort\"?)"
+        ),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&lines, "Service dev/bad: spec.externalTrafficPolicy: "),
+        "{lines:#?}"
+    );
+    assert!(
+        has(&lines, "Service dev/bad: spec.sessionAffinity: "),
+        "{lines:#?}"
+    );
 }
 
 #[test]
@@ -81,8 +99,14 @@ fn empty_inputs_are_said() {
 
 #[test]
 fn the_summary_names_the_running_mode() {
-    let (report, _) = run_check(&[("s.yaml", SVC_A)], |a| a.proxy_mode = Some("iptables".to_owned()));
-    assert!(report.summary[0].ends_with("node k8s-node1, iptables mode"), "{:?}", report.summary);
+    let (report, _) = run_check(&[("s.yaml", SVC_A)], |a| {
+        a.proxy_mode = Some("iptables".to_owned())
+    });
+    assert!(
+        report.summary[0].ends_with("node k8s-node1, iptables mode"),
+        "{:?}",
+        report.summary
+    );
     let json = to_json(&report);
     assert_eq!(json["ok"], true);
     assert_eq!(json["objects"]["Services"], 1);

@@ -68,7 +68,10 @@ pub fn normalize(args: impl IntoIterator<Item = OsString>) -> Normalized {
     let first = rest.first().and_then(|a| a.to_str()).unwrap_or("");
     let implicit_run = as_kube_proxy
         || (first.starts_with('-')
-            && !matches!(first, "-h" | "--help" | "-V" | "--version" | "--version=raw"));
+            && !matches!(
+                first,
+                "-h" | "--help" | "-V" | "--version" | "--version=raw"
+            ));
     let mut out = vec![program];
     if implicit_run && !SUBCOMMANDS.contains(&first) {
         out.push(OsString::from("run"));
@@ -131,36 +134,71 @@ mod tests {
 
     #[test]
     fn a_copied_daemonsets_args_run_the_proxy() {
-        let n = norm(&["ferry", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=n1"]);
+        let n = norm(&[
+            "ferry",
+            "--config=/var/lib/kube-proxy/config.conf",
+            "--hostname-override=n1",
+        ]);
         assert_eq!(
             strs(&n),
-            ["ferry", "run", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=n1"]
+            [
+                "ferry",
+                "run",
+                "--config=/var/lib/kube-proxy/config.conf",
+                "--hostname-override=n1"
+            ]
         );
         let n = norm(&["/usr/local/bin/kube-proxy", "--v=2"]);
         assert_eq!(strs(&n), ["/usr/local/bin/kube-proxy", "run", "--v=2"]);
-        assert_eq!(strs(&norm(&["ferry", "check", "--v=2"])), ["ferry", "check", "--v=2"]);
+        assert_eq!(
+            strs(&norm(&["ferry", "check", "--v=2"])),
+            ["ferry", "check", "--v=2"]
+        );
         assert_eq!(strs(&norm(&["ferry", "--help"])), ["ferry", "--help"]);
     }
 
     #[test]
     fn underscores_in_flag_names_are_dashes_values_untouched() {
-        let n = norm(&["ferry", "run", "--iptables_sync_period=10s", "--hostname_override", "a_b"]);
+        let n = norm(&[
+            "ferry",
+            "run",
+            "--iptables_sync_period=10s",
+            "--hostname_override",
+            "a_b",
+        ]);
         assert_eq!(
             strs(&n),
-            ["ferry", "run", "--iptables-sync-period=10s", "--hostname-override", "a_b"]
+            [
+                "ferry",
+                "run",
+                "--iptables-sync-period=10s",
+                "--hostname-override",
+                "a_b"
+            ]
         );
     }
 
     #[test]
     fn removed_windows_and_klog_flags_are_taken_out_with_their_values() {
         let n = norm(&[
-            "ferry", "run", "--logtostderr", "--log-dir", "/var/log", "--udp-timeout=250ms",
-            "--alsologtostderr=true", "--v=2",
+            "ferry",
+            "run",
+            "--logtostderr",
+            "--log-dir",
+            "/var/log",
+            "--udp-timeout=250ms",
+            "--alsologtostderr=true",
+            "--v=2",
         ]);
         assert_eq!(strs(&n), ["ferry", "run", "--v=2"]);
         assert_eq!(
             n.ignored,
-            ["--logtostderr", "--log-dir", "--udp-timeout", "--alsologtostderr"]
+            [
+                "--logtostderr",
+                "--log-dir",
+                "--udp-timeout",
+                "--alsologtostderr"
+            ]
         );
     }
 

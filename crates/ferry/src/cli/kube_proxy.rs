@@ -172,32 +172,84 @@ impl KubeProxyFlags {
     pub fn not_used(&self) -> Vec<&'static str> {
         let given = [
             (self.feature_gates.is_some(), "--feature-gates"),
-            (self.iptables_localhost_nodeports.is_some(), "--iptables-localhost-nodeports"),
+            (
+                self.iptables_localhost_nodeports.is_some(),
+                "--iptables-localhost-nodeports",
+            ),
             (self.bind_address.is_some(), "--bind-address"),
-            (self.bind_address_hard_fail.is_some(), "--bind-address-hard-fail"),
+            (
+                self.bind_address_hard_fail.is_some(),
+                "--bind-address-hard-fail",
+            ),
             (self.profiling.is_some(), "--profiling"),
-            (self.show_hidden_metrics_for_version.is_some(), "--show-hidden-metrics-for-version"),
-            (self.kube_api_content_type.is_some(), "--kube-api-content-type"),
+            (
+                self.show_hidden_metrics_for_version.is_some(),
+                "--show-hidden-metrics-for-version",
+            ),
+            (
+                self.kube_api_content_type.is_some(),
+                "--kube-api-content-type",
+            ),
             (self.kube_api_burst.is_some(), "--kube-api-burst"),
             (self.kube_api_qps.is_some(), "--kube-api-qps"),
             (self.config_sync_period.is_some(), "--config-sync-period"),
-            (self.pod_bridge_interface.is_some(), "--pod-bridge-interface"),
-            (self.pod_interface_name_prefix.is_some(), "--pod-interface-name-prefix"),
-            (self.conntrack_max_per_core.is_some(), "--conntrack-max-per-core"),
+            (
+                self.pod_bridge_interface.is_some(),
+                "--pod-bridge-interface",
+            ),
+            (
+                self.pod_interface_name_prefix.is_some(),
+                "--pod-interface-name-prefix",
+            ),
+            (
+                self.conntrack_max_per_core.is_some(),
+                "--conntrack-max-per-core",
+            ),
             (self.conntrack_min.is_some(), "--conntrack-min"),
-            (self.conntrack_tcp_timeout_established.is_some(), "--conntrack-tcp-timeout-established"),
-            (self.conntrack_tcp_timeout_close_wait.is_some(), "--conntrack-tcp-timeout-close-wait"),
-            (self.conntrack_tcp_be_liberal.is_some(), "--conntrack-tcp-be-liberal"),
-            (self.conntrack_udp_timeout.is_some(), "--conntrack-udp-timeout"),
-            (self.conntrack_udp_timeout_stream.is_some(), "--conntrack-udp-timeout-stream"),
+            (
+                self.conntrack_tcp_timeout_established.is_some(),
+                "--conntrack-tcp-timeout-established",
+            ),
+            (
+                self.conntrack_tcp_timeout_close_wait.is_some(),
+                "--conntrack-tcp-timeout-close-wait",
+            ),
+            (
+                self.conntrack_tcp_be_liberal.is_some(),
+                "--conntrack-tcp-be-liberal",
+            ),
+            (
+                self.conntrack_udp_timeout.is_some(),
+                "--conntrack-udp-timeout",
+            ),
+            (
+                self.conntrack_udp_timeout_stream.is_some(),
+                "--conntrack-udp-timeout-stream",
+            ),
             (self.log_flush_frequency.is_some(), "--log-flush-frequency"),
             (self.vmodule.is_some(), "--vmodule"),
-            (self.log_json_split_stream.is_some(), "--log-json-split-stream"),
-            (self.log_json_info_buffer_size.is_some(), "--log-json-info-buffer-size"),
-            (self.log_text_split_stream.is_some(), "--log-text-split-stream"),
-            (self.log_text_info_buffer_size.is_some(), "--log-text-info-buffer-size"),
+            (
+                self.log_json_split_stream.is_some(),
+                "--log-json-split-stream",
+            ),
+            (
+                self.log_json_info_buffer_size.is_some(),
+                "--log-json-info-buffer-size",
+            ),
+            (
+                self.log_text_split_stream.is_some(),
+                "--log-text-split-stream",
+            ),
+            (
+                self.log_text_info_buffer_size.is_some(),
+                "--log-text-info-buffer-size",
+            ),
         ];
-        given.into_iter().filter(|(g, _)| *g).map(|(_, n)| n).collect()
+        given
+            .into_iter()
+            .filter(|(g, _)| *g)
+            .map(|(_, n)| n)
+            .collect()
     }
 
     /// Writes every given flag into `c` (the mode is already final). Bad values name the flag.
@@ -205,7 +257,10 @@ impl KubeProxyFlags {
         if let Some(gates) = &self.feature_gates {
             for item in list(gates) {
                 let (name, value) = item.split_once('=').ok_or_else(|| {
-                    ConfigError::new("--feature-gates", format!("{item:?} is not Name=true|false"))
+                    ConfigError::new(
+                        "--feature-gates",
+                        format!("{item:?} is not Name=true|false"),
+                    )
                 })?;
                 let value = parse_go_bool(value.trim())
                     .map_err(|m| ConfigError::new("--feature-gates", format!("{name}: {m}")))?;
@@ -226,7 +281,11 @@ impl KubeProxyFlags {
         };
         if let Some(d) = sync {
             let d = duration(sync_flag, d)?;
-            (c.iptables.sync_period, c.nftables.sync_period, c.ipvs.sync_period) = (d, d, d);
+            (
+                c.iptables.sync_period,
+                c.nftables.sync_period,
+                c.ipvs.sync_period,
+            ) = (d, d, d);
         }
         if let Some(d) = min_sync {
             let d = duration(min_flag, d)?;
@@ -259,9 +318,21 @@ impl KubeProxyFlags {
             c.ipvs.strict_arp = v;
         }
         for (flag, value, slot) in [
-            ("--ipvs-tcp-timeout", &self.ipvs_tcp_timeout, &mut c.ipvs.tcp_timeout),
-            ("--ipvs-tcpfin-timeout", &self.ipvs_tcpfin_timeout, &mut c.ipvs.tcp_fin_timeout),
-            ("--ipvs-udp-timeout", &self.ipvs_udp_timeout, &mut c.ipvs.udp_timeout),
+            (
+                "--ipvs-tcp-timeout",
+                &self.ipvs_tcp_timeout,
+                &mut c.ipvs.tcp_timeout,
+            ),
+            (
+                "--ipvs-tcpfin-timeout",
+                &self.ipvs_tcpfin_timeout,
+                &mut c.ipvs.tcp_fin_timeout,
+            ),
+            (
+                "--ipvs-udp-timeout",
+                &self.ipvs_udp_timeout,
+                &mut c.ipvs.udp_timeout,
+            ),
         ] {
             if let Some(d) = value {
                 *slot = duration(flag, d)?;

@@ -94,8 +94,14 @@ impl RunArgs {
             if let Some(d) = value {
                 let d = GoDuration(parse_duration(d).map_err(|m| ConfigError::new(flag, m))?);
                 for (sync, min_sync) in [
-                    (&mut kp.iptables.sync_period, &mut kp.iptables.min_sync_period),
-                    (&mut kp.nftables.sync_period, &mut kp.nftables.min_sync_period),
+                    (
+                        &mut kp.iptables.sync_period,
+                        &mut kp.iptables.min_sync_period,
+                    ),
+                    (
+                        &mut kp.nftables.sync_period,
+                        &mut kp.nftables.min_sync_period,
+                    ),
                     (&mut kp.ipvs.sync_period, &mut kp.ipvs.min_sync_period),
                 ] {
                     *(if min { min_sync } else { sync }) = d;
@@ -151,8 +157,7 @@ impl RunArgs {
         let mut out = Vec::new();
         let mut unused: Vec<String> = self.ignored_flags.clone();
         unused.extend(self.kube_proxy.not_used().iter().map(|s| (*s).to_owned()));
-        if self.kube_proxy.iptables_masquerade_bit.is_some() && config.mode != ProxyMode::Iptables
-        {
+        if self.kube_proxy.iptables_masquerade_bit.is_some() && config.mode != ProxyMode::Iptables {
             unused.push("--iptables-masquerade-bit (iptables mode only)".to_owned());
         }
         if self.kube_proxy.init_only.is_some() {
@@ -186,11 +191,23 @@ impl RunArgs {
             (self.detect_local_mode.is_some(), "--detect-local-mode"),
             (self.masquerade_all.is_some(), "--masquerade-all"),
             (self.nodeport_addresses.is_some(), "--nodeport-addresses"),
-            (self.healthz_bind_address.is_some(), "--healthz-bind-address"),
-            (self.metrics_bind_address.is_some(), "--metrics-bind-address"),
-            (k.iptables_masquerade_bit.is_some(), "--iptables-masquerade-bit"),
+            (
+                self.healthz_bind_address.is_some(),
+                "--healthz-bind-address",
+            ),
+            (
+                self.metrics_bind_address.is_some(),
+                "--metrics-bind-address",
+            ),
+            (
+                k.iptables_masquerade_bit.is_some(),
+                "--iptables-masquerade-bit",
+            ),
             (k.iptables_sync_period.is_some(), "--iptables-sync-period"),
-            (k.iptables_min_sync_period.is_some(), "--iptables-min-sync-period"),
+            (
+                k.iptables_min_sync_period.is_some(),
+                "--iptables-min-sync-period",
+            ),
             (k.ipvs_sync_period.is_some(), "--ipvs-sync-period"),
             (k.ipvs_min_sync_period.is_some(), "--ipvs-min-sync-period"),
             (k.oom_score_adj.is_some(), "--oom-score-adj"),

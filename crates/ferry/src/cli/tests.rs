@@ -33,7 +33,8 @@ const EVERY_KUBE_PROXY_FLAG: &[&str] = &[
     "--cleanup=false",
     "--cluster-cidr=10.244.0.0/16",
     "--config-sync-period=15m0s",
-    "--conntrack-max-per-core", "32768",
+    "--conntrack-max-per-core",
+    "32768",
     "--conntrack-min=131072",
     "--conntrack-tcp-be-liberal=false",
     "--conntrack-tcp-timeout-close-wait=1h0m0s",
@@ -70,7 +71,8 @@ const EVERY_KUBE_PROXY_FLAG: &[&str] = &[
     "--metrics-bind-address=127.0.0.1:10249",
     "--metrics-port=10249",
     "--nodeport-addresses=primary",
-    "--oom-score-adj", "-999",
+    "--oom-score-adj",
+    "-999",
     "--pod-bridge-interface=cni0",
     "--pod-interface-name-prefix=veth",
     "--profiling=false",
@@ -92,7 +94,12 @@ fn every_kube_proxy_flag_is_accepted_and_the_unused_ones_named_once() {
         .filter(|w| w.starts_with("accepted for kube-proxy compatibility"))
         .collect();
     assert_eq!(unused.len(), 1, "{warnings:?}");
-    for flag in ["--conntrack-min", "--profiling", "--feature-gates", "--vmodule"] {
+    for flag in [
+        "--conntrack-min",
+        "--profiling",
+        "--feature-gates",
+        "--vmodule",
+    ] {
         assert!(unused[0].contains(flag), "{flag}: {}", unused[0]);
     }
     assert!(!unused[0].contains("--proxy-mode"), "{}", unused[0]);
@@ -100,12 +107,23 @@ fn every_kube_proxy_flag_is_accepted_and_the_unused_ones_named_once() {
 
 #[test]
 fn removed_windows_and_klog_flags_are_named_in_the_same_warning() {
-    let (_, warnings) = resolve(&["--logtostderr", "--log-dir", "/tmp", "--udp-timeout=250ms", "--source-vip=1.2.3.4"]);
+    let (_, warnings) = resolve(&[
+        "--logtostderr",
+        "--log-dir",
+        "/tmp",
+        "--udp-timeout=250ms",
+        "--source-vip=1.2.3.4",
+    ]);
     let w = warnings
         .iter()
         .find(|w| w.starts_with("accepted for kube-proxy compatibility"))
         .expect("one warning");
-    for flag in ["--logtostderr", "--log-dir", "--udp-timeout", "--source-vip"] {
+    for flag in [
+        "--logtostderr",
+        "--log-dir",
+        "--udp-timeout",
+        "--source-vip",
+    ] {
         assert!(w.contains(flag), "{flag}: {w}");
     }
 }
@@ -123,17 +141,31 @@ fn booleans_take_go_values_only_with_an_equals_sign() {
 
 #[test]
 fn verbosity_is_read_in_every_spelling() {
-    for args in [&["--v=4"][..], &["--v", "4"], &["-v", "4"], &["-v=4"], &["-v4"]] {
+    for args in [
+        &["--v=4"][..],
+        &["--v", "4"],
+        &["-v", "4"],
+        &["-v=4"],
+        &["-v4"],
+    ] {
         assert_eq!(resolve(args).0.verbosity, 4, "{args:?}");
     }
 }
 
 #[test]
 fn iptables_sync_flags_set_the_periods_of_the_running_mode() {
-    let (c, _) = resolve(&["--iptables-sync-period", "10s", "--iptables-min-sync-period=0"]);
+    let (c, _) = resolve(&[
+        "--iptables-sync-period",
+        "10s",
+        "--iptables-min-sync-period=0",
+    ]);
     assert_eq!(c.mode, ProxyMode::Nftables);
     assert_eq!(c.sync_period, Duration::from_secs(10));
-    assert_eq!(c.min_sync_period, Duration::ZERO, "0 from a flag means: sync at once");
+    assert_eq!(
+        c.min_sync_period,
+        Duration::ZERO,
+        "0 from a flag means: sync at once"
+    );
     let (c, _) = resolve(&["--ipvs-sync-period", "10s"]);
     assert_eq!(c.sync_period, Duration::from_secs(30), "IPVS mode only");
 }
@@ -142,9 +174,15 @@ fn iptables_sync_flags_set_the_periods_of_the_running_mode() {
 fn deprecated_ports_move_or_disable_the_servers() {
     let (c, _) = resolve(&["--healthz-port=0", "--metrics-port", "10300"]);
     assert_eq!(c.healthz_bind_address, None);
-    assert_eq!(c.metrics_bind_address, Some("127.0.0.1:10300".parse().expect("addr")));
+    assert_eq!(
+        c.metrics_bind_address,
+        Some("127.0.0.1:10300".parse().expect("addr"))
+    );
     let (c, _) = resolve(&["--metrics-bind-address=0.0.0.0", "--healthz-bind-address="]);
-    assert_eq!(c.metrics_bind_address, Some("0.0.0.0:10249".parse().expect("addr")));
+    assert_eq!(
+        c.metrics_bind_address,
+        Some("0.0.0.0:10249".parse().expect("addr"))
+    );
     assert_eq!(c.healthz_bind_address, None);
 }
 
@@ -152,7 +190,11 @@ fn deprecated_ports_move_or_disable_the_servers() {
 fn the_iptables_masquerade_bit_is_iptables_modes_as_upstream() {
     let (c, w) = resolve(&["--iptables-masquerade-bit=12"]);
     assert_eq!(c.masquerade_bit, 14);
-    assert!(w.iter().any(|w| w.contains("--iptables-masquerade-bit (iptables mode only)")), "{w:?}");
+    assert!(
+        w.iter()
+            .any(|w| w.contains("--iptables-masquerade-bit (iptables mode only)")),
+        "{w:?}"
+    );
     let (c, _) = resolve(&["--iptables-masquerade-bit=12", "--proxy-mode=iptables"]);
     assert_eq!(c.masquerade_bit, 12);
     assert_eq!(resolve(&["--masquerade-bit=12"]).0.masquerade_bit, 12);
@@ -181,11 +223,17 @@ fn flags_next_to_a_config_file_override_it_and_are_named() {
     let (c, w) = resolve(&[&config, "--proxy-mode=nftables"]);
     assert_eq!(c.mode, ProxyMode::Nftables);
     assert!(
-        w.iter().any(|w| w.contains("kube-proxy ignores these flags when --config is given") && w.contains("--proxy-mode")),
+        w.iter().any(
+            |w| w.contains("kube-proxy ignores these flags when --config is given")
+                && w.contains("--proxy-mode")
+        ),
         "{w:?}"
     );
     // --hostname-override is applied over a file by kube-proxy too: no warning for it.
-    assert!(!w.iter().any(|w| w.contains("--hostname-override")), "{w:?}");
+    assert!(
+        !w.iter().any(|w| w.contains("--hostname-override")),
+        "{w:?}"
+    );
 }
 
 #[test]
@@ -199,7 +247,10 @@ fn bad_kube_proxy_flag_values_name_the_flag() {
     ] {
         let mut all = vec!["ferry", "run"];
         all.extend_from_slice(args);
-        let err = parse(&all).expect("parses").resolve().expect_err("bad value");
+        let err = parse(&all)
+            .expect("parses")
+            .resolve()
+            .expect_err("bad value");
         assert_eq!(err.place, flag, "{err}");
     }
 }

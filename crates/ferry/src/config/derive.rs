@@ -100,8 +100,7 @@ impl Config {
     /// Warnings about the effective configuration as a whole (not about one source).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if self.detect_local_mode == DetectLocalMode::ClusterCidr && self.cluster_cidrs.is_empty()
-        {
+        if self.detect_local_mode == DetectLocalMode::ClusterCidr && self.cluster_cidrs.is_empty() {
             out.push(
                 "clusterCIDR is empty: traffic from pods cannot be told apart, so ClusterIP \
                  traffic from outside the cluster is not masqueraded"
@@ -160,14 +159,23 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
     let checks = [
         (kp.bind_address_hard_fail, "bindAddressHardFail"),
         (kp.enable_profiling, "enableProfiling"),
-        (!kp.show_hidden_metrics_for_version.is_empty(), "showHiddenMetricsForVersion"),
+        (
+            !kp.show_hidden_metrics_for_version.is_empty(),
+            "showHiddenMetricsForVersion",
+        ),
         (kp.conntrack != defaults.conntrack, "conntrack"),
-        (kp.config_sync_period != defaults.config_sync_period, "configSyncPeriod"),
+        (
+            kp.config_sync_period != defaults.config_sync_period,
+            "configSyncPeriod",
+        ),
         (!kp.port_range.is_empty(), "portRange"),
         (!kp.udp_idle_timeout.is_zero(), "udpIdleTimeout"),
         (kp.windows_run_as_service, "windowsRunAsService"),
         (kp.winkernel != defaults.winkernel, "winkernel"),
-        (kp.iptables.snat_node_internal_ip == Some(true), "iptables.snatNodeInternalIP"),
+        (
+            kp.iptables.snat_node_internal_ip == Some(true),
+            "iptables.snatNodeInternalIP",
+        ),
         (!kp.logging.vmodule.is_empty(), "logging.vmodule"),
         (
             kp.logging.options.json.split_stream || kp.logging.options.text.split_stream,

@@ -64,7 +64,10 @@ pub fn format_duration(d: Duration) -> String {
     }
     let secs = d.as_secs();
     let (h, m) = (secs / 3600, (secs % 3600) / 60);
-    let s = trim_fraction(u128::from(secs % 60) * 1_000_000_000 + u128::from(d.subsec_nanos()), 1_000_000_000);
+    let s = trim_fraction(
+        u128::from(secs % 60) * 1_000_000_000 + u128::from(d.subsec_nanos()),
+        1_000_000_000,
+    );
     match (h, m) {
         (0, 0) => format!("{s}s"),
         (0, m) => format!("{m}m{s}s"),
@@ -167,7 +170,9 @@ impl Visitor<'_> for GoDurationVisitor {
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<GoDuration, E> {
         match u64::try_from(v) {
             Ok(n) => self.nanos(n),
-            Err(_) => Err(E::custom(format!("invalid duration {v} (must not be negative)"))),
+            Err(_) => Err(E::custom(format!(
+                "invalid duration {v} (must not be negative)"
+            ))),
         }
     }
 
@@ -213,7 +218,10 @@ mod tests {
     fn reads_text_and_null_and_nanoseconds_only_where_allowed() {
         let d: GoDuration = serde_json::from_str("\"5s\"").expect("text");
         assert_eq!(d, GoDuration::from_secs(5));
-        assert!(serde_json::from_str::<GoDuration>("5000000000").is_err(), "no unit");
+        assert!(
+            serde_json::from_str::<GoDuration>("5000000000").is_err(),
+            "no unit"
+        );
         let d = duration_or_nanoseconds(&mut serde_json::Deserializer::from_str("5000000000"))
             .expect("flushFrequency takes nanoseconds");
         assert_eq!(d, GoDuration::from_secs(5));

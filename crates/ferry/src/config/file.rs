@@ -68,8 +68,10 @@ impl FileConfig {
                 field.path
             ));
         }
-        let config: KubeProxyConfiguration = serde_path_to_error::deserialize(value)
-            .map_err(|e| ConfigError::new(format!("{name}: {}", e.path()), e.inner().to_string()))?;
+        let config: KubeProxyConfiguration =
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                ConfigError::new(format!("{name}: {}", e.path()), e.inner().to_string())
+            })?;
         Ok(FileConfig {
             config,
             name,
@@ -82,8 +84,7 @@ fn yaml(name: &str, text: &str) -> Result<Value, ConfigError> {
     if text.trim().is_empty() {
         return Err(ConfigError::new(name, format!("is empty (want a {KIND})")));
     }
-    serde_saphyr::from_str(text)
-        .map_err(|e| ConfigError::new(name, format!("not valid YAML: {e}")))
+    serde_saphyr::from_str(text).map_err(|e| ConfigError::new(name, format!("not valid YAML: {e}")))
 }
 
 fn kind(value: &Value) -> Option<&str> {
@@ -128,7 +129,11 @@ fn from_config_map(file: &str, cm: &Value) -> Result<(String, Value), ConfigErro
             format!("{file}: data"),
             format!(
                 "this ConfigMap has no {CONFIG_MAP_KEY} holding a {KIND} (its keys: {})",
-                if keys.is_empty() { "none".to_owned() } else { keys.join(", ") }
+                if keys.is_empty() {
+                    "none".to_owned()
+                } else {
+                    keys.join(", ")
+                }
             ),
         ));
     };

@@ -41,7 +41,12 @@ pub fn lift(obj: &mut Map<String, Value>, v1alpha2: bool, name: &str, warnings: 
         moved.push("linux".to_owned());
     }
     if let Some(cidrs) = take(obj, &["detectLocal", "clusterCIDRs"]) {
-        let joined: Vec<&str> = cidrs.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let joined: Vec<&str> = cidrs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         if !joined.is_empty() {
             set_default(obj, &["clusterCIDR"], Value::String(joined.join(",")));
         }
@@ -49,7 +54,11 @@ pub fn lift(obj: &mut Map<String, Value>, v1alpha2: bool, name: &str, warnings: 
     }
     if let Some(v) = take(obj, &["windows", "runAsService"]) {
         set_default(obj, &["windowsRunAsService"], v);
-        if obj.get("windows").and_then(Value::as_object).is_some_and(Map::is_empty) {
+        if obj
+            .get("windows")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
             obj.remove("windows");
         }
         moved.push("windows.runAsService".to_owned());

@@ -45,8 +45,14 @@ fn upstream_defaults_fill_every_zero_value() {
         ("/ipvs/minSyncPeriod", serde_json::json!("0s")),
         ("/conntrack/maxPerCore", serde_json::json!(32768)),
         ("/conntrack/min", serde_json::json!(131072)),
-        ("/conntrack/tcpEstablishedTimeout", serde_json::json!("24h0m0s")),
-        ("/conntrack/tcpCloseWaitTimeout", serde_json::json!("1h0m0s")),
+        (
+            "/conntrack/tcpEstablishedTimeout",
+            serde_json::json!("24h0m0s"),
+        ),
+        (
+            "/conntrack/tcpCloseWaitTimeout",
+            serde_json::json!("1h0m0s"),
+        ),
         ("/configSyncPeriod", serde_json::json!("15m0s")),
         ("/clientConnection/qps", serde_json::json!(5.0)),
         ("/clientConnection/burst", serde_json::json!(10)),
@@ -67,7 +73,10 @@ fn ipvs_settings_are_kept() {
     let ipvs = &f.config.ipvs;
     assert_eq!(ipvs.scheduler, "lc");
     assert!(ipvs.strict_arp);
-    assert_eq!(ipvs.exclude_cidrs.as_deref(), Some(&["10.0.0.0/8".to_owned()][..]));
+    assert_eq!(
+        ipvs.exclude_cidrs.as_deref(),
+        Some(&["10.0.0.0/8".to_owned()][..])
+    );
     assert_eq!(ipvs.tcp_timeout, GoDuration::from_secs(900));
     assert_eq!(ipvs.udp_timeout, GoDuration::from_secs(30));
 }
