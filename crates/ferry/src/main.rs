@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ferry_source::kube::{ConnectError, Connection};
 
+mod backoff;
 mod check;
 mod cli;
 mod config;
@@ -22,6 +23,7 @@ mod health;
 mod healthcheck;
 mod lab_cmd;
 mod metrics;
+mod preflight;
 mod run;
 mod serve;
 mod startup;
