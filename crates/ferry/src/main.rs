@@ -22,6 +22,7 @@ mod families;
 mod health;
 mod healthcheck;
 mod lab_cmd;
+mod leftovers;
 mod metrics;
 mod preflight;
 mod run;
