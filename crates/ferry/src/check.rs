@@ -248,7 +248,11 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
             format!("{}: no valid Service", path.display()),
         ));
     }
-    if let Some(w) = node.and_then(|n| unknown_node(n, objects.iter().copied())) {
+    let nodes = objects.iter().filter_map(|o| match o {
+        Object::Node(n) => Some(n.name.as_str()),
+        _ => None,
+    });
+    if let Some(w) = node.and_then(|n| unknown_node_warning(n, nodes)) {
         report.findings.push(Finding::general(Severity::Warning, w));
     }
     let errors = report
@@ -268,32 +272,42 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
     ));
 }
 
-/// A warning when the manifests have Nodes but none named `node` (a mistyped
-/// `--hostname-override`): without its Node, Ferry knows neither the node's primary IP (NodePorts
-/// fall back to every local address), its pod CIDR nor its zone. `ferry rules` and `ferry
-/// explain` print it too.
-pub fn unknown_node<'a>(
-    node: &str,
-    objects: impl IntoIterator<Item = &'a Object>,
-) -> Option<String> {
-    let nodes: Vec<&str> = objects
-        .into_iter()
-        .filter_map(|o| match o {
-            Object::Node(n) => Some(n.name.as_str()),
-            _ => None,
-        })
-        .collect();
-    if nodes.is_empty() || nodes.contains(&node) {
+/// Why `node` is not a node of the manifests, when it is not: `no Node named "k8s-nod2" in the
+/// manifests; they define k8s-node1, k8s-node2 (did you mean "k8s-node2"?)`. Without its Node,
+/// Ferry knows neither the node's addresses (where NodePorts answer), its pod CIDR nor its zone.
+/// `ferry explain` refuses such a node; `ferry check` and `ferry rules` warn when the manifests
+/// define Nodes (see [`unknown_node_warning`]).
+pub fn unknown_node<'a>(node: &str, names: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.contains(&node) {
         return None;
     }
-    let hint = crate::suggest::closest(node, nodes.iter().copied())
+    if names.is_empty() {
+        return Some(format!(
+            "no Node named {node:?} in the manifests; they define no Node"
+        ));
+    }
+    let hint = crate::suggest::closest(node, names.iter().copied())
         .map(|s| format!(" (did you mean {s:?}?)"))
         .unwrap_or_default();
     Some(format!(
-        "node {node:?} is not one of the manifests' Nodes ({}){hint}: its primary IP, pod CIDR \
-         and zone are unknown",
-        nodes.join(", ")
+        "no Node named {node:?} in the manifests; they define {}{hint}",
+        names.join(", ")
     ))
+}
+
+/// [`unknown_node`] as the warning of `ferry check` and `ferry rules`: only when the manifests
+/// define Nodes (manifests of Services alone are common), with what the node then lacks.
+pub fn unknown_node_warning<'a>(
+    node: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.is_empty() {
+        return None;
+    }
+    unknown_node(node, names)
+        .map(|why| format!("{why}: this node's addresses, pod CIDR and zone are unknown"))
 }
 
 #[cfg(test)]

@@ -12,6 +12,11 @@ mod resolve;
 
 use argv::parse_go_bool;
 
+use crate::config::Config;
+
+/// EX_USAGE: bad flags or configuration.
+pub const EXIT_USAGE: u8 = 64;
+
 /// Ferry: a Kubernetes service proxy that can explain itself.
 #[derive(Debug, Parser)]
 #[command(name = "ferry", version, about)]
@@ -77,9 +82,14 @@ pub struct ExplainArgs {
     /// The node whose rules the packet goes through (same as --hostname-override).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Another address of the node (repeatable): NodePorts may answer there, and packets from
+    /// it are the node's own. Its Node object's addresses are always included; with --live the
+    /// node's interfaces give its addresses instead.
+    #[arg(long = "node-address", value_name = "IP")]
+    pub node_addresses: Vec<std::net::IpAddr>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::explain::Output::Text)]
-    pub output: crate::explain::Output,
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     /// Also read the rules in the kernel (this network namespace) and say where they differ
     /// from what Ferry would program.
     #[arg(long)]
@@ -87,6 +97,17 @@ pub struct ExplainArgs {
     /// Everything `ferry run` takes (manifests, config, cluster CIDR …).
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `ferry explain --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// For tools.
+    Json,
+    /// A Mermaid flowchart.
+    Mermaid,
 }
 
 /// Log output format.
@@ -165,6 +186,31 @@ pub struct RunArgs {
     /// ([`argv::normalize`] took them out).
     #[arg(skip)]
     pub ignored_flags: Vec<String>,
+}
+
+/// The effective configuration, its warnings and the manifest path, if any; `None` after
+/// printing the one message about a bad flag or value (the caller exits 64).
+pub fn resolve_with_warnings(args: &RunArgs) -> Option<(Config, Vec<String>, Option<PathBuf>)> {
+    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
+        eprintln!(
+            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
+        );
+        return None;
+    }
+    match args.resolve() {
+        Ok((config, warnings)) => Some((config, warnings, args.manifests.clone())),
+        Err(e) => {
+            eprintln!("ferry: {e}");
+            None
+        }
+    }
+}
+
+/// [`resolve_with_warnings`], handing each warning to `warn`.
+pub fn resolve(args: &RunArgs, warn: impl Fn(&str)) -> Option<(Config, Option<PathBuf>)> {
+    let (config, warnings, manifests) = resolve_with_warnings(args)?;
+    warnings.iter().for_each(|w| warn(w));
+    Some((config, manifests))
 }
 
 #[cfg(test)]

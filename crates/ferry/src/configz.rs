@@ -16,12 +16,7 @@ use crate::config::Config;
 /// The configz key, upstream's API group.
 pub const GROUP: &str = "kubeproxy.config.k8s.io";
 
-struct Published {
-    body: String,
-    mode: &'static str,
-}
-
-static PUBLISHED: OnceLock<Published> = OnceLock::new();
+static PUBLISHED: OnceLock<String> = OnceLock::new();
 
 /// The configuration as one KubeProxyConfiguration object (defaults filled in, Ferry's effective
 /// node name and mode).
@@ -39,22 +34,14 @@ pub fn body(config: &Config) -> String {
     json!({ GROUP: effective(config) }).to_string()
 }
 
-/// Makes `config` what `/configz` and `/proxyMode` answer (the first call wins).
+/// Makes `config` what `/configz` answers (the first call wins).
 pub fn publish(config: &Config) {
-    let _ = PUBLISHED.set(Published {
-        body: body(config),
-        mode: config.mode.as_str(),
-    });
+    let _ = PUBLISHED.set(body(config));
 }
 
 /// `/configz`'s body, when published.
 pub fn published_body() -> Option<&'static str> {
-    PUBLISHED.get().map(|p| p.body.as_str())
-}
-
-/// The running mode, for `/proxyMode` (nftables until published).
-pub fn published_mode() -> &'static str {
-    PUBLISHED.get().map_or("nftables", |p| p.mode)
+    PUBLISHED.get().map(String::as_str)
 }
 
 /// `--write-config-to FILE`: the effective configuration as YAML.

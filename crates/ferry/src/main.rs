@@ -1,10 +1,15 @@
 //! The `ferry` binary: parse flags, set up logging, exit 64 on bad configuration, run.
 //!
 //! Layout: [`cli`] (flags, kube-proxy's included), [`config`] (KubeProxyConfiguration), [`sync`]
-//! (state + compile + apply, one sync at a time), [`run`] (the agent: sources, the
-//! bounded-frequency loop, signals), [`health`] (`/healthz`, `/livez`), [`healthcheck`]
-//! (service health-check NodePorts), [`metrics`] (`/metrics`, `/configz`), [`serve`] (their HTTP
-//! servers), [`check`] (`ferry check`), [`startup`] (kube-proxy's start-up steps).
+//! (the cluster state and one family sync per IP family: compile + apply), [`round`] (one sync
+//! round and what follows it), [`run`] (the agent: sources, the bounded-frequency loop,
+//! signals), [`rules`] (`ferry rules`), [`explain`] (`ferry explain`), [`health`] (`/healthz`,
+//! `/livez`), [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`,
+//! `/configz`), [`serve`] (their HTTP servers), [`check`] (`ferry check`), [`startup`]
+//! (kube-proxy's start-up steps).
+//!
+//! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::modes`) gives the
+//! renderer (`rules`, `explain`), the appliers (`run`), the cleanup and the failure metric.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -18,13 +23,14 @@ mod cli;
 mod config;
 mod configz;
 mod explain;
-mod families;
 mod health;
 mod healthcheck;
 mod lab_cmd;
 mod leftovers;
 mod metrics;
 mod preflight;
+mod round;
+mod rules;
 mod run;
 mod serve;
 mod startup;
@@ -32,10 +38,7 @@ mod suggest;
 mod sync;
 mod version;
 
-use cli::{Cli, Command, RunArgs};
-
-/// EX_USAGE: bad flags or configuration.
-const EXIT_USAGE: u8 = 64;
+use cli::{resolve, resolve_with_warnings, Cli, Command, RunArgs, EXIT_USAGE};
 
 fn init_logging(config: &config::Config) {
     let level = match config.verbosity {
@@ -54,36 +57,6 @@ fn init_logging(config: &config::Config) {
     } else {
         builder.init();
     }
-}
-
-/// The effective configuration, its warnings and the manifest path, if any; `None` after
-/// printing the one message about a bad flag or value (the caller exits 64).
-fn resolve_with_warnings(
-    args: &RunArgs,
-) -> Option<(config::Config, Vec<String>, Option<std::path::PathBuf>)> {
-    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
-        eprintln!(
-            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
-        );
-        return None;
-    }
-    match args.resolve() {
-        Ok((config, warnings)) => Some((config, warnings, args.manifests.clone())),
-        Err(e) => {
-            eprintln!("ferry: {e}");
-            None
-        }
-    }
-}
-
-/// [`resolve_with_warnings`], handing each warning to `warn`.
-fn resolve(
-    args: &RunArgs,
-    warn: impl Fn(&str),
-) -> Option<(config::Config, Option<std::path::PathBuf>)> {
-    let (config, warnings, manifests) = resolve_with_warnings(args)?;
-    warnings.iter().for_each(|w| warn(w));
-    Some((config, manifests))
 }
 
 fn main() -> ExitCode {
@@ -113,11 +86,12 @@ fn main() -> ExitCode {
             else {
                 return ExitCode::from(EXIT_USAGE);
             };
-            let scan = ferry_source::manifest::load(&manifests);
-            if let Some(w) = check::unknown_node(&config.node_name, &scan.objects) {
+            let state = rules::load(&manifests);
+            let nodes = state.nodes().map(|n| n.name.as_str());
+            if let Some(w) = check::unknown_node_warning(&config.node_name, nodes) {
                 eprintln!("warning: {w}");
             }
-            print!("{}", run::rules(&config, &manifests));
+            print!("{}", rules::render(&config, &state));
             ExitCode::SUCCESS
         }
         Command::Check(args) => check::main(&args),
@@ -142,13 +116,13 @@ fn main() -> ExitCode {
 
 /// `ferry cleanup` (and kube-proxy's `--cleanup`).
 fn cleanup() -> ExitCode {
-    // Both modes: whatever this node ran last, nothing of Ferry's is left.
-    let nft = ferry_dataplane::cleanup();
-    let iptables = ferry_dataplane::iptables::cleanup();
+    // Every mode: whatever this node ran last, nothing of Ferry's is left.
     let mut code = ExitCode::SUCCESS;
-    for e in [nft.err(), iptables.err()].into_iter().flatten() {
-        eprintln!("ferry cleanup: {e}");
-        code = ExitCode::FAILURE;
+    for mode in &ferry_dataplane::modes::MODES {
+        if let Err(e) = (mode.cleanup)() {
+            eprintln!("ferry cleanup: {} mode: {e}", mode.mode);
+            code = ExitCode::FAILURE;
+        }
     }
     code
 }

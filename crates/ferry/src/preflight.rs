@@ -9,7 +9,9 @@
 
 use std::path::Path;
 
-use crate::config::{IptablesBackend, ProxyMode};
+use ferry_dataplane::iptables::IptablesBackend;
+
+use crate::config::ProxyMode;
 
 /// CAP_NET_ADMIN's bit in the capability sets (linux/capability.h).
 const CAP_NET_ADMIN: u32 = 12;
@@ -59,10 +61,13 @@ pub fn parse_cap_eff(status: &str) -> Option<u64> {
 }
 
 /// The programs a mode runs, with the Debian package that has them.
-pub fn needs(mode: ProxyMode, backend: IptablesBackend) -> Vec<(&'static str, &'static str)> {
+pub fn needs(
+    mode: ProxyMode,
+    backend: Option<IptablesBackend>,
+) -> Vec<(&'static str, &'static str)> {
     match (mode, backend) {
         (ProxyMode::Nftables, _) => vec![("nft", "nftables")],
-        (ProxyMode::Iptables, IptablesBackend::Legacy) => vec![
+        (ProxyMode::Iptables, Some(IptablesBackend::Legacy)) => vec![
             ("iptables-legacy-restore", "iptables"),
             ("iptables-legacy-save", "iptables"),
         ],
@@ -74,7 +79,7 @@ pub fn needs(mode: ProxyMode, backend: IptablesBackend) -> Vec<(&'static str, &'
 }
 
 /// One line per missing piece; empty when the mode can run.
-pub fn missing(mode: ProxyMode, backend: IptablesBackend, facts: &Facts) -> Vec<String> {
+pub fn missing(mode: ProxyMode, backend: Option<IptablesBackend>, facts: &Facts) -> Vec<String> {
     let mut out = Vec::new();
     for (program, package) in needs(mode, backend) {
         if !facts.programs.iter().any(|p| p == program) {
@@ -93,7 +98,7 @@ pub fn missing(mode: ProxyMode, backend: IptablesBackend, facts: &Facts) -> Vec<
             );
         }
         if mode == ProxyMode::Iptables
-            && backend == IptablesBackend::Legacy
+            && backend == Some(IptablesBackend::Legacy)
             && caps & (1 << CAP_NET_RAW) == 0
         {
             out.push(
@@ -119,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_missing_tool_and_capability_are_each_one_line_naming_the_fix() {
-        let lines = missing(ProxyMode::Nftables, IptablesBackend::Auto, &facts(&[], 0));
+        let lines = missing(ProxyMode::Nftables, None, &facts(&[], 0));
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(
             lines[0].contains("`nft`") && lines[0].contains("`nftables`"),
@@ -127,7 +132,7 @@ mod tests {
         );
         assert!(lines[1].contains("CAP_NET_ADMIN"), "{lines:?}");
         let ok = facts(&["nft"], 1 << CAP_NET_ADMIN);
-        assert!(missing(ProxyMode::Nftables, IptablesBackend::Auto, &ok).is_empty());
+        assert!(missing(ProxyMode::Nftables, None, &ok).is_empty());
     }
 
     #[test]
@@ -136,7 +141,7 @@ mod tests {
             &["iptables-legacy-restore", "iptables-legacy-save"],
             1 << CAP_NET_ADMIN,
         );
-        let lines = missing(ProxyMode::Iptables, IptablesBackend::Legacy, &f);
+        let lines = missing(ProxyMode::Iptables, Some(IptablesBackend::Legacy), &f);
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].contains("CAP_NET_RAW"));
     }

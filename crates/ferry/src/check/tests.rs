@@ -85,7 +85,7 @@ fn an_unknown_node_is_named_with_the_likely_one() {
     let (_, lines) = run_check(&[("n.yaml", node), ("s.yaml", SVC_A)], |a| {
         a.hostname_override = Some("k8s-node3".to_owned());
     });
-    assert!(has(&lines, "warning: node \"k8s-node3\" is not one of the manifests' Nodes (k8s-node2) (did you mean \"k8s-node2\"?)"), "{lines:#?}");
+    assert!(has(&lines, "warning: no Node named \"k8s-node3\" in the manifests; they define k8s-node2 (did you mean \"k8s-node2\"?): this node's addresses, pod CIDR and zone are unknown"), "{lines:#?}");
 }
 
 #[test]

@@ -4,9 +4,9 @@
 
 use crate::config::kube_proxy::defaults::{self, HEALTHZ_PORT, METRICS_PORT};
 use crate::config::{
-    check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration,
+    check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration, parse_iptables_backend,
     parse_node_port_addresses, Config, ConfigError, DetectLocalMode, FileConfig, GoDuration,
-    IptablesBackend, KubeProxyConfiguration, ProxyMode,
+    KubeProxyConfiguration, ProxyMode,
 };
 
 use super::{LogFormat, RunArgs};
@@ -34,7 +34,7 @@ impl RunArgs {
         config.master = self.master.clone().filter(|m| !m.is_empty());
         if let Some(b) = &self.iptables_backend {
             config.iptables_backend =
-                IptablesBackend::parse(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
+                parse_iptables_backend(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
         }
         warnings.extend(self.flag_warnings(&config));
         warnings.extend(config.warnings());

@@ -8,7 +8,7 @@ use super::kube_proxy::defaults::{HEALTHZ_PORT, METRICS_PORT};
 use super::kube_proxy::KubeProxyConfiguration;
 use super::{
     check_masquerade_bit, hostname, loopback_node_port_addresses, parse_bind_address, parse_cidrs,
-    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, IptablesBackend, ProxyMode,
+    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, ProxyMode,
 };
 
 impl Config {
@@ -68,7 +68,7 @@ impl Config {
         Ok(Config {
             node_name,
             mode,
-            iptables_backend: IptablesBackend::Auto,
+            iptables_backend: None,
             cluster_cidrs: parse_cidrs(&at("clusterCIDR"), &kp.cluster_cidr)?,
             detect_local_mode: DetectLocalMode::parse(&kp.detect_local_mode)
                 .map_err(|m| ConfigError::new(at("detectLocalMode"), m))?,
