@@ -12,18 +12,15 @@ fn seed() -> String {
         .to_string()
 }
 
-/// Runs ferry. When this test runs as root, `ferry run` runs in a network namespace of its own
-/// (`unshare --net`): should a flag these tests expect to be refused ever be accepted, the
-/// agent programs that throw-away namespace, never this machine's. `ferry rules` and `ferry
-/// explain` run as `nobody` (`setpriv`): they only render, and must work without privileges.
+/// Runs ferry. When this test runs as root, every command but `rules` and `explain` runs in a
+/// network namespace of its own (`unshare --net`): should a flag these tests expect to be
+/// refused ever be accepted, or a kube-proxy command line without subcommand (which is `ferry
+/// run`) start the agent, it programs that throw-away namespace, never this machine's. `ferry
+/// rules` and `ferry explain` run as `nobody` (`setpriv`): they only render, and must work
+/// without privileges.
 fn ferry(args: &[&str]) -> (i32, String, String) {
     let root = nix::unistd::geteuid().is_root();
     let mut cmd = match args.first() {
-        Some(&"run") if root => {
-            let mut cmd = Command::new("unshare");
-            cmd.args(["--net", "--", FERRY]);
-            cmd
-        }
         Some(&"rules" | &"explain") if root => {
             let mut cmd = Command::new("setpriv");
             cmd.args([
@@ -34,6 +31,11 @@ fn ferry(args: &[&str]) -> (i32, String, String) {
                 "--",
                 FERRY,
             ]);
+            cmd
+        }
+        _ if root => {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--net", "--", FERRY]);
             cmd
         }
         _ => Command::new(FERRY),
