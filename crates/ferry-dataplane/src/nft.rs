@@ -15,17 +15,21 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily, ServiceName};
 
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, NodeMode};
 use crate::netlink::{NetlinkError, NetlinkSocket};
+use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+mod cleanup;
 mod cli;
+mod kernel;
 mod live;
 mod pins;
 mod read_back;
 
+pub use cleanup::{cleanup, leftovers};
 pub use cli::{NftCli, NftRunner};
 pub use read_back::{read_back, LiveTable};
 
@@ -35,6 +39,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     renderer: &NftRenderer,
     open: |_| Box::new(NftMode),
     cleanup,
+    leftovers,
     sync_failures: FailureCounter::NftablesSync,
 };
 
@@ -55,6 +60,15 @@ impl NodeMode for NftMode {
         )
     }
 
+    /// The `nft` tool (the table's skeleton), and CAP_NET_ADMIN for it and for Ferry's
+    /// nfnetlink batches.
+    fn requirements(&self) -> Requirements {
+        Requirements {
+            tools: vec![Tool::new("nft", "nftables")],
+            capabilities: vec![Capability::NetAdmin],
+        }
+    }
+
     fn applier(&self, _family: IpFamily) -> Box<dyn Applier> {
         Box::new(NftDataplane::new())
     }
@@ -72,6 +86,12 @@ impl NodeMode for NftMode {
             &ferry_compile::nft::render(&plan),
             table.as_ref(),
         ))
+    }
+
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        let table = read_back(compiler.family())?;
+        let compiled = ferry_compile::nft::render(&compiler.plan(state));
+        Ok(kernel::compare(&compiled, table.as_ref()))
     }
 }
 
@@ -333,18 +353,4 @@ impl<R: NftRunner> NftDataplane<R> {
             apply_time: start.elapsed(),
         })
     }
-}
-
-/// Removes Ferry's tables (both families) from the current network namespace. Absent tables
-/// are not an error.
-pub fn cleanup() -> Result<(), Error> {
-    let mut cli = NftCli::default();
-    for family in [IpFamily::V4, IpFamily::V6] {
-        let name = nft_family(family);
-        // "add" first makes "delete" succeed whether or not the table exists.
-        cli.run(&format!(
-            "add table {name} {TABLE}\ndelete table {name} {TABLE}\n"
-        ))?;
-    }
-    Ok(())
 }

@@ -1,15 +1,23 @@
-//! Retrying failed syncs without spinning (issue 15, phase 2): the retry interval starts at 1 s
-//! and doubles up to `syncPeriod`, and the failure is logged when it starts, then at most once
-//! per interval with how many failures were not logged, then once when it ends.
+//! When the next sync round is due ([`Schedule`]: upstream's bounded-frequency runner, with
+//! back-off), and a failure log that does not flood ([`RateLimitedLog`]).
 //!
-//! Pure: the caller passes the clock. The sync loop (run.rs) adopts it once the mode seam
-//! (issue 11) has landed.
-#![allow(dead_code)]
+//! A failed sync is retried after 1 s, then 2 s, 4 s … up to `syncPeriod` ([`Backoff`]), and
+//! nothing else brings the retry forward: neither a change (a busy API server would otherwise
+//! retry a failing kernel many times a second) nor the periodic full sync (due at once while
+//! the first full sync keeps failing). The failure is logged when it starts, then at most once
+//! a minute with how many were not logged, and once when it ends.
+//!
+//! Pure: the caller passes the clock.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// The retry interval after a first failure (upstream's retry interval).
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+
+/// At most one failure line per this interval.
+pub const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Retry intervals: 1 s, 2 s, 4 s … capped at `max` (the sync period).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,9 +30,8 @@ pub struct Backoff {
 impl Backoff {
     /// No failure yet; intervals capped at `max` (at least 1 s).
     pub fn new(max: Duration) -> Self {
-        let max = max.max(FIRST_RETRY);
         Self {
-            max,
+            max: max.max(FIRST_RETRY),
             next: FIRST_RETRY,
             failures: 0,
         }
@@ -44,10 +51,75 @@ impl Backoff {
         self.next = FIRST_RETRY;
         std::mem::take(&mut self.failures)
     }
+}
 
-    /// Failures in a row so far.
-    pub fn failures(&self) -> u32 {
-        self.failures
+/// When the next sync round is due: the periodic full sync every `syncPeriod`, a change no
+/// sooner than `minSyncPeriod` after the last round, and after a failure the back-off alone.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    min_sync_period: Duration,
+    sync_period: Duration,
+    last_round: Option<Instant>,
+    next_full: Instant,
+    pending: bool,
+    retry_at: Option<Instant>,
+    backoff: Backoff,
+}
+
+impl Schedule {
+    /// Nothing synced yet: the first round (full) is due at once.
+    pub fn new(now: Instant, min_sync_period: Duration, sync_period: Duration) -> Self {
+        Self {
+            min_sync_period,
+            sync_period,
+            last_round: None,
+            next_full: now,
+            pending: true,
+            retry_at: None,
+            backoff: Backoff::new(sync_period),
+        }
+    }
+
+    /// A change is waiting for a round.
+    pub fn changed(&mut self) {
+        self.pending = true;
+    }
+
+    /// When the next round is due.
+    pub fn due(&self, now: Instant) -> Instant {
+        if let Some(retry) = self.retry_at {
+            return retry;
+        }
+        let mut due = self.next_full;
+        if self.pending {
+            let earliest = self.last_round.map_or(now, |t| t + self.min_sync_period);
+            due = due.min(earliest.max(now));
+        }
+        due
+    }
+
+    /// A round starts at `now`; true when it must be full (the periodic resync is due).
+    pub fn start(&mut self, now: Instant) -> bool {
+        self.last_round = Some(now);
+        now >= self.next_full
+    }
+
+    /// The round failed at `now`: how long until it is retried.
+    pub fn failed(&mut self, now: Instant) -> Duration {
+        let wait = self.backoff.failed();
+        self.retry_at = Some(now + wait);
+        wait
+    }
+
+    /// The round that started at `started` succeeded (`full`: it was a full sync). Returns how
+    /// many rounds had failed in a row before it.
+    pub fn succeeded(&mut self, started: Instant, full: bool) -> u32 {
+        self.pending = false;
+        self.retry_at = None;
+        if full {
+            self.next_full = started + self.sync_period;
+        }
+        self.backoff.succeeded()
     }
 }
 
@@ -105,41 +177,4 @@ impl RateLimitedLog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retries_double_from_one_second_up_to_the_sync_period_and_reset() {
-        let mut b = Backoff::new(Duration::from_secs(30));
-        let waits: Vec<u64> = (0..7).map(|_| b.failed().as_secs()).collect();
-        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
-        assert_eq!(b.succeeded(), 7);
-        assert_eq!(b.failed(), FIRST_RETRY);
-    }
-
-    #[test]
-    fn a_sync_period_under_a_second_still_waits_a_second() {
-        let mut b = Backoff::new(Duration::from_millis(100));
-        assert_eq!(b.failed(), FIRST_RETRY);
-        assert_eq!(b.failed(), FIRST_RETRY);
-    }
-
-    #[test]
-    fn a_repeating_failure_is_logged_once_per_interval_with_the_count_in_between() {
-        let t0 = Instant::now();
-        let mut log = RateLimitedLog::new(Duration::from_secs(60));
-        assert_eq!(log.failure(t0), LogDecision::Log { suppressed: 0 });
-        for s in 1..60 {
-            assert_eq!(log.failure(t0 + Duration::from_secs(s)), LogDecision::Quiet);
-        }
-        assert_eq!(
-            log.failure(t0 + Duration::from_secs(60)),
-            LogDecision::Log { suppressed: 59 }
-        );
-        log.recovered();
-        assert_eq!(
-            log.failure(t0 + Duration::from_secs(61)),
-            LogDecision::Log { suppressed: 0 }
-        );
-    }
-}
+mod tests;

@@ -39,8 +39,13 @@ pub enum Command {
     Check(crate::check::CheckArgs),
     /// Explain where the first packet of a new connection goes on a node, and why.
     Explain(ExplainArgs),
-    /// Remove everything Ferry created in the kernel (this network namespace).
-    Cleanup,
+    /// Remove everything Ferry created in the kernel (this network namespace), in every mode,
+    /// and say what was removed (iptables mode's chains have kube-proxy's names: kube-proxy's
+    /// iptables chains go too).
+    Cleanup(crate::cleanup::CleanupArgs),
+    /// Show what a running agent programs: every frontend and its backends, the policies, the
+    /// last syncs, and whether the kernel holds it (from the agent's metrics server).
+    Status(crate::status::client::StatusArgs),
     /// Print Ferry's version (and the Kubernetes version whose kube-proxy it replaces).
     Version,
     /// A small cluster in network namespaces on this machine (root).
@@ -196,6 +201,14 @@ pub fn resolve_with_warnings(args: &RunArgs) -> Option<(Config, Vec<String>, Opt
             "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
         );
         return None;
+    }
+    // A typo on a restart must not program an empty table: a PATH missing at start is fatal
+    // (one that disappears later keeps the last good rules: see `run`).
+    if let Some(path) = &args.manifests {
+        if let Err(e) = std::fs::metadata(path) {
+            eprintln!("ferry: --manifests: {}: {e}", path.display());
+            return None;
+        }
     }
     match args.resolve() {
         Ok((config, warnings)) => Some((config, warnings, args.manifests.clone())),

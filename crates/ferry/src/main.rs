@@ -6,7 +6,8 @@
 //! signals), [`rules`] (`ferry rules`), [`explain`] (`ferry explain`), [`health`] (`/healthz`,
 //! `/livez`), [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`,
 //! `/configz`), [`serve`] (their HTTP servers), [`check`] (`ferry check`), [`startup`]
-//! (kube-proxy's start-up steps).
+//! (kube-proxy's start-up steps: the mode's checks, kube-proxy's leftovers), [`status`]
+//! (`/status` and `ferry status`), [`cleanup`] (`ferry cleanup`).
 //!
 //! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::modes`) gives the
 //! renderer (`rules`, `explain`), the appliers (`run`), the cleanup and the failure metric.
@@ -19,6 +20,7 @@ use ferry_source::kube::{ConnectError, Connection};
 
 mod backoff;
 mod check;
+mod cleanup;
 mod cli;
 mod config;
 mod configz;
@@ -26,14 +28,13 @@ mod explain;
 mod health;
 mod healthcheck;
 mod lab_cmd;
-mod leftovers;
 mod metrics;
-mod preflight;
 mod round;
 mod rules;
 mod run;
 mod serve;
 mod startup;
+mod status;
 mod suggest;
 mod sync;
 mod version;
@@ -97,7 +98,8 @@ fn main() -> ExitCode {
         Command::Check(args) => check::main(&args),
         Command::Explain(args) => explain::run(args),
         Command::Lab(cmd) => lab_cmd::run(cmd),
-        Command::Cleanup => cleanup(),
+        Command::Cleanup(args) => cleanup::main(&args),
+        Command::Status(args) => status::client::main(&args),
         Command::Version => {
             println!("{}", version::line());
             ExitCode::SUCCESS
@@ -114,24 +116,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// `ferry cleanup` (and kube-proxy's `--cleanup`).
-fn cleanup() -> ExitCode {
-    // Every mode: whatever this node ran last, nothing of Ferry's is left.
-    let mut code = ExitCode::SUCCESS;
-    for mode in &ferry_dataplane::modes::MODES {
-        if let Err(e) = (mode.cleanup)() {
-            eprintln!("ferry cleanup: {} mode: {e}", mode.mode);
-            code = ExitCode::FAILURE;
-        }
-    }
-    code
-}
-
 /// `ferry run` (or kube-proxy's command line): the actions kube-proxy's flags ask for
 /// (`--cleanup`, `--write-config-to`, `--init-only`), else the proxy.
 fn run_command(args: &RunArgs) -> ExitCode {
     if args.kube_proxy.cleanup == Some(true) {
-        return cleanup();
+        return cleanup::main(&cleanup::CleanupArgs { dry_run: false });
     }
     let Some((config, warnings, manifests)) = resolve_with_warnings(args) else {
         return ExitCode::from(EXIT_USAGE);

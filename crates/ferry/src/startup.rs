@@ -1,5 +1,14 @@
-//! kube-proxy's start-up steps around the proxy itself: the OOM score, and the one line that
-//! says what starts (version, node, mode, source, periods).
+//! kube-proxy's start-up steps around the proxy itself: the OOM score, the one line that says
+//! what starts (version, node, mode, source, periods), the checks that the mode can run here
+//! ([`preflight`]: one line naming the missing package or capability), and what kube-proxy
+//! left in the kernel ([`log_leftovers`]: one line per finding, saying what Ferry does about
+//! it). Everything mode-dependent comes from the mode table.
+
+use ferry_dataplane::leftovers::{ipvs, Leftover};
+use ferry_dataplane::mode::{ModeEntry, NodeMode};
+use ferry_dataplane::modes::MODES;
+use ferry_dataplane::preflight::{missing, Facts};
+use ferry_model::IpFamily;
 
 use crate::config::{format_duration, Config};
 
@@ -16,9 +25,6 @@ pub fn apply_oom_score_adj(value: Option<i32>) {
     }
 }
 
-// `starting_message` and `log_start` replace the start-up line in run.rs once the mode seam
-// (issue 11) lands; until then only the tests call them.
-#[allow(dead_code)]
 /// The start-up line's message: `ferry v0.1.0 starting (nftables mode, manifests examples/seed)`.
 /// `source` names where Services come from (`manifests PATH`, `Kubernetes API`).
 pub fn starting_message(config: &Config, source: &str) -> String {
@@ -30,7 +36,6 @@ pub fn starting_message(config: &Config, source: &str) -> String {
 }
 
 /// Logs the start-up line, with the node and the sync periods as fields.
-#[allow(dead_code)]
 pub fn log_start(config: &Config, source: &str) {
     tracing::info!(
         node = %config.node_name,
@@ -42,8 +47,68 @@ pub fn log_start(config: &Config, source: &str) {
     );
 }
 
+/// Whether `mode` can run here: its tools on `PATH`, its capabilities, and the kernel's
+/// support of IPv4 (the mode's own check). `Err` is the one line to stop with.
+pub fn preflight(mode: &dyn NodeMode) -> Result<(), String> {
+    let requirements = mode.requirements();
+    let lacking = missing(&mode.describe(), &requirements, &Facts::read(&requirements));
+    if !lacking.is_empty() {
+        return Err(lacking.join("; "));
+    }
+    mode.supports(IpFamily::V4)
+        .map_err(|why| format!("{} cannot program IPv4 here: {why}", mode.describe()))
+}
+
+/// One line per leftover of kube-proxy found in this network namespace, saying what Ferry,
+/// running `running`, does about it: a warning when it is left to the operator.
+pub fn log_leftovers(running: &ModeEntry) {
+    for entry in &MODES {
+        for l in (entry.leftovers)() {
+            report(&l, entry, running);
+        }
+    }
+    if let Some(l) = ipvs() {
+        tracing::warn!("{}", leftover_line(&l, None, running));
+    }
+}
+
+fn report(l: &Leftover, found_by: &ModeEntry, running: &ModeEntry) {
+    let line = leftover_line(l, Some(found_by), running);
+    if l.shared {
+        tracing::info!("{line}");
+    } else {
+        tracing::warn!("{line}");
+    }
+}
+
+/// What Ferry does about `l`, found by `found_by`'s mode (`None`: by no mode), when running
+/// `running`.
+pub fn leftover_line(l: &Leftover, found_by: Option<&ModeEntry>, running: &ModeEntry) -> String {
+    let what = &l.what;
+    match found_by.filter(|_| l.shared) {
+        Some(e) if e.mode == running.mode => format!(
+            "kube-proxy's leftovers: {what}: {} mode programs these chains (same names) and \
+             takes them over at its first sync",
+            e.mode
+        ),
+        Some(e) => format!(
+            "kube-proxy's leftovers: {what}: removed after Ferry's first sync ({} mode's \
+             cleanup), so they serve traffic until Ferry's rules do",
+            e.mode
+        ),
+        None => format!(
+            "kube-proxy's leftovers: {what}: Ferry leaves it alone, and until it is removed it \
+             still acts on the same Services; remove it once Ferry has synced: {}",
+            l.remove.as_deref().unwrap_or("see docs/migrate.md")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use ferry_compile::mode::ProxyMode;
+    use ferry_dataplane::modes::entry;
+
     use super::*;
 
     #[test]
@@ -57,5 +122,38 @@ mod tests {
                 crate::version::VERSION
             )
         );
+    }
+
+    #[test]
+    fn each_leftover_says_what_ferry_does_about_it_in_each_mode() {
+        let chains = Leftover {
+            what: "iptables-nft nat chain KUBE-SERVICES".to_owned(),
+            shared: true,
+            remove: None,
+        };
+        let (nft, ipt) = (entry(ProxyMode::Nftables), entry(ProxyMode::Iptables));
+        let taken = leftover_line(&chains, Some(ipt), ipt);
+        assert!(
+            taken.contains("takes them over at its first sync"),
+            "{taken}"
+        );
+        let removed = leftover_line(&chains, Some(ipt), nft);
+        assert!(
+            removed.contains("removed after Ferry's first sync (iptables mode's cleanup)"),
+            "{removed}"
+        );
+        let table = Leftover {
+            what: "table ip kube-proxy (kube-proxy's nftables mode)".to_owned(),
+            shared: false,
+            remove: Some("nft delete table ip kube-proxy".to_owned()),
+        };
+        for running in [nft, ipt] {
+            let line = leftover_line(&table, Some(nft), running);
+            assert!(
+                line.contains("Ferry leaves it alone")
+                    && line.ends_with("once Ferry has synced: nft delete table ip kube-proxy"),
+                "{line}"
+            );
+        }
     }
 }
