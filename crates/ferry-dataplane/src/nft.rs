@@ -221,30 +221,35 @@ impl<R: NftRunner> NftDataplane<R> {
     }
 
     /// In place when netlink is open; otherwise, or when that fails, by recreating the table.
+    /// The fallbacks are logged only when one of them succeeds: a sync that fails every way is
+    /// one error, which the caller logs (at a limited rate while it keeps failing).
     fn write_full(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, Error> {
         if self.netlink.is_none() {
             return self.recreate(desired, start);
         }
-        let e = match self.in_place(desired, start) {
+        let in_place = match self.in_place(desired, start) {
             Ok(report) => return Ok(report),
             Err(e) => e,
         };
         // E.g. a set declared with another type by an older version, or a chain something
         // else still refers to: start from a clean table (the pins go with it).
-        tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
-        let e = match self.recreate(desired, start) {
-            Ok(report) => return Ok(report),
+        let recreate = match self.recreate(desired, start) {
+            Ok(report) => {
+                tracing::warn!(error = %in_place, "full sync in place failed: recreated the table in one nft run");
+                return Ok(report);
+            }
             Err(e) => e,
         };
         // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session affinity's
         // `update`, see docs/nft-layout.md): delete the table, then the usual skeleton and
         // netlink batch.
-        tracing::warn!(error = %e, "recreating the table with nft failed: deleting it, then skeleton and netlink");
         let f = nft_family(desired.family);
         self.runner.run(&format!(
             "add table {f} {TABLE}\ndelete table {f} {TABLE}\n"
         ))?;
-        self.in_place(desired, start)
+        let report = self.in_place(desired, start)?;
+        tracing::warn!(in_place = %in_place, recreate = %recreate, "full sync in place and recreating the table with nft failed: deleted it, then skeleton and netlink");
+        Ok(report)
     }
 
     /// The skeleton through `nft -f`, then everything else in one netlink batch.

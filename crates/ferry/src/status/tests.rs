@@ -80,9 +80,10 @@ fn each_frontend_lists_the_backends_its_policy_uses_and_why_not_the_others() {
     let (cluster_ip, node_port) = (&fs[0], &fs[1]);
     assert_eq!(cluster_ip.policy.traffic_policy, "Cluster");
     assert_eq!(cluster_ip.endpoint_set.as_deref(), Some("cluster"));
+    // Endpoints are sorted by address.
     assert_eq!(
         used(cluster_ip),
-        ["192.168.169.166:56010", "192.168.36.86:56010"]
+        ["192.168.36.86:56010", "192.168.169.166:56010"]
     );
     assert_eq!(node_port.policy.traffic_policy, "Local");
     assert_eq!(node_port.endpoint_set.as_deref(), Some("local"));
