@@ -15,6 +15,7 @@ pub use ferry_compile::mode::ProxyMode;
 use ferry_compile::{CompileConfig, NodePortAddresses};
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
+use ferry_dataplane::modes::entry;
 use ferry_model::IpFamily;
 
 pub mod derive;
@@ -164,10 +165,9 @@ impl Config {
             DetectLocalMode::NodeCidr => LocalDetector::NodeCidr,
         };
         let mut node_port_addresses = self.node_port_addresses.clone();
-        // Upstream's per-mode default: every local address in iptables mode, the primary IPs
-        // in nftables mode (KEP-3866).
-        if node_port_addresses.is_default() && self.mode == ProxyMode::Iptables {
-            node_port_addresses.all = true;
+        // Upstream's per-mode default (the mode's renderer says which).
+        if node_port_addresses.is_default() {
+            node_port_addresses = entry(self.mode).renderer.default_node_port_addresses();
         }
         CompileConfig {
             family,
