@@ -94,6 +94,15 @@ fn bad_flags_exit_64_with_one_message_naming_the_flag() {
         ),
         (vec!["run", "--no-such-flag"], "--no-such-flag"),
         (vec!["run"], "--manifests"),
+        // A typo on a restart must not program an empty table: a missing PATH is fatal.
+        (
+            vec!["run", "--manifests", "/nope"],
+            "--manifests: /nope: No such file or directory",
+        ),
+        (
+            vec!["rules", "--manifests", "/nope"],
+            "--manifests: /nope: No such file or directory",
+        ),
     ] {
         let (code, _, stderr) = ferry(&args);
         assert_eq!(code, 64, "{args:?}: {stderr}");

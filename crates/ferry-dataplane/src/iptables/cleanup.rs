@@ -65,29 +65,7 @@ pub fn cleanup_with(
             .map(|cs| cs.iter().filter(|c| ours(t, c)).cloned().collect())
             .unwrap_or_default()
     };
-    let mut jumps = Vec::new();
-    for jump in jump_rules() {
-        let target = jump.args.last().cloned().unwrap_or_default();
-        if !chains_of(jump.table).contains(&target) {
-            continue;
-        }
-        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
-        args.extend(jump.args.iter().map(String::as_str));
-        let found = if dry_run {
-            runner.iptables(&args)?
-        } else {
-            // Delete every copy (a crashed run may have inserted one twice).
-            args[2] = "-D";
-            let mut deleted = false;
-            while runner.iptables(&args)? {
-                deleted = true;
-            }
-            deleted
-        };
-        if found {
-            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
-        }
-    }
+    let jumps = remove_jumps(runner, &chains_of, dry_run)?;
     let mut objects = Vec::new();
     if !jumps.is_empty() {
         objects.push(format!("{tool} jumps: {}", jumps.join(", ")));
@@ -116,6 +94,39 @@ pub fn cleanup_with(
         runner.restore(&input)?;
     }
     Ok(objects)
+}
+
+/// Deletes every copy of each jump from a built-in chain into a chain of Ferry's that exists
+/// (a crashed run may have inserted one twice), or with `dry_run` only finds them. Returns
+/// them (`nat PREROUTING → KUBE-SERVICES`).
+fn remove_jumps(
+    runner: &mut impl IptablesRunner,
+    chains_of: &impl Fn(Table) -> Vec<String>,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let mut jumps = Vec::new();
+    for jump in jump_rules() {
+        let target = jump.args.last().cloned().unwrap_or_default();
+        if !chains_of(jump.table).contains(&target) {
+            continue;
+        }
+        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
+        args.extend(jump.args.iter().map(String::as_str));
+        let found = if dry_run {
+            runner.iptables(&args)?
+        } else {
+            args[2] = "-D";
+            let mut deleted = false;
+            while runner.iptables(&args)? {
+                deleted = true;
+            }
+            deleted
+        };
+        if found {
+            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
+        }
+    }
+    Ok(jumps)
 }
 
 /// The tools of both backends, both families, with their names (`ip6tables-legacy`).
