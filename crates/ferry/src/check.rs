@@ -12,6 +12,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use ferry_model::Object;
+use ferry_source::pods::EndpointController;
+use ferry_source::{InvalidObject, SourceEvent};
 use serde_json::json;
 
 use crate::cli::RunArgs;
@@ -87,6 +89,22 @@ impl std::fmt::Display for Finding {
 }
 
 impl Finding {
+    /// An error about one object (its file, object and field, as the source names them).
+    fn invalid(e: &InvalidObject) -> Self {
+        Finding {
+            severity: Severity::Error,
+            file: e
+                .file
+                .as_ref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+            position: String::new(),
+            object: e.object.to_string(),
+            field: e.field.clone(),
+            message: e.reason.clone(),
+        }
+    }
+
     fn general(severity: Severity, message: impl Into<String>) -> Self {
         Finding {
             severity,
@@ -202,21 +220,11 @@ pub fn check(args: &RunArgs) -> Report {
 }
 
 fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Report) {
+    let before = report.findings.len();
     let (docs, file_errors) = ferry_source::manifest::documents(path);
-    for e in &file_errors {
-        report.findings.push(Finding {
-            severity: Severity::Error,
-            file: e
-                .file
-                .as_ref()
-                .map(|f| f.display().to_string())
-                .unwrap_or_default(),
-            position: String::new(),
-            object: String::new(),
-            field: String::new(),
-            message: e.reason.clone(),
-        });
-    }
+    report
+        .findings
+        .extend(file_errors.iter().map(Finding::invalid));
     let mut trees = BTreeMap::new();
     let checked: Vec<_> = docs
         .iter()
@@ -230,9 +238,17 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
             Object::Service(_) => "Services",
             Object::EndpointSlice(_) => "EndpointSlices",
             Object::Node(_) => "Nodes",
+            Object::Pod(_) => "Pods",
         };
         *report.counts.entry(kind).or_default() += 1;
     }
+    // Across objects: the EndpointSlice controller of standalone mode names hand-written
+    // slices of Services fed by Pods, and Pods on unknown Nodes.
+    let owned = objects.iter().map(|o| (*o).clone()).collect();
+    let derived = EndpointController::new().handle(SourceEvent::Resync(owned));
+    report
+        .findings
+        .extend(derived.new_problems.iter().map(Finding::invalid));
     if docs.is_empty() && file_errors.is_empty() {
         report.findings.push(Finding {
             severity: Severity::Warning,
@@ -255,14 +271,18 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
     if let Some(w) = node.and_then(|n| unknown_node_warning(n, nodes)) {
         report.findings.push(Finding::general(Severity::Warning, w));
     }
-    let errors = report
-        .findings
+    let errors = report.findings[before..]
         .iter()
-        .filter(|f| f.severity == Severity::Error && !f.file.is_empty())
+        .filter(|f| f.severity == Severity::Error)
         .count();
     let count = |k: &str| report.counts.get(k).copied().unwrap_or(0);
+    let pods = match count("Pods") {
+        0 => String::new(),
+        n => format!(", {n} Pods"),
+    };
     report.summary.push(format!(
-        "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes), {} problems",
+        "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}), {} \
+         problems",
         path.display(),
         objects.len(),
         count("Services"),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use ferry_model::Object;
 use ferry_source::manifest::Document;
-use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde_json::Value;
 
@@ -48,6 +48,7 @@ fn known_tree(api_version: &str, kind: &str) -> Option<Value> {
         ("discovery.k8s.io/v1", "EndpointSlice") => fields::tree::<EndpointSlice>(),
         ("v1", "Endpoints") => fields::tree::<Endpoints>(),
         ("v1", "Node") => fields::tree::<Node>(),
+        ("v1", "Pod") => fields::tree::<Pod>(),
         _ => None,
     }
 }
