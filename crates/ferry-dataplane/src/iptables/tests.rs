@@ -16,7 +16,7 @@ struct Fake {
 }
 
 impl IptablesRunner for Fake {
-    fn restore(&mut self, input: &str) -> Result<(), ApplyError> {
+    fn restore(&mut self, input: &str) -> Result<(), Error> {
         self.restores.push(input.to_owned());
         // Jumps inserted by the restore are there afterwards, keyed like `-C` questions.
         let mut table = "";
@@ -31,7 +31,7 @@ impl IptablesRunner for Fake {
         Ok(())
     }
 
-    fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
+    fn iptables(&mut self, args: &[&str]) -> Result<bool, Error> {
         let line = args.join(" ");
         self.commands.push(line.clone());
         let key = line
@@ -48,7 +48,7 @@ impl IptablesRunner for Fake {
         })
     }
 
-    fn save(&mut self, _table: Option<Table>) -> Result<String, ApplyError> {
+    fn save(&mut self, _table: Option<Table>) -> Result<String, Error> {
         Ok(self.save.clone())
     }
 }
@@ -134,14 +134,15 @@ fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
 #[test]
 fn a_missing_canary_means_a_full_sync() {
     let mut dp = IptablesDataplane::with_runner(Fake::default());
-    assert!(dp.needs_full().expect("check"), "nothing installed yet");
+    assert!(dp.installed().is_none(), "nothing installed yet");
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(dp.needs_full().expect("check"), "the fake holds no canary");
+    assert!(dp.canary_gone().expect("check"), "the fake holds no canary");
+    assert!(dp.installed().is_none(), "what was installed is forgotten");
     for table in ["mangle", "filter"] {
         dp.runner.present.insert(format!("-t {table} {CANARY}"));
     }
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(!dp.needs_full().expect("check"));
+    assert!(!dp.canary_gone().expect("check"));
 }
 
 #[test]
@@ -160,15 +161,22 @@ fn a_partial_sync_of_an_unchanged_service_sends_nothing() {
     assert_eq!(dp.runner().restores.len(), 1);
 }
 
-#[test]
-fn cleanup_removes_jumps_then_only_ferrys_chains() {
-    let mut fake = Fake {
+fn with_kube_chains() -> Fake {
+    Fake {
         save: "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FORWARD - [0:0]\n:MINE - [0:0]\nCOMMIT\n\
                *nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
             .into(),
+        present: ["-t nat PREROUTING -m comment --comment kubernetes service portals -j KUBE-SERVICES".to_owned()]
+            .into_iter()
+            .collect(),
         ..Fake::default()
-    };
-    cleanup_with(&mut fake).expect("cleanup");
+    }
+}
+
+#[test]
+fn cleanup_removes_jumps_then_only_ferrys_chains_and_says_which() {
+    let mut fake = with_kube_chains();
+    let removed = cleanup_with(&mut fake, "iptables-nft", false).expect("cleanup");
     let text = &fake.restores[0];
     for c in [
         "KUBE-FORWARD",
@@ -183,4 +191,33 @@ fn cleanup_removes_jumps_then_only_ferrys_chains() {
         .commands
         .iter()
         .any(|c| c.starts_with("-t nat -D PREROUTING")));
+    assert_eq!(
+        removed,
+        [
+            "iptables-nft jumps: nat PREROUTING → KUBE-SERVICES",
+            "iptables-nft filter chains: KUBE-FORWARD",
+            "iptables-nft nat chains: KUBE-SERVICES, KUBE-SVC-X, KUBE-PROXY-CANARY",
+        ]
+    );
+}
+
+#[test]
+fn a_dry_cleanup_names_the_same_objects_and_changes_nothing() {
+    let mut fake = with_kube_chains();
+    let would = cleanup_with(&mut fake, "iptables-nft", true).expect("dry cleanup");
+    assert!(fake.restores.is_empty(), "{:?}", fake.restores);
+    assert!(
+        fake.commands.iter().all(|c| !c.contains(" -D ")),
+        "{:?}",
+        fake.commands
+    );
+    let mut fake = with_kube_chains();
+    assert_eq!(
+        would,
+        cleanup_with(&mut fake, "iptables-nft", false).expect("cleanup")
+    );
+    let mut empty = Fake::default();
+    assert!(cleanup_with(&mut empty, "iptables-nft", false)
+        .expect("cleanup")
+        .is_empty());
 }

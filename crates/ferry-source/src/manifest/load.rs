@@ -1,7 +1,7 @@
 //! Reading one file: its documents → one [`Doc`] per Kubernetes object written there.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ferry_model::{Object, ObjectRef};
 use serde::de::DeserializeOwned;
@@ -46,15 +46,7 @@ pub(super) fn read_file(file: &Path) -> FileRead {
             return FileRead::Broken(Some(InvalidObject::file(file, format!("cannot read: {e}"))))
         }
     };
-    let is_json = file
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let documents = if is_json {
-        parse_json(&text)
-    } else {
-        parse_yaml(&text)
-    };
-    match documents {
+    match parse(file, &text) {
         Ok(documents) => {
             let mut docs = Vec::new();
             for (index, value) in documents.into_iter().enumerate() {
@@ -64,6 +56,42 @@ pub(super) fn read_file(file: &Path) -> FileRead {
         }
         Err(reason) => FileRead::Broken(Some(InvalidObject::file(file, reason))),
     }
+}
+
+/// The documents of one file (a JSON file holds one), or why it cannot be read.
+pub(super) fn file_documents(file: &Path) -> Result<Vec<Value>, String> {
+    let text = fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
+    parse(file, &text)
+}
+
+/// The documents of `file`'s text: JSON for a `.json` file, a YAML stream otherwise.
+fn parse(file: &Path, text: &str) -> Result<Vec<Value>, String> {
+    let is_json = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if is_json {
+        parse_json(text)
+    } else {
+        parse_yaml(text)
+    }
+}
+
+/// The manifest files under PATH (PATH itself when it is a file), in read order, and the
+/// problems met walking there.
+pub(super) fn files(path: &Path) -> (Vec<PathBuf>, Vec<InvalidObject>) {
+    let walk = super::walk::walk(path, true);
+    (walk.files, walk.errors)
+}
+
+/// Converts one document (or list item) as the loader does: the objects it stands for (none
+/// for kinds Ferry does not read), or its problems.
+pub(super) fn convert_document(
+    file: &Path,
+    value: Value,
+) -> Vec<Result<Vec<Object>, InvalidObject>> {
+    let mut docs = Vec::new();
+    document(file, 0, value, None, &mut docs);
+    docs.into_iter().map(|d| d.outcome).collect()
 }
 
 fn parse_json(text: &str) -> Result<Vec<Value>, String> {
@@ -105,6 +133,7 @@ enum Kind {
     EndpointSlice,
     Endpoints,
     Node,
+    Pod,
 }
 
 impl Kind {
@@ -114,6 +143,7 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Node") => Some(Kind::Node),
+            ("v1", "Pod") => Some(Kind::Pod),
             _ => None,
         }
     }
@@ -124,6 +154,7 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Endpoints => "Endpoints",
             Kind::Node => "Node",
+            Kind::Pod => "Pod",
         }
     }
 }
@@ -245,6 +276,7 @@ fn convert_value(
             .map(Object::EndpointSlice)
             .collect(),
         Kind::Node => vec![Object::Node(convert::node(&typed(value, object)?)?)],
+        Kind::Pod => vec![Object::Pod(convert::pod(&typed(value, object)?)?)],
     })
 }
 

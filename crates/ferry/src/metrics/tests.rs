@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use ferry_compile::mode::ProxyMode;
+use ferry_dataplane::mode::FailureCounter;
 use ferry_dataplane::SyncKind;
 
 use super::*;
@@ -26,7 +28,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn every_metric_is_declared_with_upstreams_name_and_type() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.healthz(200);
     m.livez(200);
     m.invalid_object("Service");
@@ -97,7 +99,7 @@ fn every_metric_is_declared_with_upstreams_name_and_type() {
 
 #[test]
 fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.sync_ran_for(IpFamily::V4, Some(SyncKind::Full), Duration::from_millis(3));
     m.sync_ran_for(
         IpFamily::V4,
@@ -137,7 +139,7 @@ fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
 
 #[test]
 fn network_programming_latency_comes_from_trigger_times() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_714_557_610);
     m.sync_succeeded_for(
         IpFamily::V4,
@@ -183,7 +185,7 @@ fn network_programming_latency_comes_from_trigger_times() {
 
 #[test]
 fn changes_and_invalid_objects_are_counted() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     let mut changes = crate::sync::PendingChanges::default();
     changes
         .services
@@ -221,12 +223,12 @@ fn changes_and_invalid_objects_are_counted() {
 
 #[tokio::test]
 async fn the_server_serves_metrics_text() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.sync_ran_for(IpFamily::V4, Some(SyncKind::Full), Duration::from_millis(3));
     let server = Server::start(
         "metrics",
         "127.0.0.1:0".parse().expect("addr"),
-        router(m.clone()),
+        router(m.clone(), ProxyMode::Nftables),
     )
     .await
     .expect("bind");
@@ -241,10 +243,68 @@ async fn the_server_serves_metrics_text() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn the_metrics_server_also_answers_healthz_and_configz_like_kube_proxys() {
+    let mut config = crate::config::Config::default();
+    crate::config::kube_proxy::defaults::apply(&mut config.kube_proxy);
+    crate::configz::publish(&config);
+    let server = Server::start(
+        "metrics",
+        "127.0.0.1:0".parse().expect("addr"),
+        router(
+            Metrics::new(FailureCounter::NftablesSync),
+            ProxyMode::Nftables,
+        ),
+    )
+    .await
+    .expect("bind");
+    let r = get(server.local_addr(), "/healthz").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    let r = get(server.local_addr(), "/configz").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_str(&r.body).expect("json");
+    assert_eq!(
+        v["kubeproxy.config.k8s.io"]["metricsBindAddress"],
+        "127.0.0.1:10249"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn proxy_mode_names_the_running_mode() {
+    let m = Metrics::new(FailureCounter::IptablesRestore);
+    let server = Server::start(
+        "metrics",
+        "127.0.0.1:0".parse().expect("addr"),
+        router(m, ProxyMode::Iptables),
+    )
+    .await
+    .expect("bind");
+    assert_eq!(
+        get(server.local_addr(), "/proxyMode").await.body,
+        "iptables"
+    );
+    server.stop().await;
+}
+
 #[test]
-fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
-    let m = Metrics::new();
-    m.set_iptables_mode(true);
+fn build_info_is_exported_with_ferrys_version() {
+    let text = Metrics::new(FailureCounter::NftablesSync).encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("kubernetes_build_info{"))
+        .unwrap_or_else(|| panic!("no kubernetes_build_info:\n{text}"));
+    assert!(
+        line.contains(&format!("git_version=\"v{}\"", crate::version::VERSION)),
+        "{line}"
+    );
+    assert!(line.ends_with(" 1"), "{line}");
+}
+
+#[test]
+fn failed_syncs_count_in_the_modes_counter() {
+    let m = Metrics::new(FailureCounter::IptablesRestore);
     m.sync_ran_for(IpFamily::V4, None, Duration::from_millis(5));
     let text = m.encode();
     let ipt = r#"kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}"#;
@@ -255,7 +315,7 @@ fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
 
 #[test]
 fn ipv6_syncs_are_labelled_with_their_family() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.sync_ran_for(IpFamily::V6, Some(SyncKind::Full), Duration::from_millis(3));
     m.no_local_endpoints_for(
         IpFamily::V6,
@@ -281,7 +341,7 @@ fn ipv6_syncs_are_labelled_with_their_family() {
 
 #[test]
 fn conntrack_cleanups_are_timed_and_counted_per_family() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     let text = m.encode();
     let declared = types(&text);
     for (name, kind) in [
