@@ -298,3 +298,15 @@ fn an_update_that_changes_several_objects_of_one_file_says_so() {
     );
     assert!(!two_files.whole_file, "one object from each of two files");
 }
+
+#[test]
+fn pods_are_reported_and_removed_like_other_objects() {
+    let mut store = Store::default();
+    let pod = Object::Pod(ferry_model::fixtures::mk_pod(
+        "dev", "web-1", "web", "10.0.0.7", "n1",
+    ));
+    let first = update(&mut store, vec![file("/m/pod.yaml", vec![pod.clone()])]);
+    assert_eq!(first.events, vec![SourceEvent::Apply(pod.clone())]);
+    let removed = update(&mut store, vec![gone("/m/pod.yaml")]);
+    assert_eq!(removed.events, vec![SourceEvent::Delete(pod.key())]);
+}
