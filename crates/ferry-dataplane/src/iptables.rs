@@ -118,14 +118,25 @@ impl NodeMode for IptablesMode {
 }
 
 impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
-    /// Nothing installed by this process yet, the top-level chains changed, or a canary chain
-    /// is gone (see [`canary_gone`](IptablesDataplane::canary_gone)).
+    /// Nothing installed by this process yet (or forgotten), or the top-level chains changed.
     fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error> {
         let base = NodeRules::new(compiler).base();
-        if !self.installed.as_ref().is_some_and(|i| i.same_base(&base)) {
+        Ok(!self.installed.as_ref().is_some_and(|i| i.same_base(&base)))
+    }
+
+    /// See [`damage`](IptablesDataplane::damage).
+    fn intact(&mut self) -> Result<bool, Error> {
+        if self.installed.is_none() {
             return Ok(true);
         }
-        self.canary_gone()
+        match self.damage()? {
+            None => Ok(true),
+            Some(what) => {
+                tracing::info!("{what}: resyncing everything");
+                self.installed = None;
+                Ok(false)
+            }
+        }
     }
 
     fn sync_full(
@@ -217,26 +228,30 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         self.installed.as_ref()
     }
 
-    /// True when a canary chain is gone: someone flushed or deleted the tables, so what Ferry
-    /// installed is no longer there (and is then forgotten). Checks the canaries of mangle (upstream's signal: a firewall reload
-    /// deletes every table's chains) and filter. Not nat's: listing one nat chain makes
-    /// iptables-legacy read the whole nat table (0.25 s at 10 000 services × 10 endpoints);
-    /// a partial restore into a nat table emptied by hand fails and is retried as a full sync.
-    fn canary_gone(&mut self) -> Result<bool, Error> {
-        for table in [Table::Mangle, Table::Filter] {
-            if !self
-                .runner
-                .iptables(&["-t", table.as_str(), "-S", CANARY])?
-            {
-                tracing::info!(
-                    table = table.as_str(),
-                    "canary chain {CANARY} is gone: resyncing everything"
-                );
-                self.installed = None;
-                return Ok(true);
+    /// What is missing of Ferry's rules, found with three cheap commands: mangle's canary
+    /// chain (upstream's signal: a firewall reload deletes every table's chains, and `nft flush
+    /// ruleset` the nft backend's tables), then the first jump from a built-in chain in filter
+    /// and in nat (`iptables -t nat -F` keeps the chains, the canary among them, but empties
+    /// them). The nat check makes iptables-legacy read the whole nat table (see
+    /// docs/iptables-layout.md for its cost): made once per sync period, not on every sync.
+    fn damage(&mut self) -> Result<Option<String>, Error> {
+        if !self.runner.iptables(&["-t", "mangle", "-S", CANARY])? {
+            return Ok(Some(format!("canary chain {CANARY} is gone from mangle")));
+        }
+        let jumps = jump_rules();
+        for table in [Table::Filter, Table::Nat] {
+            let Some(jump) = jumps.iter().find(|j| j.table == table) else {
+                continue;
+            };
+            if !self.runner.check(&jump_args(jump, "-C"))? {
+                return Ok(Some(format!(
+                    "the jump from {} {} into Ferry's chains is gone",
+                    table.as_str(),
+                    jump.chain
+                )));
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// True when applying `changes` would move the endpoint count across upstream's
@@ -318,9 +333,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     fn missing_jumps(&mut self) -> Result<Vec<JumpRule>, Error> {
         let mut missing = Vec::new();
         for jump in jump_rules() {
-            let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
-            args.extend(jump.args.iter().map(String::as_str));
-            if !self.runner.check(&args)? {
+            if !self.runner.check(&jump_args(&jump, "-C"))? {
                 missing.push(jump);
             }
         }
@@ -364,6 +377,13 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         }
         Ok(report(SyncKind::Partial, &restore, start.elapsed()))
     }
+}
+
+/// `-t TABLE OP CHAIN ARGS…` of one jump (`OP`: `-C` to check it).
+fn jump_args<'a>(jump: &'a JumpRule, op: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["-t", jump.table.as_str(), op, jump.chain];
+    args.extend(jump.args.iter().map(String::as_str));
+    args
 }
 
 fn report(kind: SyncKind, restore: &Restore, apply_time: Duration) -> SyncReport {

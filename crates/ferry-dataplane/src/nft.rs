@@ -136,6 +136,31 @@ impl<R: NftRunner> Applier for NftDataplane<R> {
         })
     }
 
+    /// The table and every chain this process installed are there (one netlink chain dump:
+    /// `nft flush ruleset` and a deleted table leave none).
+    fn intact(&mut self) -> Result<bool, Error> {
+        let Some(family) = self.installed.as_ref().map(|i| i.family) else {
+            return Ok(true);
+        };
+        let existing = match self.netlink.as_mut() {
+            Some(sock) => Some(sock.chains(family)?),
+            None => self.runner.chains(family)?,
+        };
+        let (Some(existing), Some(installed)) = (existing, &self.installed) else {
+            return Ok(true);
+        };
+        let existing: HashSet<&str> = existing.iter().map(String::as_str).collect();
+        let Some(missing) = installed.chain_names().find(|c| !existing.contains(c)) else {
+            return Ok(true);
+        };
+        tracing::info!(
+            ip_family = family.as_str(),
+            "chain {missing} of table {TABLE} is gone: resyncing everything"
+        );
+        self.forget_installed();
+        Ok(false)
+    }
+
     fn sync_full(
         &mut self,
         compiler: &NodeCompiler,

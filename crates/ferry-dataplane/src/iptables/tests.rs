@@ -132,17 +132,37 @@ fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
 }
 
 #[test]
-fn a_missing_canary_means_a_full_sync() {
+fn the_periodic_check_finds_a_missing_canary_or_a_flushed_table() {
     let mut dp = IptablesDataplane::with_runner(Fake::default());
-    assert!(dp.installed().is_none(), "nothing installed yet");
+    assert!(
+        dp.intact().expect("check"),
+        "nothing installed: nothing to miss"
+    );
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(dp.canary_gone().expect("check"), "the fake holds no canary");
+    assert!(!dp.intact().expect("check"), "the fake holds no canary");
     assert!(dp.installed().is_none(), "what was installed is forgotten");
-    for table in ["mangle", "filter"] {
-        dp.runner.present.insert(format!("-t {table} {CANARY}"));
-    }
+    dp.runner.present.insert(format!("-t mangle {CANARY}"));
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(!dp.canary_gone().expect("check"));
+    assert!(dp.intact().expect("check"), "canary and jumps are there");
+    // `iptables -t nat -F` empties nat's chains, the canary stays.
+    dp.runner
+        .present
+        .retain(|rule| !rule.starts_with("-t nat "));
+    assert!(!dp.intact().expect("check"));
+    assert!(dp.installed().is_none());
+}
+
+#[test]
+fn a_partial_sync_runs_nothing_but_its_restore() {
+    let mut dp = IptablesDataplane::with_runner(Fake::default());
+    dp.apply_full(ruleset(&[("a", "KUBE-SVC-A")]))
+        .expect("sync");
+    dp.runner.commands.clear();
+    let changed = ruleset(&[("a", "KUBE-SVC-A2")]).services;
+    let changes = changed.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    dp.apply_changes(changes).expect("partial");
+    assert_eq!(dp.runner().commands, Vec::<String>::new());
+    assert_eq!(dp.runner().restores.len(), 2);
 }
 
 #[test]
