@@ -108,7 +108,8 @@ impl<A: Applier> FamilySync<A> {
         }
     }
 
-    /// Rewrites everything at least every `period` instead of [`FULL_SYNC_PERIOD`] (tests).
+    /// Rewrites everything at least every `period` instead of [`FULL_SYNC_PERIOD`].
+    #[cfg(test)]
     pub fn with_full_sync_period(mut self, period: Duration) -> Self {
         self.full_sync_period = period;
         self
