@@ -13,7 +13,23 @@ pub enum SourceEvent {
     /// One object removed.
     Delete(ObjectKey),
     /// The complete current set of this source's objects: the consumer applies each and deletes
-    /// every stored key that is not in the set. Sources emit this first; the manifest source
-    /// also when one file changed several objects, so that they land in one sync.
+    /// every stored key that is not in the set. Sources emit this first.
     Resync(Vec<Object>),
+    /// Changes that belong together, `Apply` and `Delete` events in order: the consumer applies
+    /// them all before it syncs. The manifest source sends one file's changed objects so (a new
+    /// Service with its EndpointSlice never syncs half), the Pod stage a Service with the
+    /// slices it derived for it.
+    Batch(Vec<SourceEvent>),
+}
+
+impl SourceEvent {
+    /// `events` as one event: `None` for none, the event itself for one, a
+    /// [`SourceEvent::Batch`] for more.
+    pub fn batch(mut events: Vec<SourceEvent>) -> Option<SourceEvent> {
+        match events.len() {
+            0 => None,
+            1 => events.pop(),
+            _ => Some(SourceEvent::Batch(events)),
+        }
+    }
 }

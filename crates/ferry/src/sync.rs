@@ -213,12 +213,16 @@ impl<A: Applier> Syncer<A> {
     }
 
     /// Applies one source event to the cluster state. Returns true when it changed something
-    /// a family needs to sync (or a family's full sync is still due).
+    /// a family needs to sync (or a family's full sync is still due). A
+    /// [`SourceEvent::Batch`] is applied whole: nothing syncs between its events, and the
+    /// caller schedules one sync after it.
     pub fn handle(&mut self, event: SourceEvent) -> bool {
         match event {
             SourceEvent::Apply(obj) => self.apply(obj),
             SourceEvent::Delete(key) => self.delete(&key),
             SourceEvent::Resync(objects) => self.resync(objects),
+            // Every event, even after one that changed something.
+            SourceEvent::Batch(events) => events.into_iter().fold(false, |c, e| self.handle(e) | c),
         }
     }
 

@@ -95,15 +95,12 @@ struct Before {
 /// What one update changed.
 #[derive(Debug, Default)]
 pub(super) struct Update {
-    /// `Apply`/`Delete` of every object whose reported version changed, by key.
+    /// `Apply`/`Delete` of every object whose reported version changed, by key. One update's
+    /// events belong together (see [`SourceEvent::Batch`]).
     pub events: Vec<SourceEvent>,
     /// Every problem found in the files read and the identities re-checked, in file then
     /// document order.
     pub errors: Vec<InvalidObject>,
-    /// One file changed several objects (a new file with a Service and its slice, say): a
-    /// consumer must see them at once, or it may program the Service without its endpoints
-    /// in between, so the update is passed on as one `Resync` rather than as `events`.
-    pub whole_file: bool,
 }
 
 /// See the module documentation.
@@ -154,11 +151,11 @@ impl Store {
         }
         let was_foreign = output::foreign_before(&touched);
         self.reindex_foreign(&touched);
-        let (events, whole_file) = if emit {
+        let events = if emit {
             self.diff(&touched, &was_foreign, &mut found)
         } else {
             self.check_claims(touched.keys(), &mut found);
-            (Vec::new(), false)
+            Vec::new()
         };
         // In file then document order; errors of directories (no position) by their path.
         found.sort_by_cached_key(|(position, error)| {
@@ -171,7 +168,6 @@ impl Store {
         Update {
             events,
             errors: found.into_iter().map(|(_, e)| e).collect(),
-            whole_file,
         }
     }
 

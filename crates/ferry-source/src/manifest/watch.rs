@@ -51,9 +51,9 @@ impl ManifestSource {
     /// A change is read at once when the file is complete: renamed into place, closed after
     /// writing, or removed. Only that file is read again (a directory: only what lies under
     /// it), and [`SourceEvent::Apply`]/[`SourceEvent::Delete`] are sent for the objects whose
-    /// reported version changed. A file is one atomic change: when one file changed several
-    /// objects (a new Service with its EndpointSlice), a [`SourceEvent::Resync`] carries them
-    /// together instead, so that no sync can fall between them. A file created or written but not closed yet is read after
+    /// reported version changed, as one [`SourceEvent::Batch`] when there are several: a file is
+    /// one atomic change (a new Service with its EndpointSlice never syncs half). A file created
+    /// or written but not closed yet is read after
     /// 100 ms of quiet (at most 2 s after its first event), so a writer that keeps it open is
     /// followed too; writing a temporary file and renaming it into place, as most editors and
     /// `kubectl`-style tools do, is never caught half-way. When the watcher loses events (its
@@ -127,10 +127,11 @@ impl ManifestSource {
             let paths = std::mem::take(&mut now_paths);
             let update;
             (source, update) = refresh_blocking(source, paths, &errors).await?;
-            for event in update.events {
-                if tx.send(event).await.is_err() {
-                    return Ok(());
-                }
+            let Some(event) = SourceEvent::batch(update.events) else {
+                continue;
+            };
+            if tx.send(event).await.is_err() {
+                return Ok(());
             }
         }
     }
@@ -232,10 +233,7 @@ async fn refresh_blocking(
     errors: &(impl Fn(&InvalidObject) + Send),
 ) -> Result<(ManifestSource, Update), WatchError> {
     let (source, update) = tokio::task::spawn_blocking(move || {
-        let mut update = source.refresh(&paths, true);
-        if update.whole_file {
-            update.events = vec![SourceEvent::Resync(source.store.objects())];
-        }
+        let update = source.refresh(&paths, true);
         tracing::debug!(
             paths = paths.len(),
             events = update.events.len(),

@@ -1,7 +1,6 @@
 //! What the source reports for each key, and what an update changed in it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Arc;
 
 use ferry_model::{Object, ObjectKey, ObjectRef};
@@ -56,15 +55,14 @@ impl Store {
         first(untouched.chain(was), key)
     }
 
-    /// The events that bring a consumer from the state before the update to now, the errors
-    /// of touched identities whose objects another identity holds, and whether one file
-    /// changed several objects.
+    /// The events that bring a consumer from the state before the update to now, and the
+    /// errors of touched identities whose objects another identity holds.
     pub(super) fn diff(
         &self,
         touched: &BTreeMap<Id, Before>,
         was_foreign: &BTreeMap<ObjectKey, Vec<Id>>,
         found: &mut Found,
-    ) -> (Vec<SourceEvent>, bool) {
+    ) -> Vec<SourceEvent> {
         let mut keys: BTreeSet<ObjectKey> = BTreeSet::new();
         for (id, before) in touched {
             let now = self.entries.get(id).and_then(|e| e.good.as_ref());
@@ -73,33 +71,19 @@ impl Store {
             }
         }
         let mut events = Vec::new();
-        let mut per_file: BTreeMap<Arc<Path>, usize> = BTreeMap::new();
         for key in keys {
             let now = self.owner(&key);
             let before = self.owner_before(&key, touched, was_foreign);
-            let file = match (before, now) {
-                (before, Some((id, object))) if before.map(|(_, o)| o) != Some(object) => {
+            match (before, now) {
+                (before, Some((_, object))) if before.map(|(_, o)| o) != Some(object) => {
                     events.push(SourceEvent::Apply(object.clone()));
-                    self.entries
-                        .get(id)
-                        .and_then(Entry::winner)
-                        .map(|(p, _)| &p.file)
                 }
-                (Some((id, _)), None) => {
-                    events.push(SourceEvent::Delete(key.clone()));
-                    touched
-                        .get(id)
-                        .and_then(|b| b.position.as_ref())
-                        .map(|p| &p.file)
-                }
-                _ => None,
-            };
-            if let Some(file) = file {
-                *per_file.entry(file.clone()).or_default() += 1;
+                (Some(_), None) => events.push(SourceEvent::Delete(key.clone())),
+                _ => {}
             }
             self.check_key(&key, now.map(|(id, _)| id), touched.keys(), found);
         }
-        (events, per_file.values().any(|n| *n > 1))
+        events
     }
 
     /// Reports every identity among `ids` that gives an object another identity holds.

@@ -271,7 +271,7 @@ fn the_first_scan_reports_no_events_but_holds_everything() {
 }
 
 #[test]
-fn an_update_that_changes_several_objects_of_one_file_says_so() {
+fn an_update_lists_every_changed_object_of_its_files_and_only_those() {
     let mut store = Store::default();
     let first = update(
         &mut store,
@@ -280,7 +280,14 @@ fn an_update_that_changes_several_objects_of_one_file_says_so() {
             vec![service("a", 80), slice("a", "10.0.0.1")],
         )],
     );
-    assert!(first.whole_file, "a new file with a Service and its slice");
+    assert_eq!(
+        first.events,
+        [
+            SourceEvent::Apply(service("a", 80)),
+            SourceEvent::Apply(slice("a", "10.0.0.1"))
+        ],
+        "a new file with a Service and its slice: both, for one Batch"
+    );
     let one = update(
         &mut store,
         vec![file(
@@ -288,15 +295,11 @@ fn an_update_that_changes_several_objects_of_one_file_says_so() {
             vec![service("a", 80), slice("a", "10.0.0.2")],
         )],
     );
-    assert!(!one.whole_file, "only the slice changed");
-    let two_files = update(
-        &mut store,
-        vec![
-            file("/m/a.yaml", vec![service("a", 80), slice("a", "10.0.0.3")]),
-            file("/m/b.yaml", vec![service("b", 80)]),
-        ],
+    assert_eq!(
+        one.events,
+        [SourceEvent::Apply(slice("a", "10.0.0.2"))],
+        "only the slice changed"
     );
-    assert!(!two_files.whole_file, "one object from each of two files");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::fs;
 use std::io::Write as _;
 use std::path::Path;
 
-use ferry_model::Object;
+use ferry_model::{Object, ObjectKey};
 
 use super::watch::{start, view_until, write, View};
 use super::{names, service_port, service_yaml, slice_yaml, temp_dir};
@@ -123,10 +123,42 @@ async fn a_removed_file_deletes_its_objects_at_once_and_keeps_the_others() {
     fs::remove_file(dir.path().join("a.yaml")).unwrap_or_else(|e| panic!("rm: {e}"));
     view_until(&mut rx, &mut view, "the deletion", |o| o.len() == 2).await;
     // The file held two objects: they go in one event, so no sync falls between them.
-    let [SourceEvent::Resync(objects)] = after_resync(&view) else {
-        panic!("one Resync expected: {:?}", view.events);
+    assert_eq!(
+        one_batch(&view),
+        ["Delete Service dev/a", "Delete EndpointSlice dev/a-abc"]
+    );
+}
+
+#[tokio::test]
+async fn a_new_file_with_a_service_and_its_slice_arrives_as_one_batch() {
+    let dir = temp_dir();
+    two_service_files(dir.path());
+    let (mut rx, mut view) = watching(dir.path(), |o| o.len() == 4).await;
+
+    write(
+        dir.path(),
+        "c.yaml",
+        &service_file("c", "10.96.0.12", "10.0.0.3"),
+    );
+    view_until(&mut rx, &mut view, "the new file", |o| o.len() == 6).await;
+    assert_eq!(
+        one_batch(&view),
+        ["Apply Service dev/c", "Apply EndpointSlice dev/c-abc"]
+    );
+}
+
+/// The events after the initial `Resync`, which must be one Batch: `Apply Kind ns/name` …
+fn one_batch(view: &View) -> Vec<String> {
+    let [SourceEvent::Batch(events)] = after_resync(view) else {
+        panic!("one Batch expected: {:?}", view.events);
     };
-    assert_eq!(names(objects), ["Service dev/b", "EndpointSlice dev/b-abc"]);
+    let name = |key: ObjectKey| key.object_ref().to_string();
+    let describe = |e: &SourceEvent| match e {
+        SourceEvent::Apply(object) => format!("Apply {}", name(object.key())),
+        SourceEvent::Delete(key) => format!("Delete {}", name(key.clone())),
+        other => panic!("an Apply or Delete expected: {other:?}"),
+    };
+    events.iter().map(describe).collect()
 }
 
 #[tokio::test]

@@ -38,19 +38,35 @@ pub(super) struct View {
 }
 
 impl View {
+    /// Applies `event`; panics on a `Resync` after the first event (the manifest source sends
+    /// one, after its first scan) and on a `Batch` holding anything but `Apply`/`Delete`.
     fn apply(&mut self, event: SourceEvent) {
         match &event {
             SourceEvent::Resync(objects) => {
+                assert!(self.events.is_empty(), "a Resync after the first scan");
                 self.objects = objects.iter().map(|o| (o.key(), o.clone())).collect();
             }
+            SourceEvent::Batch(events) => {
+                assert!(events.len() > 1, "a Batch of fewer than two: {events:?}");
+                for event in events {
+                    self.change(event);
+                }
+            }
+            event => self.change(event),
+        }
+        self.events.push(event);
+    }
+
+    fn change(&mut self, event: &SourceEvent) {
+        match event {
             SourceEvent::Apply(object) => {
                 self.objects.insert(object.key(), object.clone());
             }
             SourceEvent::Delete(key) => {
                 self.objects.remove(key);
             }
+            other => panic!("only Apply and Delete after the first scan: {other:?}"),
         }
-        self.events.push(event);
     }
 
     fn list(&self) -> Vec<Object> {
