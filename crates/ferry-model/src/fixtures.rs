@@ -60,6 +60,7 @@ pub fn mk_endpoint(addr: &str, node: &str) -> Endpoint {
         address: ip(addr),
         conditions: EndpointConditions::default(),
         location: crate::EndpointLocation::on_node(Some(node)),
+        target: None,
     }
 }
 
@@ -135,6 +136,8 @@ pub fn mk_pod(ns: &str, name: &str, app: &str, pod_ip: &str, node: &str) -> crat
         name: name.into(),
         labels: crate::Labels::new([("app", app)]),
         node_name: Some(node.into()),
+        hostname: None,
+        subdomain: None,
         ips: vec![ip(pod_ip)],
         phase: crate::PodPhase::Running,
         ready: true,
