@@ -13,8 +13,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::{
-    ClusterState, EndpointConditions, EndpointTarget, IpFamily, Node, Service, ServiceName, ServicePortName,
-    ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
+    ClusterState, EndpointConditions, EndpointTarget, IpFamily, Node, Service, ServiceName,
+    ServicePortName, ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
 };
 
 mod categorize;

@@ -294,7 +294,11 @@ fn endpoints_name_their_pod_and_its_hostname_only_for_the_service_of_its_subdoma
         let (slices, _) = endpoint_slices(&web(), &pods, &nodes(), |p| p.ready);
         let ep = &slices[0].endpoints[0];
         let target = ep.target.as_ref().expect("a target");
-        assert_eq!(target.hostname.as_deref(), hostname, "subdomain {subdomain}");
+        assert_eq!(
+            target.hostname.as_deref(),
+            hostname,
+            "subdomain {subdomain}"
+        );
         let pod = ep.target_ref().expect("a targetRef");
         assert_eq!(pod.to_string(), "Pod dev/web-0");
         // The Pod's own strings, not copies.
