@@ -1,6 +1,6 @@
 //! Builders for test objects, so tests state only what matters to them.
 //!
-//! Addresses follow the seed cluster (docs: ../shared/seeds/004): nodes 10.1.1.0/24, pods
+//! Addresses follow the seed cluster (`examples/seed`): nodes 10.1.1.0/24, pods
 //! 192.168.0.0/16, services 10.96.0.0/16.
 
 use std::collections::BTreeMap;
