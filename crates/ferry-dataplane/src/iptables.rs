@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::iptables::{
-    jump_rules, FullSync, JumpRule, NodeRules, Restore, Ruleset, ServiceRules, Table, CANARY,
+    jump_rules, FullSync, JumpRule, NodeRules, Restore, Ruleset, ServiceRules, Table,
     LARGE_CLUSTER_ENDPOINTS, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
 };
 use ferry_compile::mode::{IptablesRenderer, ProxyMode};
@@ -27,6 +27,7 @@ use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+mod canary;
 mod cleanup;
 mod cli;
 mod detect;
@@ -226,32 +227,6 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     /// What the kernel holds, if known.
     pub fn installed(&self) -> Option<&Ruleset> {
         self.installed.as_ref()
-    }
-
-    /// What is missing of Ferry's rules, found with three cheap commands: mangle's canary
-    /// chain (upstream's signal: a firewall reload deletes every table's chains, and `nft flush
-    /// ruleset` the nft backend's tables), then the first jump from a built-in chain in filter
-    /// and in nat (`iptables -t nat -F` keeps the chains, the canary among them, but empties
-    /// them). The nat check makes iptables-legacy read the whole nat table (see
-    /// docs/iptables-layout.md for its cost): made once per sync period, not on every sync.
-    fn damage(&mut self) -> Result<Option<String>, Error> {
-        if !self.runner.iptables(&["-t", "mangle", "-S", CANARY])? {
-            return Ok(Some(format!("canary chain {CANARY} is gone from mangle")));
-        }
-        let jumps = jump_rules();
-        for table in [Table::Filter, Table::Nat] {
-            let Some(jump) = jumps.iter().find(|j| j.table == table) else {
-                continue;
-            };
-            if !self.runner.check(&jump_args(jump, "-C"))? {
-                return Ok(Some(format!(
-                    "the jump from {} {} into Ferry's chains is gone",
-                    table.as_str(),
-                    jump.chain
-                )));
-            }
-        }
-        Ok(None)
     }
 
     /// True when applying `changes` would move the endpoint count across upstream's

@@ -22,6 +22,7 @@ use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+mod canary;
 mod cleanup;
 mod cli;
 mod kernel;
@@ -137,25 +138,32 @@ impl<R: NftRunner> Applier for NftDataplane<R> {
     }
 
     /// The table and every chain this process installed are there (one netlink chain dump:
-    /// `nft flush ruleset` and a deleted table leave none).
+    /// `nft flush ruleset` and a deleted table leave none), and each top-level chain holds
+    /// the rules written into it (one rule dump of that chain each: `nft flush chain` keeps
+    /// the chain but empties it). See [`canary`].
     fn intact(&mut self) -> Result<bool, Error> {
-        let Some(family) = self.installed.as_ref().map(|i| i.family) else {
+        let Some(installed) = self.installed.as_ref() else {
             return Ok(true);
         };
+        let family = installed.family;
         let existing = match self.netlink.as_mut() {
             Some(sock) => Some(sock.chains(family)?),
             None => self.runner.chains(family)?,
         };
-        let (Some(existing), Some(installed)) = (existing, &self.installed) else {
+        let Some(existing) = existing else {
             return Ok(true);
         };
-        let existing: HashSet<&str> = existing.iter().map(String::as_str).collect();
-        let Some(missing) = installed.chain_names().find(|c| !existing.contains(c)) else {
+        let (netlink, runner) = (&mut self.netlink, &mut self.runner);
+        let damage = canary::first_damage(installed, &existing, |chain| match netlink {
+            Some(sock) => Ok(Some(sock.rule_count(family, chain)?)),
+            None => runner.rule_count(family, chain),
+        })?;
+        let Some(damage) = damage else {
             return Ok(true);
         };
         tracing::info!(
             ip_family = family.as_str(),
-            "chain {missing} of table {TABLE} is gone: resyncing everything"
+            "{damage}: resyncing everything"
         );
         self.forget_installed();
         Ok(false)

@@ -100,3 +100,36 @@ fn iptables_finds_a_flushed_nat_table_and_a_firewall_reload_on_both_backends() {
         );
     });
 }
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn nftables_finds_a_flushed_top_level_chain() {
+    for chain in ["services", "nat-prerouting"] {
+        in_new_netns(move || {
+            let mut applier = synced(ProxyMode::Nftables, None);
+            nft(&["flush", "chain", "ip", "ferry", chain]);
+            assert!(!applier.intact().expect("check"), "after flushing {chain}");
+        });
+    }
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn iptables_finds_a_flushed_top_level_chain_on_both_backends() {
+    for backend in [IptablesBackend::Nft, IptablesBackend::Legacy] {
+        let tool = match backend {
+            IptablesBackend::Nft => "iptables-nft",
+            IptablesBackend::Legacy => "iptables-legacy",
+        };
+        for (table, chain) in [("nat", "KUBE-SERVICES"), ("filter", "KUBE-FORWARD")] {
+            in_new_netns(move || {
+                let mut applier = synced(ProxyMode::Iptables, Some(backend));
+                run(tool, &["-t", table, "-F", chain]);
+                assert!(
+                    !applier.intact().expect("check"),
+                    "{tool}: {table} {chain} flushed"
+                );
+            });
+        }
+    }
+}

@@ -25,6 +25,11 @@ pub trait IptablesRunner: Send {
     /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
     /// backend this does not create tables).
     fn save(&mut self, table: Option<Table>) -> Result<String, Error>;
+    /// How many rules `table`'s `chain` holds (`iptables -t TABLE -S CHAIN`; 0 when there is
+    /// no such chain), for the periodic check; `None` when the runner cannot tell.
+    fn rules_in(&mut self, _table: Table, _chain: &str) -> Result<Option<usize>, Error> {
+        Ok(None)
+    }
 }
 
 /// Runs the tools of one backend in the current network namespace.
@@ -134,4 +139,20 @@ impl IptablesRunner for IptablesCli {
             Err(self.rejected("-save", &args, &out))
         }
     }
+
+    fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {
+        let args = ["-w", WAIT, "-t", table.as_str(), "-S", chain];
+        let out = self.run("", &args, None)?;
+        match out.status.code() {
+            Some(0) => Ok(Some(count_rules(&String::from_utf8_lossy(&out.stdout)))),
+            // No such chain.
+            Some(1) => Ok(Some(0)),
+            _ => Err(self.rejected("", &args, &out)),
+        }
+    }
+}
+
+/// The rules (`-A` lines) of an `iptables -S` listing.
+pub(super) fn count_rules(listing: &str) -> usize {
+    listing.lines().filter(|l| l.starts_with("-A ")).count()
 }

@@ -1,6 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
-use ferry_compile::iptables::{Ruleset, ServiceRules, Table};
+use ferry_compile::iptables::{Ruleset, ServiceRules, Table, CANARY};
 use ferry_model::{IpFamily, ServiceName};
 
 use super::cleanup::cleanup_with;
@@ -13,6 +13,8 @@ struct Fake {
     commands: Vec<String>,
     present: BTreeSet<String>,
     save: String,
+    /// Rules per `(table, chain)` as the restores left them.
+    rules: BTreeMap<(String, String), usize>,
 }
 
 impl IptablesRunner for Fake {
@@ -26,6 +28,15 @@ impl IptablesRunner for Fake {
             } else if let Some(rule) = line.strip_prefix("-I ") {
                 self.present
                     .insert(format!("-t {table} {}", rule.replace('"', "")));
+            } else if let Some(chain) = line.strip_prefix(':') {
+                let chain = chain.split_whitespace().next().unwrap_or_default();
+                self.rules.insert((table.to_owned(), chain.to_owned()), 0);
+            } else if let Some(rule) = line.strip_prefix("-A ") {
+                let chain = rule.split_whitespace().next().unwrap_or_default();
+                *self
+                    .rules
+                    .entry((table.to_owned(), chain.to_owned()))
+                    .or_default() += 1;
             }
         }
         Ok(())
@@ -50,6 +61,11 @@ impl IptablesRunner for Fake {
 
     fn save(&mut self, _table: Option<Table>) -> Result<String, Error> {
         Ok(self.save.clone())
+    }
+
+    fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {
+        let key = (table.as_str().to_owned(), chain.to_owned());
+        Ok(Some(self.rules.get(&key).copied().unwrap_or(0)))
     }
 }
 
@@ -150,6 +166,69 @@ fn the_periodic_check_finds_a_missing_canary_or_a_flushed_table() {
         .retain(|rule| !rule.starts_with("-t nat "));
     assert!(!dp.intact().expect("check"));
     assert!(dp.installed().is_none());
+}
+
+#[test]
+fn the_periodic_check_finds_a_flushed_top_level_chain() {
+    let mut dp = IptablesDataplane::with_runner(Fake::default());
+    dp.runner.present.insert(format!("-t mangle {CANARY}"));
+    let mut rs = ruleset(&[("a", "KUBE-SVC-A")]);
+    if let Some(a) = rs.services.values_mut().next() {
+        a.nat_services = vec!["-d 10.96.0.10/32 -j KUBE-SVC-A".to_owned()];
+    }
+    rs.nodeport_jumps = vec!["-j KUBE-NODEPORTS".to_owned()];
+    dp.apply_full(rs).expect("sync");
+    assert!(dp.intact().expect("check"), "as written");
+    // `iptables -t nat -F KUBE-SERVICES`: the canary and the jumps stay.
+    dp.runner
+        .rules
+        .insert(("nat".to_owned(), "KUBE-SERVICES".to_owned()), 0);
+    assert!(!dp.intact().expect("check"));
+    assert!(dp.installed().is_none(), "what was installed is forgotten");
+}
+
+#[test]
+fn top_level_chains_are_compared_by_their_rule_count() {
+    let written = [
+        (Table::Filter, "KUBE-FORWARD", 3),
+        (Table::Filter, "KUBE-PROXY-FIREWALL", 0),
+        (Table::Nat, "KUBE-SERVICES", 2),
+    ];
+    let mut asked = Vec::new();
+    let mut ask = |kernel: [usize; 2]| {
+        canary::first_changed(&written, |t, c| {
+            asked.push(format!("{} {c}", t.as_str()));
+            Ok(Some(if c == "KUBE-FORWARD" {
+                kernel[0]
+            } else {
+                kernel[1]
+            }))
+        })
+        .expect("no kernel error")
+    };
+    assert_eq!(ask([3, 2]), None);
+    assert_eq!(
+        ask([3, 0]).as_deref(),
+        Some("chain nat KUBE-SERVICES holds 0 rules, 2 were written")
+    );
+    assert_eq!(
+        ask([4, 2]).as_deref(),
+        Some("chain filter KUBE-FORWARD holds 4 rules, 3 were written")
+    );
+    assert!(
+        !asked.iter().any(|a| a.contains("KUBE-PROXY-FIREWALL")),
+        "a chain written empty costs no command: {asked:?}"
+    );
+    let unknown = canary::first_changed(&written, |_, _| Ok(None)).expect("no error");
+    assert_eq!(unknown, None, "a runner that cannot tell finds nothing");
+}
+
+#[test]
+fn an_iptables_listing_counts_its_rules() {
+    let listing = "-N KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.10/32 -j KUBE-SVC-A\n\
+                   -A KUBE-SERVICES -j KUBE-NODEPORTS\n";
+    assert_eq!(cli::count_rules(listing), 2);
+    assert_eq!(cli::count_rules("-N KUBE-SERVICES\n"), 0);
 }
 
 #[test]
