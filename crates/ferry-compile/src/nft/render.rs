@@ -60,11 +60,27 @@ fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -
     }
 }
 
+/// The match of packets to a NodePort address of this node (never loopback: that would
+/// need `route_localnet`, CVE-2020-8558).
+pub(crate) fn node_port_match(plan: &Plan) -> String {
+    let (ip, loopback) = match plan.family {
+        IpFamily::V4 => ("ip", "127.0.0.0/8"),
+        IpFamily::V6 => ("ip6", "::1"),
+    };
+    match &plan.node_ports {
+        NodePortScope::AllLocal => format!("fib daddr type local {ip} daddr != {loopback}"),
+        NodePortScope::LocalWithin(_) if plan.node_ports.covers_loopback() => {
+            format!("{ip} daddr @nodeport-ips {ip} daddr != {loopback} fib daddr type local")
+        }
+        NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
+    }
+}
+
 /// Renders everything that does not depend on individual services.
 pub fn render_base(plan: &Plan) -> Ruleset {
-    let (ip, addr, loopback) = match plan.family {
-        IpFamily::V4 => ("ip", "ipv4_addr", "127.0.0.0/8"),
-        IpFamily::V6 => ("ip6", "ipv6_addr", "::1"),
+    let (ip, addr) = match plan.family {
+        IpFamily::V4 => ("ip", "ipv4_addr"),
+        IpFamily::V6 => ("ip6", "ipv6_addr"),
     };
     let mark = format!("0x{:08x}", plan.masquerade_mark);
     let ct_new = "ct state new";
@@ -134,13 +150,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         base("nat", "output", -100, &["jump services"]),
         base("nat", "postrouting", 100, &["jump masquerading"]),
     ];
-    let node_port_match = match &plan.node_ports {
-        NodePortScope::AllLocal => format!("fib daddr type local {ip} daddr != {loopback}"),
-        NodePortScope::LocalWithin(_) if plan.node_ports.covers_loopback() => {
-            format!("{ip} daddr @nodeport-ips {ip} daddr != {loopback} fib daddr type local")
-        }
-        NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
-    };
+    let node_port_match = node_port_match(plan);
     let chains = vec![
         affinity::record_chain(ip),
         chain(
