@@ -17,6 +17,7 @@ mod nft;
 mod pins;
 mod read_back;
 pub mod support;
+pub mod userspace;
 
 pub use nft::{cleanup, ApplyError, NftCli, NftDataplane, NftRunner, SyncKind, SyncReport};
 pub use read_back::{read_back, read_back_iptables, read_back_iptables_of, LiveTable};
