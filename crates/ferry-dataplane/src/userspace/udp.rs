@@ -124,10 +124,11 @@ impl Server {
                 return;
             }
         };
-        match assoc.upstream.try_send(data) {
+        // Sent without waiting for (or tracking) write readiness, which a new socket does not
+        // have yet: a full send buffer or an endpoint that went away loses the datagram, as
+        // UDP allows, and the association ends on the endpoint's ICMP error.
+        match socket2::SockRef::from(&assoc.upstream).send(data) {
             Ok(n) => Counters::add(&counters.to_endpoint, n as u64),
-            // A full send buffer or an endpoint that went away: the datagram is lost, as UDP
-            // allows; the association ends on the endpoint's ICMP error.
             Err(_) => Counters::add(&counters.errors, 1),
         }
         assoc.touch();
@@ -224,10 +225,8 @@ fn relay(assoc: &Assoc, client: SocketAddr, listener: &UdpSocket, counters: &Cou
                 }
             };
             assoc.touch();
-            let sent = listener.try_io(Interest::WRITABLE, || {
-                sock::send_from(listener, &data[..n], assoc.reply_from, client)
-            });
-            match sent {
+            // As for requests: a reply that does not fit the send buffer is lost.
+            match sock::send_from(listener, &data[..n], assoc.reply_from, client) {
                 Ok(m) => Counters::add(&counters.to_client, m as u64),
                 Err(_) => Counters::add(&counters.errors, 1),
             }
