@@ -125,7 +125,9 @@ impl PortState {
     /// The current plan (a sync may replace it at any time; a connection reads it once per
     /// endpoint choice).
     pub(crate) fn plan(&self) -> Arc<ServicePlan> {
-        self.plan.read().map_or_else(|e| e.into_inner().clone(), |p| p.clone())
+        self.plan
+            .read()
+            .map_or_else(|e| e.into_inner().clone(), |p| p.clone())
     }
 
     fn set_plan(&self, plan: ServicePlan) {

@@ -45,7 +45,11 @@ where
 
 fn sync(proxy: &mut UserspaceProxy, svc: &Svc) {
     let plan = svc.plan();
-    let report = proxy.sync_full(IpFamily::V4, &plan.pod_cidrs, svc.proxied(Some(40001), true));
+    let report = proxy.sync_full(
+        IpFamily::V4,
+        &plan.pod_cidrs,
+        svc.proxied(Some(40001), true),
+    );
     assert!(report.failed.is_empty(), "{:?}", report.failed);
 }
 
@@ -93,13 +97,19 @@ fn session_affinity_keeps_each_client_on_its_endpoint() {
             for client in ["127.0.0.50", "127.0.0.51"] {
                 let from = Some(client.parse().expect("ip"));
                 let reply = request(proxy_addr(), from).await.expect("proxied");
-                by_client.entry(client).or_default().push(backend_of(&reply).into());
+                by_client
+                    .entry(client)
+                    .or_default()
+                    .push(backend_of(&reply).into());
             }
         }
         let firsts: Vec<&String> = by_client.values().map(|v| &v[0]).collect();
         assert_ne!(firsts[0], firsts[1], "round-robin pinned them apart");
         for (client, backends) in &by_client {
-            assert!(backends.iter().all(|b| b == &backends[0]), "{client}: {backends:?}");
+            assert!(
+                backends.iter().all(|b| b == &backends[0]),
+                "{client}: {backends:?}"
+            );
         }
     });
 }
@@ -113,7 +123,9 @@ fn a_dead_endpoint_costs_a_retry_not_a_failed_connection() {
         us::tcp_backend("127.0.0.13:8080", "b3").await;
         sync(&mut proxy, &Svc::tcp(&THREE));
         for _ in 0..9 {
-            let reply = request(proxy_addr(), None).await.expect("proxied after a retry");
+            let reply = request(proxy_addr(), None)
+                .await
+                .expect("proxied after a retry");
             assert_ne!(backend_of(&reply), "");
         }
         let m = &proxy.metrics()[0];
@@ -136,7 +148,11 @@ fn endpoint_changes_reach_new_connections_and_spare_established_ones() {
         assert_eq!(&greeting, b"b1\n");
 
         sync(&mut proxy, &Svc::tcp(&["127.0.0.12"]));
-        assert_eq!(proxy.listeners().len(), 1, "same listener, updated in place");
+        assert_eq!(
+            proxy.listeners().len(),
+            1,
+            "same listener, updated in place"
+        );
         let reply = request(proxy_addr(), None).await.expect("proxied");
         assert_eq!(backend_of(&reply), "b2");
         // The established connection still reaches b1.
@@ -157,7 +173,11 @@ fn a_removed_service_closes_its_listeners_and_connections() {
             ..Svc::tcp(&THREE)
         };
         sync(&mut proxy, &svc);
-        assert_eq!(proxy.listeners().len(), 2, "proxy port and localhost NodePort");
+        assert_eq!(
+            proxy.listeners().len(),
+            2,
+            "proxy port and localhost NodePort"
+        );
         let mut conn = TcpStream::connect(PROXY).await.expect("connect");
         let mut greeting = [0u8; 3];
         conn.read_exact(&mut greeting).await.expect("greeting");
@@ -166,7 +186,10 @@ fn a_removed_service_closes_its_listeners_and_connections() {
         assert_eq!((report.removed, report.listeners_closed), (1, 2));
         let mut rest = Vec::new();
         let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest));
-        assert!(read.await.is_ok(), "the connection is closed, not left hanging");
+        assert!(
+            read.await.is_ok(),
+            "the connection is closed, not left hanging"
+        );
         for addr in [PROXY, "127.0.0.1:30080"] {
             let refused = TcpStream::connect(addr).await;
             assert!(refused.is_err(), "{addr} still listening");
@@ -210,7 +233,11 @@ fn udp_requests_get_replies_and_idle_associations_expire() {
             client.send_to(payload, PROXY).await.expect("send");
             let got = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf));
             let (n, from) = got.await.expect("a reply").expect("recv");
-            assert_eq!(from, proxy_addr(), "the reply comes from the address we used");
+            assert_eq!(
+                from,
+                proxy_addr(),
+                "the reply comes from the address we used"
+            );
             String::from_utf8_lossy(&buf[..n]).into_owned()
         };
         // One association: both datagrams go to the same endpoint.

@@ -104,7 +104,7 @@ fn nat_chains(plan: &Plan) -> Vec<Chain> {
         chain("portals-host", "", host, &by_ip, "portals"),
         Chain {
             name: "proxy-ports-check".to_owned(),
-            rules: vec!["meta l4proto . th dport @proxy-ports ct status != dnat drop".to_owned()],
+            rules: vec!["meta l4proto . th dport @proxy-ports ct status ! dnat drop".to_owned()],
         },
     ]
 }

@@ -44,7 +44,9 @@ fn is_external(plan: &ServicePlan, dst: &SocketAddr) -> bool {
         return false;
     }
     let ip = dst.ip();
-    if dst.port() == plan.port && (plan.external_ips.contains(&ip) || plan.load_balancer_ips.contains(&ip)) {
+    if dst.port() == plan.port
+        && (plan.external_ips.contains(&ip) || plan.load_balancer_ips.contains(&ip))
+    {
         return true;
     }
     plan.node_port == Some(dst.port()) && !(ip == plan.cluster_ip && dst.port() == plan.port)

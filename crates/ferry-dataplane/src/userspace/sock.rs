@@ -68,7 +68,9 @@ fn v6(sin6: &nix::libc::sockaddr_in6) -> SocketAddr {
 pub(crate) fn original_dst(sock: &impl AsFd, family: IpFamily) -> Option<SocketAddr> {
     match family {
         IpFamily::V4 => getsockopt(sock, sockopt::OriginalDst).ok().map(|s| v4(&s)),
-        IpFamily::V6 => getsockopt(sock, sockopt::Ip6tOriginalDst).ok().map(|s| v6(&s)),
+        IpFamily::V6 => getsockopt(sock, sockopt::Ip6tOriginalDst)
+            .ok()
+            .map(|s| v6(&s)),
     }
 }
 
@@ -156,14 +158,23 @@ pub(crate) fn send_from(
         }
         Some(IpAddr::V6(a)) => {
             v6info = nix::libc::in6_pktinfo {
-                ipi6_addr: nix::libc::in6_addr { s6_addr: a.octets() },
+                ipi6_addr: nix::libc::in6_addr {
+                    s6_addr: a.octets(),
+                },
                 ipi6_ifindex: 0,
             };
             vec![ControlMessage::Ipv6PacketInfo(&v6info)]
         }
         None => Vec::new(),
     };
-    sendmsg(sock.as_raw_fd(), &iov, &cmsgs, MsgFlags::empty(), Some(&dest)).map_err(io::Error::from)
+    sendmsg(
+        sock.as_raw_fd(),
+        &iov,
+        &cmsgs,
+        MsgFlags::empty(),
+        Some(&dest),
+    )
+    .map_err(io::Error::from)
 }
 
 /// Every address of this node's interfaces (upstream's `GetLocalAddrs`, read at each sync).

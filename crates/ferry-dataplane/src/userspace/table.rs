@@ -14,7 +14,9 @@ use ferry_model::{IpFamily, Protocol, ServiceName, ServicePortName};
 
 use super::metrics::PortMetrics;
 use super::route::{Listener, Sources};
-use super::{proxied, sock, tcp, udp, ListenError, PortState, ProxiedPort, ProxyConfig, SyncReport};
+use super::{
+    proxied, sock, tcp, udp, ListenError, PortState, ProxiedPort, ProxyConfig, SyncReport,
+};
 
 /// An open listener: where, and what stops it.
 struct Open {
@@ -119,7 +121,10 @@ impl UserspaceProxy {
         let fam = self.family(family);
         let node = sock::local_addresses();
         let sources = Sources {
-            node: node.into_iter().filter(|ip| IpFamily::of(ip) == family).collect(),
+            node: node
+                .into_iter()
+                .filter(|ip| IpFamily::of(ip) == family)
+                .collect(),
             pods: pod_cidrs.to_vec(),
         };
         *fam.sources.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(sources);
@@ -214,7 +219,11 @@ fn new_entry(
 fn close(entry: Entry) -> usize {
     entry.state.closed.cancel();
     let n = usize::from(entry.proxy.is_some()) + usize::from(entry.localhost.is_some());
-    entry.proxy.into_iter().chain(entry.localhost).for_each(Open::close);
+    entry
+        .proxy
+        .into_iter()
+        .chain(entry.localhost)
+        .for_each(Open::close);
     n
 }
 
@@ -243,7 +252,10 @@ fn reconcile(
     config: &ProxyConfig,
     report: &mut SyncReport,
 ) -> Entry {
-    entry.state.balancer.forget_stale(&port.plan, Instant::now());
+    entry
+        .state
+        .balancer
+        .forget_stale(&port.plan, Instant::now());
     let [proxy, localhost] = wanted(port, config, entry.state.family);
     let slots = [
         (&mut entry.proxy, proxy, Listener::Proxy),
@@ -280,7 +292,9 @@ fn open(state: &Arc<PortState>, addr: SocketAddr, kind: Listener) -> io::Result<
     let mut tcp_listener = None;
     match state.name.protocol {
         Protocol::Tcp => {
-            let l = Arc::new(tokio::net::TcpListener::from_std(sock::tcp_listener(addr)?)?);
+            let l = Arc::new(tokio::net::TcpListener::from_std(sock::tcp_listener(
+                addr,
+            )?)?);
             tcp_listener = Some(l.clone());
             tokio::spawn(tcp::serve(l, state.clone(), kind, stop.clone()));
         }

@@ -98,7 +98,10 @@ async fn connect(
             return Err(last);
         };
         let repick = attempt > 0;
-        let Some(ep) = state.balancer.pick(&plan, set, peer.ip(), repick, Instant::now()) else {
+        let Some(ep) = state
+            .balancer
+            .pick(&plan, set, peer.ip(), repick, Instant::now())
+        else {
             return Err(last);
         };
         match tokio::time::timeout(*timeout, TcpStream::connect(ep)).await {

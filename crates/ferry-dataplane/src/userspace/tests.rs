@@ -38,7 +38,11 @@ fn plan(policy: TrafficPolicy, local: &[&str]) -> ServicePlan {
         external_ips: vec![ip("203.0.113.7")],
         load_balancer_ips: vec![],
         firewall: None,
-        cluster_endpoints: vec![sa("10.0.1.5:8080"), sa("10.0.2.5:8080"), sa("10.0.3.5:8080")],
+        cluster_endpoints: vec![
+            sa("10.0.1.5:8080"),
+            sa("10.0.2.5:8080"),
+            sa("10.0.3.5:8080"),
+        ],
         local_endpoints: local,
         internal: Dispatch::Forward(EndpointSet::Cluster),
         cluster_ip_masquerade: ClusterIpMasquerade::Never,
@@ -64,7 +68,10 @@ fn the_frontend_the_client_used_selects_the_policy() {
 #[test]
 fn local_policy_without_local_endpoint_refuses_outsiders_only() {
     let p = plan(TrafficPolicy::Local, &[]);
-    assert_eq!(endpoint_set(&p, Listener::Proxy, &sa("10.1.1.9:30080"), false), None);
+    assert_eq!(
+        endpoint_set(&p, Listener::Proxy, &sa("10.1.1.9:30080"), false),
+        None
+    );
     assert_eq!(
         endpoint_set(&p, Listener::Proxy, &sa("10.1.1.9:30080"), true),
         Some(EndpointSet::Cluster)
@@ -77,7 +84,10 @@ fn local_policy_without_local_endpoint_refuses_outsiders_only() {
         dispatch: Dispatch::Reject,
     });
     for (listener, near) in [(Listener::Proxy, false), (Listener::Localhost, true)] {
-        assert_eq!(endpoint_set(&none, listener, &sa("10.96.0.10:80"), near), None);
+        assert_eq!(
+            endpoint_set(&none, listener, &sa("10.96.0.10:80"), near),
+            None
+        );
     }
 }
 
@@ -103,7 +113,10 @@ fn round_robin_takes_each_endpoint_in_turn() {
         .collect();
     assert_eq!(&picks[..3], &p.cluster_endpoints[..]);
     assert_eq!(&picks[3..], &p.cluster_endpoints[..]);
-    assert_eq!(b.pick(&p, EndpointSet::Local, ip("203.0.113.50"), false, now), None);
+    assert_eq!(
+        b.pick(&p, EndpointSet::Local, ip("203.0.113.50"), false, now),
+        None
+    );
 }
 
 #[test]
@@ -118,7 +131,11 @@ fn affinity_pins_a_client_until_its_timeout_or_a_failure() {
     assert_ne!(first, other);
     for s in 1..=9 {
         let t = t0 + Duration::from_secs(s);
-        assert_eq!(b.pick(&p, EndpointSet::Cluster, a, false, t), first, "{s}s later");
+        assert_eq!(
+            b.pick(&p, EndpointSet::Cluster, a, false, t),
+            first,
+            "{s}s later"
+        );
     }
     // 10 s without a new connection: the pin is gone.
     let late = t0 + Duration::from_secs(19);

@@ -49,7 +49,8 @@ struct Assoc {
 impl Assoc {
     fn touch(&self) {
         let ms = self.epoch.elapsed().as_millis();
-        self.last.store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.last
+            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     fn last_activity(&self) -> Instant {
@@ -141,7 +142,9 @@ impl Server {
         }
         let state = &self.state;
         let plan = state.plan();
-        let dst = d.original.or_else(|| d.local.map(|ip| SocketAddr::new(ip, self.port)));
+        let dst = d
+            .original
+            .or_else(|| d.local.map(|ip| SocketAddr::new(ip, self.port)));
         let dst = dst.unwrap_or(d.client);
         let near = state.sources().is_node_or_pod(&d.client.ip());
         let no_endpoint = || io::Error::new(io::ErrorKind::NotConnected, "no usable endpoint");

@@ -76,7 +76,11 @@ impl Svc {
             svc.session_affinity = SessionAffinity::ClientIp { timeout_seconds };
         }
         state.apply(Object::Service(svc));
-        let eps = self.endpoints.iter().map(|(a, n)| mk_endpoint(a, n)).collect();
+        let eps = self
+            .endpoints
+            .iter()
+            .map(|(a, n)| mk_endpoint(a, n))
+            .collect();
         let mut slice = mk_slice("dev", "web", 8080, eps);
         slice.ports[0].protocol = self.protocol;
         state.apply(Object::EndpointSlice(slice));
