@@ -24,6 +24,7 @@
 //! Connections that did not come through these rules are dropped at the proxy ports
 //! (`proxy-ports-check`), so a proxy port is no back door around the firewall.
 
+mod base;
 mod ports;
 mod render;
 mod text;
@@ -34,8 +35,9 @@ use ferry_model::{IpFamily, Protocol, ServicePortName};
 
 use crate::nft::{BaseChain, Chain, Key, SetDef, Verdict};
 
+pub use base::render_base;
 pub use ports::{PortRange, PortRangeError, ProxyPorts, RangeExhausted};
-pub use render::{render, render_base, render_port, RenderContext};
+pub use render::{render, render_port, RenderContext};
 pub use text::{delta, port_table, script_full};
 
 /// The value of a map element.

@@ -1,0 +1,243 @@
+//! The part of the userspace table that does not depend on service ports: hooks, the
+//! redirect chains, the checks shared with nftables mode, and the set declarations.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use ferry_model::IpFamily;
+
+use super::{Element, HostTarget, Ruleset};
+use crate::nft::{self, BaseChain, Chain, SetDef};
+use crate::plan::Plan;
+
+/// Where the node's own traffic goes: the node's first primary address of the family.
+fn host_target(plan: &Plan) -> HostTarget {
+    plan.node_ips
+        .first()
+        .map_or(HostTarget::Redirect, |ip| HostTarget::Dnat(*ip))
+}
+
+/// `redirect to :KEY map @MAP` or `dnat ip to NODE:KEY map @MAP`.
+fn to_proxy(host: Option<HostTarget>, key: &str, map: &str) -> String {
+    let target = match host {
+        None | Some(HostTarget::Redirect) => "redirect to :".to_owned(),
+        Some(HostTarget::Dnat(IpAddr::V4(a))) => format!("dnat ip to {a}:"),
+        Some(HostTarget::Dnat(IpAddr::V6(a))) => format!("dnat ip6 to [{a}]:"),
+    };
+    format!("meta l4proto {{ tcp, udp }} {target}{key} map @{map}")
+}
+
+fn saddr_within(family: IpFamily, nets: &[IpNet]) -> String {
+    let ip = match family {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    };
+    let list: Vec<String> = nets.iter().map(ToString::to_string).collect();
+    format!("{ip} saddr {{ {} }} ", list.join(", "))
+}
+
+/// The nat chains: `portals-*` for service IPs, `nodeports-*` for NodePorts; `*-container`
+/// for traffic from outside and from pods (prerouting), `*-host` for the node's own (output).
+fn nat_chains(plan: &Plan) -> Vec<Chain> {
+    let family = plan.family;
+    let ip = match family {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    };
+    let by_ip = format!("{ip} daddr . meta l4proto . th dport");
+    let by_np = "meta l4proto . th dport";
+    let np = format!("{} ", nft::node_port_match(plan));
+    let pods = (!plan.pod_cidrs.is_empty()).then(|| saddr_within(family, &plan.pod_cidrs));
+    let host = Some(host_target(plan));
+    let chain = |name: &str, pre: &str, host, key: &str, map: &str| {
+        let mut rules = vec![format!("{pre}{}", to_proxy(host, key, map))];
+        let local_sources = format!("{map}-local-sources");
+        // Pods reach a Local external frontend without local endpoint cluster-wide; the node
+        // itself always does (its chain redirects without a source match).
+        match (host, &pods) {
+            (None, Some(pods)) => rules.push(format!(
+                "{pre}{pods}{}",
+                to_proxy(host, key, &local_sources)
+            )),
+            (None, None) => {}
+            (Some(_), _) => rules.push(format!("{pre}{}", to_proxy(host, key, &local_sources))),
+        }
+        Chain {
+            name: name.to_owned(),
+            rules,
+        }
+    };
+    vec![
+        chain("nodeports-container", &np, None, by_np, "nodeports"),
+        chain("nodeports-host", &np, host, by_np, "nodeports"),
+        chain("portals-container", "", None, &by_ip, "portals"),
+        chain("portals-host", "", host, &by_ip, "portals"),
+        Chain {
+            name: "proxy-ports-check".to_owned(),
+            rules: vec!["meta l4proto . th dport @proxy-ports ct status ! dnat drop".to_owned()],
+        },
+    ]
+}
+
+fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -> BaseChain {
+    BaseChain {
+        kind,
+        hook,
+        priority,
+        chain: Chain {
+            name: format!("{kind}-{hook}"),
+            rules: rules.iter().map(|r| (*r).to_owned()).collect(),
+        },
+    }
+}
+
+/// The sets the proxy maps add to the ones shared with nftables mode.
+fn proxy_sets(addr: &str) -> Vec<SetDef> {
+    let map = |name, decl: String, comment| SetDef {
+        name,
+        map: true,
+        decl,
+        interval: false,
+        dynamic: false,
+        comment,
+    };
+    let svc = format!("type {addr} . inet_proto . inet_service : inet_service");
+    let np = "type inet_proto . inet_service : inet_service".to_owned();
+    vec![
+        map("nodeports", np.clone(), "protocol . node port : proxy port"),
+        map(
+            "nodeports-local-sources",
+            np,
+            "protocol . node port : proxy port, for the node and its pods only (Local policy, no local endpoint)",
+        ),
+        map(
+            "portals",
+            svc.clone(),
+            "service IP . protocol . port : proxy port (ClusterIPs, external and load-balancer IPs)",
+        ),
+        map(
+            "portals-local-sources",
+            svc,
+            "service IP . protocol . port : proxy port, for the node and its pods only (Local policy, no local endpoint)",
+        ),
+        SetDef {
+            map: false,
+            ..map(
+                "proxy-ports",
+                "type inet_proto . inet_service".to_owned(),
+                "the proxy listeners: reachable only through the redirects of this table",
+            )
+        },
+    ]
+}
+
+/// Renders everything that does not depend on individual service ports.
+pub fn render_base(plan: &Plan) -> Ruleset {
+    // The checks before and after DNAT are nftables mode's: same chains, same sets.
+    let shared = nft::render_base(plan);
+    const SHARED_CHAINS: [&str; 6] = [
+        "cluster-ips-check",
+        "firewall-allow-check",
+        "firewall-check",
+        "nodeport-endpoints-check",
+        "reject-chain",
+        "service-endpoints-check",
+    ];
+    const SHARED_SETS: [&str; 6] = [
+        "cluster-ips",
+        "firewall-allow",
+        "firewall-ips",
+        "no-endpoint-nodeports",
+        "no-endpoint-services",
+        "nodeport-ips",
+    ];
+    let mut chains: Vec<Chain> = shared
+        .chains
+        .into_iter()
+        .filter(|c| SHARED_CHAINS.contains(&c.name.as_str()))
+        .chain(nat_chains(plan))
+        .collect();
+    chains.sort_by(|a, b| a.name.cmp(&b.name));
+    let addr = match plan.family {
+        IpFamily::V4 => "ipv4_addr",
+        IpFamily::V6 => "ipv6_addr",
+    };
+    let mut sets: Vec<SetDef> = shared
+        .sets
+        .into_iter()
+        .filter(|s| SHARED_SETS.contains(&s.name))
+        .chain(proxy_sets(addr))
+        .collect();
+    sets.sort_by(|a, b| a.name.cmp(b.name));
+    let elements = shared
+        .elements
+        .into_iter()
+        .map(|e| Element {
+            set: e.set,
+            key: e.key,
+            value: None,
+            comment: e.comment,
+        })
+        .collect();
+    Ruleset {
+        family: plan.family,
+        base_chains: base_chains(),
+        chains,
+        sets,
+        elements,
+        ports: BTreeMap::new(),
+    }
+}
+
+fn base_chains() -> Vec<BaseChain> {
+    let new = |chain: &str| format!("ct state new jump {chain}");
+    vec![
+        // Before DNAT: loadBalancerSourceRanges sees the load-balancer IP.
+        base("filter", "prerouting", -110, &[&new("firewall-check")]),
+        base(
+            "filter",
+            "input",
+            -110,
+            &[
+                &new("nodeport-endpoints-check"),
+                &new("service-endpoints-check"),
+                &new("proxy-ports-check"),
+            ],
+        ),
+        base(
+            "filter",
+            "forward",
+            -110,
+            &[&new("service-endpoints-check"), &new("cluster-ips-check")],
+        ),
+        base(
+            "filter",
+            "output",
+            -110,
+            &[&new("service-endpoints-check"), &new("firewall-check")],
+        ),
+        BaseChain {
+            // After DNAT: a packet of the node's to a ClusterIP port nobody serves.
+            priority: -90,
+            chain: Chain {
+                name: "filter-output-post-dnat".to_owned(),
+                rules: vec![new("cluster-ips-check")],
+            },
+            ..base("filter", "output", -90, &[])
+        },
+        base(
+            "nat",
+            "prerouting",
+            -100,
+            &["jump portals-container", "jump nodeports-container"],
+        ),
+        base(
+            "nat",
+            "output",
+            -100,
+            &["jump portals-host", "jump nodeports-host"],
+        ),
+    ]
+}
