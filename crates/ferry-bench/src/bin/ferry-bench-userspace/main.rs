@@ -1,0 +1,280 @@
+//! `ferry-bench-userspace`: the userspace proxy against kernel NAT, in the same lab and run.
+//!
+//! Three network namespaces (client, node, server; see `lab.rs`). On the node, first Ferry's
+//! nftables-mode table (the kernel DNATs to the endpoint), then the userspace mode's table
+//! and Ferry's userspace engine in a process of its own. The same client runs against both:
+//! bulk TCP throughput (1 and 4 streams), new connections per second (64 concurrent loops of
+//! connect, one byte each way, close), and, through the proxy only, the proxy's resident
+//! memory before and after 10 000 idle proxied connections. The proxy's CPU time during each
+//! measurement is printed too. All processes share this machine's cores. Needs root.
+//!
+//! ```text
+//! cargo run -p ferry-bench --release --bin ferry-bench-userspace -- --runs 3
+//! ```
+
+mod lab;
+mod load;
+mod proxy;
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::SocketAddr;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use anyhow::{bail, ensure, Context as _};
+use clap::{Parser, Subcommand};
+
+use ferry_bench::netns::{self, Netns};
+
+#[derive(Parser)]
+#[command(about = "Userspace proxy vs kernel NAT: throughput, connection rate, idle memory")]
+struct Args {
+    /// Seconds per throughput or rate measurement.
+    #[arg(long, default_value_t = 5)]
+    secs: u64,
+    /// Concurrent connection loops of the rate measurement.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Idle connections for the memory measurement.
+    #[arg(long, default_value_t = 10_000)]
+    idle: usize,
+    /// Repetitions (each one kernel NAT, then userspace).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    #[command(subcommand)]
+    role: Option<Role>,
+}
+
+/// The processes the benchmark starts inside its namespaces.
+#[derive(Subcommand)]
+enum Role {
+    #[command(hide = true)]
+    Server,
+    #[command(hide = true)]
+    Proxy,
+    #[command(hide = true)]
+    Bulk {
+        to: SocketAddr,
+        streams: usize,
+        secs: u64,
+    },
+    #[command(hide = true)]
+    Rate {
+        to: SocketAddr,
+        concurrency: usize,
+        secs: u64,
+    },
+    #[command(hide = true)]
+    Idle { to: SocketAddr, n: usize },
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    match args.role {
+        Some(Role::Server) => load::server(lab::SERVER),
+        Some(Role::Proxy) => proxy::proxy(),
+        Some(Role::Bulk { to, streams, secs }) => load::bulk(to, streams, secs),
+        Some(Role::Rate {
+            to,
+            concurrency,
+            secs,
+        }) => load::rate(to, concurrency, secs),
+        Some(Role::Idle { to, n }) => load::idle(to, n),
+        None => bench(&args),
+    }
+}
+
+/// A child process started in a namespace, spoken to line by line.
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Proc {
+    fn start(ns: &Netns, args: &[String]) -> anyhow::Result<Proc> {
+        let exe = std::env::current_exe()?;
+        let mut child = ns
+            .command(exe, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {args:?} in {}", ns.name()))?;
+        Ok(Proc {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().context("stdout")?),
+            child,
+        })
+    }
+
+    fn line(&mut self) -> anyhow::Result<String> {
+        let mut l = String::new();
+        if self.stdout.read_line(&mut l)? == 0 {
+            bail!("child ended: {:?}", self.child.wait()?);
+        }
+        Ok(l.trim().to_owned())
+    }
+
+    fn ask(&mut self, what: &str) -> anyhow::Result<String> {
+        let stdin = self.stdin.as_mut().context("stdin closed")?;
+        writeln!(stdin, "{what}")?;
+        self.line()
+    }
+
+    /// Closes stdin and waits for the process to end.
+    fn finish(mut self) -> anyhow::Result<()> {
+        drop(self.stdin.take());
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One client measurement: its output line.
+fn client(lab: &lab::Lab, args: &[String]) -> anyhow::Result<String> {
+    let mut p = Proc::start(&lab.client, args)?;
+    let out = p.line()?;
+    p.finish()?;
+    Ok(out)
+}
+
+fn svc(i: usize) -> String {
+    format!("{}:80", lab::SERVICES[i].1)
+}
+
+/// Figures of one path (kernel NAT or userspace) in one run.
+#[derive(Default, Clone)]
+struct Figures {
+    gbit_1: f64,
+    gbit_4: f64,
+    conn_per_sec: f64,
+    conn_failed: u64,
+    proxy_cpu: [f64; 3],
+}
+
+fn measure(lab: &lab::Lab, args: &Args, proxy: &mut Option<Proc>) -> anyhow::Result<Figures> {
+    let mut f = Figures::default();
+    let secs = args.secs.to_string();
+    let cpu = |p: &mut Option<Proc>| -> anyhow::Result<f64> {
+        p.as_mut().map_or(Ok(0.0), |p| Ok(p.ask("cpu")?.parse()?))
+    };
+    for (i, streams) in [(0usize, 1usize), (1, 4)] {
+        let before = cpu(proxy)?;
+        let out = client(
+            lab,
+            &["bulk".into(), svc(0), streams.to_string(), secs.clone()],
+        )?;
+        let gbit: f64 = out
+            .parse()
+            .with_context(|| format!("bulk printed {out:?}"))?;
+        f.proxy_cpu[i] = (cpu(proxy)? - before) / args.secs as f64;
+        if streams == 1 {
+            f.gbit_1 = gbit;
+        } else {
+            f.gbit_4 = gbit;
+        }
+    }
+    let before = cpu(proxy)?;
+    let conc = args.concurrency.to_string();
+    let out = client(lab, &["rate".into(), svc(1), conc, secs])?;
+    f.proxy_cpu[2] = (cpu(proxy)? - before) / args.secs as f64;
+    let mut it = out.split_whitespace();
+    f.conn_per_sec = it.next().context("rate")?.parse()?;
+    f.conn_failed = it.next().context("failures")?.parse()?;
+    Ok(f)
+}
+
+/// The proxy's RSS before and after `n` idle connections through it, in KiB, and how many
+/// opened.
+fn idle_memory(lab: &lab::Lab, proxy: &mut Proc, n: usize) -> anyhow::Result<(u64, u64, usize)> {
+    let before: u64 = proxy.ask("rss")?.parse()?;
+    let mut idle = Proc::start(&lab.client, &["idle".into(), svc(2), n.to_string()])?;
+    let opened = idle.line()?;
+    let opened: usize = opened
+        .strip_prefix("open ")
+        .context("idle client")?
+        .parse()?;
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let after: u64 = proxy.ask("rss")?.parse()?;
+    idle.finish()?;
+    Ok((before, after, opened))
+}
+
+fn bench(args: &Args) -> anyhow::Result<()> {
+    ensure!(
+        nix::unistd::geteuid().is_root(),
+        "needs root (network namespaces)"
+    );
+    netns::reap_stale()?;
+    let lab = lab::Lab::build()?;
+    let mut server = Proc::start(&lab.server, &["server".into()])?;
+    ensure!(server.line()? == "ready", "server did not start");
+    let plan = lab::plan();
+    let mut rows = Vec::new();
+    for run in 1..=args.runs {
+        lab::load_kernel_nat(&lab.node, &plan)?;
+        let kernel = measure(&lab, args, &mut None)?;
+        lab::load_userspace(&lab.node, &plan)?;
+        let mut proxy = Proc::start(&lab.node, &["proxy".into()])?;
+        ensure!(proxy.line()? == "ready", "proxy did not start");
+        let mut some = Some(proxy);
+        let user = measure(&lab, args, &mut some)?;
+        let mut proxy = some.take().context("proxy")?;
+        let mem = idle_memory(&lab, &mut proxy, args.idle)?;
+        proxy.finish()?;
+        rows.push((run, kernel, user, mem));
+    }
+    report(args, &rows);
+    Ok(())
+}
+
+fn report(args: &Args, rows: &[(usize, Figures, Figures, (u64, u64, usize))]) {
+    println!(
+        "userspace proxy vs kernel NAT ({} s per figure, rate with {} concurrent loops)",
+        args.secs, args.concurrency
+    );
+    println!(
+        "{:>3}  {:>9}  {:>16}  {:>16}  {:>14}  {:>8}  {:>21}  {:>26}",
+        "run",
+        "path",
+        "1 stream Gbit/s",
+        "4 streams Gbit/s",
+        "new conn/s",
+        "failed",
+        "proxy CPU (1/4/rate)",
+        "idle conns: RSS KiB before → after"
+    );
+    for (run, k, u, (before, after, opened)) in rows {
+        for (path, f) in [("kernel", k), ("userspace", u)] {
+            let cpu = if path == "kernel" {
+                "-".to_owned()
+            } else {
+                format!(
+                    "{:.2}/{:.2}/{:.2}",
+                    f.proxy_cpu[0], f.proxy_cpu[1], f.proxy_cpu[2]
+                )
+            };
+            let mem = if path == "kernel" {
+                String::new()
+            } else {
+                let extra = after.saturating_sub(*before) as f64 / 1024.0;
+                format!("{opened}: {before} → {after} (+{extra:.1} MiB)")
+            };
+            println!(
+                "{run:>3}  {path:>9}  {:>16.2}  {:>16.2}  {:>14.0}  {:>8}  {cpu:>21}  {mem:>26}",
+                f.gbit_1, f.gbit_4, f.conn_per_sec, f.conn_failed
+            );
+        }
+        println!(
+            "     userspace/kernel: {:.0} % (1 stream), {:.0} % (4 streams), {:.0} % (conn/s)",
+            100.0 * u.gbit_1 / k.gbit_1,
+            100.0 * u.gbit_4 / k.gbit_4,
+            100.0 * u.conn_per_sec / k.conn_per_sec
+        );
+    }
+}
