@@ -189,9 +189,23 @@ fn measure(lab: &lab::Lab, args: &Args, proxy: &mut Option<Proc>) -> anyhow::Res
     Ok(f)
 }
 
-/// The proxy's RSS before and after `n` idle connections through it, in KiB, and how many
-/// opened.
-fn idle_memory(lab: &lab::Lab, proxy: &mut Proc, n: usize) -> anyhow::Result<(u64, u64, usize)> {
+/// The proxy's resident memory (KiB) before and after idle connections through it.
+struct Idle {
+    before: u64,
+    after: u64,
+    opened: usize,
+}
+
+/// One run: both paths.
+struct Row {
+    run: usize,
+    kernel: Figures,
+    user: Figures,
+    idle: Idle,
+}
+
+/// The proxy's RSS before and after `n` idle connections through it.
+fn idle_memory(lab: &lab::Lab, proxy: &mut Proc, n: usize) -> anyhow::Result<Idle> {
     let before: u64 = proxy.ask("rss")?.parse()?;
     let mut idle = Proc::start(&lab.client, &["idle".into(), svc(2), n.to_string()])?;
     let opened = idle.line()?;
@@ -202,7 +216,11 @@ fn idle_memory(lab: &lab::Lab, proxy: &mut Proc, n: usize) -> anyhow::Result<(u6
     std::thread::sleep(std::time::Duration::from_secs(1));
     let after: u64 = proxy.ask("rss")?.parse()?;
     idle.finish()?;
-    Ok((before, after, opened))
+    Ok(Idle {
+        before,
+        after,
+        opened,
+    })
 }
 
 fn bench(args: &Args) -> anyhow::Result<()> {
@@ -225,15 +243,20 @@ fn bench(args: &Args) -> anyhow::Result<()> {
         let mut some = Some(proxy);
         let user = measure(&lab, args, &mut some)?;
         let mut proxy = some.take().context("proxy")?;
-        let mem = idle_memory(&lab, &mut proxy, args.idle)?;
+        let idle = idle_memory(&lab, &mut proxy, args.idle)?;
         proxy.finish()?;
-        rows.push((run, kernel, user, mem));
+        rows.push(Row {
+            run,
+            kernel,
+            user,
+            idle,
+        });
     }
     report(args, &rows);
     Ok(())
 }
 
-fn report(args: &Args, rows: &[(usize, Figures, Figures, (u64, u64, usize))]) {
+fn report(args: &Args, rows: &[Row]) {
     println!(
         "userspace proxy vs kernel NAT ({} s per figure, rate with {} concurrent loops)",
         args.secs, args.concurrency
@@ -249,7 +272,18 @@ fn report(args: &Args, rows: &[(usize, Figures, Figures, (u64, u64, usize))]) {
         "proxy CPU (1/4/rate)",
         "idle conns: RSS KiB before → after"
     );
-    for (run, k, u, (before, after, opened)) in rows {
+    for Row {
+        run,
+        kernel: k,
+        user: u,
+        idle,
+    } in rows
+    {
+        let Idle {
+            before,
+            after,
+            opened,
+        } = idle;
         for (path, f) in [("kernel", k), ("userspace", u)] {
             let cpu = if path == "kernel" {
                 "-".to_owned()
