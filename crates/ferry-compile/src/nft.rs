@@ -18,7 +18,7 @@ mod text;
 pub use model::{
     BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict, NODE_LEVEL_SETS,
 };
-pub(crate) use render::node_port_match;
+pub(crate) use render::{base, chain, node_port_match};
 pub use render::{render, render_base, render_service, RenderContext};
 pub use rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 pub use script::{Delta, Transaction, TABLE};

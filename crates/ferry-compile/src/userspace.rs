@@ -9,10 +9,11 @@
 //!   `redirect`ed to the proxy port (the kernel rewrites the destination to the address of the
 //!   interface it came in on);
 //! - `portals-host` (`KUBE-PORTALS-HOST`, nat output): the node's own traffic is DNATed to the
-//!   node's address and the proxy port (a `redirect` would send it to 127.0.0.1, which the
-//!   proxy would answer from another address than the one the client used);
+//!   node's address and the proxy port (upstream's choice: a `redirect` of local traffic goes
+//!   to 127.0.0.1, which the node's address is not answered from);
 //! - `nodeports-container` / `nodeports-host` (`KUBE-NODEPORT-CONTAINER` / `-HOST`): the same
-//!   for NodePorts, on the addresses `nodePortAddresses` selects, never on loopback.
+//!   for NodePorts, on the addresses `nodePortAddresses` selects, never on loopback (localhost
+//!   NodePorts are listeners of their own, see `ferry_dataplane::userspace`).
 //!
 //! One map lookup per new connection, whatever the number of services: `portals` maps
 //! `address . protocol . port` to the proxy port, `nodeports` `protocol . port`. What the
@@ -23,44 +24,25 @@
 //! its pods (`*-local-sources` maps), who reach endpoints cluster-wide as in the kernel modes.
 //! Connections that did not come through these rules are dropped at the proxy ports
 //! (`proxy-ports-check`), so a proxy port is no back door around the firewall.
+//!
+//! The table is an [`nft::Ruleset`](crate::nft::Ruleset) like nftables mode's (no dispatch
+//! chain, one element kind more: [`Value::Port`](crate::nft::Value::Port)), so its text,
+//! transactions and netlink encoding are nftables mode's.
 
 mod base;
 mod ports;
 mod render;
-mod text;
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use ferry_model::{IpFamily, Protocol, ServicePortName};
 
-use crate::nft::{BaseChain, Chain, Key, SetDef, Verdict};
+use crate::nft::Ruleset;
 
 pub use base::render_base;
 pub use ports::{PortRange, PortRangeError, ProxyPorts, RangeExhausted};
-pub use render::{render, render_port, RenderContext};
-pub use text::{delta, port_table, script_full};
-
-/// The value of a map element.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Value {
-    /// A proxy port (`redirect to :…` / `dnat to NODE:…` maps).
-    Port(u16),
-    /// A verdict (the no-endpoint verdict maps).
-    Verdict(Verdict),
-}
-
-/// One element of a set or map of the userspace table.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Element {
-    /// The set or map.
-    pub set: &'static str,
-    /// Key.
-    pub key: Key,
-    /// Value, for map elements.
-    pub value: Option<Value>,
-    /// The service port it belongs to, shown by `nft list`.
-    pub comment: Option<String>,
-}
+pub use render::{render, render_port, render_service};
 
 /// Where the node's own service traffic is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +54,7 @@ pub enum HostTarget {
 }
 
 /// How a service port is served by the proxy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proxied {
     /// Its traffic is redirected to this proxy port.
     Port(u16),
@@ -82,64 +64,58 @@ pub enum Proxied {
     NoPort,
 }
 
-/// Everything one service port contributes.
+/// A service port's line of the proxy-port table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortRules {
+pub struct PortInfo {
     /// How it is served.
     pub proxied: Proxied,
-    /// Its frontends, as the proxy-port table shows them (`10.96.0.10:53`, `*:32223`).
+    /// Its frontends (`10.96.0.10:53`, `*:32223` for a NodePort, `… (LB)`).
     pub frontends: Vec<String>,
-    /// Its elements, sorted.
-    pub elements: Vec<Element>,
 }
 
-/// The userspace mode's table for one family.
+/// The userspace mode's table for one family, and its proxy-port table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ruleset {
-    /// `ip` or `ip6`.
-    pub family: IpFamily,
-    /// Hooked chains, in a fixed order.
-    pub base_chains: Vec<BaseChain>,
-    /// Fixed regular chains.
-    pub chains: Vec<Chain>,
-    /// Sets and maps.
-    pub sets: Vec<SetDef>,
-    /// Node-level elements (NodePort addresses).
-    pub elements: Vec<Element>,
-    /// Per service port.
-    pub ports: BTreeMap<ServicePortName, PortRules>,
-}
-
-impl Ruleset {
-    /// True when everything but the service ports is equal (element changes suffice).
-    pub fn same_base(&self, other: &Ruleset) -> bool {
-        self.family == other.family
-            && self.base_chains == other.base_chains
-            && self.chains == other.chains
-            && self.sets == other.sets
-            && self.elements == other.elements
-    }
-
-    /// Every element, each once, grouped by set and sorted (several ports of one service
-    /// share its ClusterIP in `cluster-ips`).
-    pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<&Element>> {
-        let mut by_set: BTreeMap<&'static str, BTreeMap<&Key, &Element>> = BTreeMap::new();
-        let ports = self.ports.values().flat_map(|p| p.elements.iter());
-        for e in self.elements.iter().chain(ports) {
-            // Two services claiming one frontend (conflicting manifests): the first wins, so
-            // the kernel never sees a key twice.
-            by_set.entry(e.set).or_default().entry(&e.key).or_insert(e);
-        }
-        by_set
-            .into_iter()
-            .map(|(set, els)| (set, els.into_values().collect()))
-            .collect()
-    }
+pub struct Rules {
+    /// Ferry's table (`ip ferry` / `ip6 ferry`).
+    pub ruleset: Ruleset,
+    /// Per service port: its proxy port and frontends.
+    pub ports: BTreeMap<ServicePortName, PortInfo>,
 }
 
 /// The protocols the proxy carries.
 pub fn proxied_protocol(p: Protocol) -> bool {
     matches!(p, Protocol::Tcp | Protocol::Udp)
+}
+
+/// The proxy-port table `ferry rules` prints after the table, as `#` comment lines (so the
+/// whole output still loads with `nft -f`): which listener serves which service port, and
+/// its frontends.
+pub fn port_table(family: IpFamily, ports: &BTreeMap<ServicePortName, PortInfo>) -> String {
+    let fam = match family {
+        IpFamily::V4 => "ip",
+        IpFamily::V6 => "ip6",
+    };
+    let mut out = format!("# proxy ports ({fam}): listener <- service port <- frontends\n");
+    for (name, info) in ports {
+        let (listener, note) = match info.proxied {
+            Proxied::Port(p) => (p.to_string(), ""),
+            Proxied::Sctp => (
+                "-".into(),
+                "   (SCTP is not proxied in user space: rejected)",
+            ),
+            Proxied::NoPort => (
+                "none".into(),
+                "   (no free proxy port in the range: rejected)",
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "# {listener:>5}/{} <- {name} <- {}{note}",
+            name.protocol,
+            info.frontends.join(", ")
+        );
+    }
+    out
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! `nft` in the node's network namespace, the engine serving the proxy ports, and a client
 //! in a second namespace on a veth LAN (10.1.1.0/24: node .9, client .100).
 
-#[allow(dead_code)]
 mod support;
 #[path = "support/userspace.rs"]
 mod us;
@@ -12,8 +11,10 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use ferry_compile::nft;
 use ferry_compile::userspace::{self, PortRange, ProxyPorts};
 use ferry_dataplane::userspace::{ProxyConfig, UserspaceProxy};
+use ferry_dataplane::NftDataplane;
 use ferry_model::{IpFamily, TrafficPolicy};
 use tokio::net::{TcpStream, UdpSocket};
 
@@ -40,7 +41,18 @@ fn lan(tag: &str) -> ClientNs {
     us::ip(&["link", "set", "peer0", "netns", &ns.0]);
     us::ip(&["addr", "add", "10.1.1.9/24", "dev", "eth0"]);
     us::ip(&["link", "set", "eth0", "up"]);
-    us::ip(&["route", "add", "10.96.0.0/16", "dev", "eth0"]);
+    // Service addresses route to an uplink, as on a node (not back out of the LAN interface:
+    // the kernel then sends an ICMP redirect first, and rate-limits the reject's ICMP error).
+    us::ip(&["link", "add", "up0", "type", "veth", "peer", "name", "up1"]);
+    us::ip(&["link", "set", "up0", "up"]);
+    us::ip(&["link", "set", "up1", "up"]);
+    us::ip(&["route", "add", "10.96.0.0/16", "dev", "up0"]);
+    // A node forwards (what is not redirected to the proxy, the filter chains see there).
+    let ok = Command::new("sysctl")
+        .args(["-qw", "net.ipv4.ip_forward=1"])
+        .status()
+        .expect("sysctl");
+    assert!(ok.success());
     let n = ns.0.as_str();
     us::ip(&["-n", n, "link", "set", "lo", "up"]);
     us::ip(&["-n", n, "addr", "add", "10.1.1.100/24", "dev", "peer0"]);
@@ -69,32 +81,43 @@ where
     .expect("client thread")
 }
 
-/// Loads the service's rules and serves it; the proxy port.
-fn serve(proxy: &mut UserspaceProxy, svc: &Svc) -> u16 {
+/// The service's rules and its proxy port.
+fn rules(svc: &Svc) -> (userspace::Rules, u16) {
     let plan = svc.plan();
     let mut ports = ProxyPorts::new(PortRange::DEFAULT);
     let name = plan.services.keys().next().expect("a port").clone();
     let port = ports.assign(&name).expect("proxy port");
-    let rules = userspace::render(&plan, &ports);
+    (userspace::render(&plan, &ports), port)
+}
+
+/// Loads the service's rules with `nft -f` and serves it; the proxy port.
+fn serve(proxy: &mut UserspaceProxy, svc: &Svc) -> u16 {
+    let (rules, port) = rules(svc);
     let mut nft = Command::new("nft")
         .args(["-f", "-"])
         .stdin(Stdio::piped())
         .spawn()
         .expect("nft");
-    let script = userspace::script_full(&rules);
+    let script = nft::Transaction::full(&rules.ruleset, &[], true).text;
     nft.stdin
         .take()
         .expect("stdin")
         .write_all(script.as_bytes())
         .expect("write");
     assert!(nft.wait().expect("nft").success(), "{script}");
+    proxy_on(proxy, svc, port);
+    port
+}
+
+/// Serves the service on `port`.
+fn proxy_on(proxy: &mut UserspaceProxy, svc: &Svc, port: u16) {
+    let plan = svc.plan();
     let report = proxy.sync_full(
         IpFamily::V4,
         &plan.pod_cidrs,
         svc.proxied(Some(port), false),
     );
     assert!(report.failed.is_empty(), "{:?}", report.failed);
-    port
 }
 
 fn run(
@@ -188,5 +211,49 @@ fn local_policy_without_local_endpoint_drops_outsiders_and_serves_the_node() {
         assert!(dropped, "the client times out (dropped, not refused)");
         let reply = rt.block_on(request(sa("10.1.1.9:30080"), None));
         assert_eq!(backend_of(&reply.expect("node → NodePort")), "b1");
+    });
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn the_nftables_applier_installs_the_userspace_table_over_netlink() {
+    run("netlink", |ns, mut proxy, rt| {
+        rt.block_on(us::tcp_backend("127.0.0.11:8080", "b1"));
+        let svc = Svc::tcp(&["127.0.0.11"]);
+        let (table, port) = rules(&svc);
+        let mut dp = NftDataplane::new();
+        let report = dp.apply_full(table.ruleset).expect("full sync");
+        assert!(report.netlink, "elements went over netlink");
+        let map = support::nft(&["list", "map", "ip", "ferry", "portals"]);
+        assert!(
+            map.contains(&format!(
+                "10.96.0.10 . tcp . 80 comment \"dev/web:http\" : {port}"
+            )),
+            "{map}"
+        );
+        let plan = svc.plan();
+        proxy.sync_full(
+            IpFamily::V4,
+            &plan.pod_cidrs,
+            svc.proxied(Some(port), false),
+        );
+        let reply = from_client(&ns, || request(sa("10.96.0.10:80"), None));
+        assert_eq!(backend_of(&reply.expect("proxied")), "b1");
+
+        // The service loses its endpoints: an element-only change, and the kernel refuses.
+        let (gone, _) = rules(&Svc::tcp(&[]));
+        let changes = gone
+            .ruleset
+            .services
+            .clone()
+            .into_iter()
+            .map(|(n, r)| (n, Some(r)));
+        dp.apply_changes(changes.collect())
+            .expect("incremental sync");
+        let map = support::nft(&["list", "map", "ip", "ferry", "portals"]);
+        assert!(!map.contains("10.96.0.10"), "{map}");
+        let refused = from_client(&ns, || request(sa("10.96.0.10:80"), None));
+        let kind = refused.expect_err("rejected").kind();
+        assert_eq!(kind, std::io::ErrorKind::ConnectionRefused);
     });
 }

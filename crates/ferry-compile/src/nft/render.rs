@@ -51,7 +51,12 @@ pub(crate) fn chain(name: &str, rules: &[&str]) -> Chain {
     }
 }
 
-fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -> BaseChain {
+pub(crate) fn base(
+    kind: &'static str,
+    hook: &'static str,
+    priority: i32,
+    rules: &[&str],
+) -> BaseChain {
     BaseChain {
         kind,
         hook,

@@ -1,15 +1,14 @@
 //! The part of the userspace table that does not depend on service ports: hooks, the
 //! redirect chains, the checks shared with nftables mode, and the set declarations.
 
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 use ferry_model::IpFamily;
 
-use super::{Element, HostTarget, Ruleset};
-use crate::nft::{self, BaseChain, Chain, SetDef};
+use super::HostTarget;
+use crate::nft::{self, base, chain, BaseChain, Chain, Ruleset, SetDef};
 use crate::plan::Plan;
 
 /// Where the node's own traffic goes: the node's first primary address of the family.
@@ -51,7 +50,7 @@ fn nat_chains(plan: &Plan) -> Vec<Chain> {
     let np = format!("{} ", nft::node_port_match(plan));
     let pods = (!plan.pod_cidrs.is_empty()).then(|| saddr_within(family, &plan.pod_cidrs));
     let host = Some(host_target(plan));
-    let chain = |name: &str, pre: &str, host, key: &str, map: &str| {
+    let redirects = |name: &str, pre: &str, host, key: &str, map: &str| {
         let mut rules = vec![format!("{pre}{}", to_proxy(host, key, map))];
         let local_sources = format!("{map}-local-sources");
         // Pods reach a Local external frontend without local endpoint cluster-wide; the node
@@ -70,73 +69,52 @@ fn nat_chains(plan: &Plan) -> Vec<Chain> {
         }
     };
     vec![
-        chain("nodeports-container", &np, None, by_np, "nodeports"),
-        chain("nodeports-host", &np, host, by_np, "nodeports"),
-        chain("portals-container", "", None, &by_ip, "portals"),
-        chain("portals-host", "", host, &by_ip, "portals"),
-        Chain {
-            name: "proxy-ports-check".to_owned(),
-            rules: vec!["meta l4proto . th dport @proxy-ports ct status ! dnat drop".to_owned()],
-        },
+        redirects("nodeports-container", &np, None, by_np, "nodeports"),
+        redirects("nodeports-host", &np, host, by_np, "nodeports"),
+        redirects("portals-container", "", None, &by_ip, "portals"),
+        redirects("portals-host", "", host, &by_ip, "portals"),
+        // Only what this table redirected (or another DNAT) reaches a proxy listener.
+        chain(
+            "proxy-ports-check",
+            &["meta l4proto . th dport @proxy-ports ct status ! dnat drop"],
+        ),
     ]
-}
-
-fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -> BaseChain {
-    BaseChain {
-        kind,
-        hook,
-        priority,
-        chain: Chain {
-            name: format!("{kind}-{hook}"),
-            rules: rules.iter().map(|r| (*r).to_owned()).collect(),
-        },
-    }
 }
 
 /// The sets the proxy maps add to the ones shared with nftables mode.
 fn proxy_sets(addr: &str) -> Vec<SetDef> {
-    let map = |name, decl: String, comment| SetDef {
-        name,
-        map: true,
-        decl,
-        interval: false,
-        dynamic: false,
-        comment,
-    };
     let svc = format!("type {addr} . inet_proto . inet_service : inet_service");
     let np = "type inet_proto . inet_service : inet_service".to_owned();
     vec![
-        map("nodeports", np.clone(), "protocol . node port : proxy port"),
-        map(
+        SetDef::map("nodeports", np.clone(), "protocol . node port : proxy port"),
+        SetDef::map(
             "nodeports-local-sources",
             np,
             "protocol . node port : proxy port, for the node and its pods only (Local policy, no local endpoint)",
         ),
-        map(
+        SetDef::map(
             "portals",
             svc.clone(),
             "service IP . protocol . port : proxy port (ClusterIPs, external and load-balancer IPs)",
         ),
-        map(
+        SetDef::map(
             "portals-local-sources",
             svc,
             "service IP . protocol . port : proxy port, for the node and its pods only (Local policy, no local endpoint)",
         ),
-        SetDef {
-            map: false,
-            ..map(
-                "proxy-ports",
-                "type inet_proto . inet_service".to_owned(),
-                "the proxy listeners: reachable only through the redirects of this table",
-            )
-        },
+        SetDef::set(
+            "proxy-ports",
+            "type inet_proto . inet_service".to_owned(),
+            "the proxy listeners: reachable only through the redirects of this table",
+        ),
     ]
 }
 
-/// Renders everything that does not depend on individual service ports.
+/// Renders everything that does not depend on individual service ports: nftables mode's
+/// base ruleset with its own hooks, the redirect chains and maps instead of the dispatch ones.
 pub fn render_base(plan: &Plan) -> Ruleset {
     // The checks before and after DNAT are nftables mode's: same chains, same sets.
-    let shared = nft::render_base(plan);
+    let mut ruleset = nft::render_base(plan);
     const SHARED_CHAINS: [&str; 6] = [
         "cluster-ips-check",
         "firewall-allow-check",
@@ -153,42 +131,20 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         "no-endpoint-services",
         "nodeport-ips",
     ];
-    let mut chains: Vec<Chain> = shared
+    ruleset.base_chains = base_chains();
+    ruleset
         .chains
-        .into_iter()
-        .filter(|c| SHARED_CHAINS.contains(&c.name.as_str()))
-        .chain(nat_chains(plan))
-        .collect();
-    chains.sort_by(|a, b| a.name.cmp(&b.name));
+        .retain(|c| SHARED_CHAINS.contains(&c.name.as_str()));
+    ruleset.chains.extend(nat_chains(plan));
+    ruleset.chains.sort_by(|a, b| a.name.cmp(&b.name));
     let addr = match plan.family {
         IpFamily::V4 => "ipv4_addr",
         IpFamily::V6 => "ipv6_addr",
     };
-    let mut sets: Vec<SetDef> = shared
-        .sets
-        .into_iter()
-        .filter(|s| SHARED_SETS.contains(&s.name))
-        .chain(proxy_sets(addr))
-        .collect();
-    sets.sort_by(|a, b| a.name.cmp(b.name));
-    let elements = shared
-        .elements
-        .into_iter()
-        .map(|e| Element {
-            set: e.set,
-            key: e.key,
-            value: None,
-            comment: e.comment,
-        })
-        .collect();
-    Ruleset {
-        family: plan.family,
-        base_chains: base_chains(),
-        chains,
-        sets,
-        elements,
-        ports: BTreeMap::new(),
-    }
+    ruleset.sets.retain(|s| SHARED_SETS.contains(&s.name));
+    ruleset.sets.extend(proxy_sets(addr));
+    ruleset.sets.sort_by(|a, b| a.name.cmp(b.name));
+    ruleset
 }
 
 fn base_chains() -> Vec<BaseChain> {
@@ -220,11 +176,7 @@ fn base_chains() -> Vec<BaseChain> {
         ),
         BaseChain {
             // After DNAT: a packet of the node's to a ClusterIP port nobody serves.
-            priority: -90,
-            chain: Chain {
-                name: "filter-output-post-dnat".to_owned(),
-                rules: vec![new("cluster-ips-check")],
-            },
+            chain: chain("filter-output-post-dnat", &[&new("cluster-ips-check")]),
             ..base("filter", "output", -90, &[])
         },
         base(

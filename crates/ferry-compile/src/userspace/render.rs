@@ -1,39 +1,46 @@
-//! Plan + proxy ports → the userspace table ([`Ruleset`]).
+//! Plan + proxy ports → the userspace table ([`Rules`]).
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use ferry_model::IpFamily;
+use ferry_model::{ServiceName, ServicePortName};
 
 use super::base::render_base;
-use super::{proxied_protocol, Element, PortRules, Proxied, ProxyPorts, Ruleset, Value};
-use crate::nft::{Key, Verdict};
+use super::{proxied_protocol, PortInfo, Proxied, ProxyPorts, Rules};
+use crate::nft::{Element, Key, ServiceRules, Value, Verdict};
 use crate::plan::{Dispatch, Plan, ServicePlan};
 
-/// What rendering one service port needs from the node-wide plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderContext {
-    /// The family.
-    pub family: IpFamily,
-}
-
-impl RenderContext {
-    /// The context of a plan.
-    pub fn of(plan: &Plan) -> Self {
-        Self {
-            family: plan.family,
-        }
-    }
-}
-
 /// Renders a whole plan with the node's proxy ports (a service port without one is rejected).
-pub fn render(plan: &Plan, ports: &ProxyPorts) -> Ruleset {
-    let ctx = RenderContext::of(plan);
+pub fn render(plan: &Plan, proxy_ports: &ProxyPorts) -> Rules {
     let mut ruleset = render_base(plan);
+    let mut ports = BTreeMap::new();
+    let mut by_service: BTreeMap<&ServiceName, Vec<&ServicePlan>> = BTreeMap::new();
     for sp in plan.services.values() {
-        let rules = render_port(sp, ports.get(&sp.name), &ctx);
-        ruleset.ports.insert(sp.name.clone(), rules);
+        by_service.entry(&sp.name.service).or_default().push(sp);
     }
-    ruleset
+    for (name, sps) in by_service {
+        let (rules, infos) = render_service(&sps, proxy_ports);
+        ruleset.set_service(name.clone(), Some(rules));
+        ports.extend(infos);
+    }
+    Rules { ruleset, ports }
+}
+
+/// Renders all ports of one service (an incremental sync replaces them together).
+pub fn render_service(
+    sps: &[&ServicePlan],
+    proxy_ports: &ProxyPorts,
+) -> (ServiceRules, Vec<(ServicePortName, PortInfo)>) {
+    let mut rules = ServiceRules::default();
+    let mut infos = Vec::new();
+    for sp in sps {
+        let (els, info) = render_port(sp, proxy_ports.get(&sp.name));
+        rules.elements.extend(els);
+        infos.push((sp.name.clone(), info));
+    }
+    rules.elements.sort();
+    rules.elements.dedup();
+    (rules, infos)
 }
 
 /// `namespace/name:port`, or `namespace/name` for an unnamed port (as nftables mode).
@@ -98,7 +105,7 @@ impl PortElements {
 }
 
 /// Renders one service port, redirected to `proxy_port` (`None`: rejected, see [`Proxied`]).
-pub fn render_port(sp: &ServicePlan, proxy_port: Option<u16>, _ctx: &RenderContext) -> PortRules {
+pub fn render_port(sp: &ServicePlan, proxy_port: Option<u16>) -> (Vec<Element>, PortInfo) {
     let proto = sp.name.protocol;
     let proxied = match proxy_port {
         _ if !proxied_protocol(proto) => Proxied::Sctp,
@@ -152,14 +159,11 @@ pub fn render_port(sp: &ServicePlan, proxy_port: Option<u16>, _ctx: &RenderConte
     if let Proxied::Port(p) = proxied {
         out.add("proxy-ports", Key::NodePort(proto, p), None, true);
     }
-    let mut elements = out.els;
-    elements.sort();
-    elements.dedup();
-    PortRules {
+    let info = PortInfo {
         proxied,
         frontends: frontends(sp),
-        elements,
-    }
+    };
+    (out.els, info)
 }
 
 /// The frontends of a service port, as the proxy-port table prints them.

@@ -2,8 +2,11 @@ use ferry_model::fixtures::*;
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, Protocol, ServiceName};
 use ferry_model::{ServicePortName, TrafficPolicy};
 
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::config::{CompileConfig, LocalDetector};
+use crate::nft::{ServiceRules, Transaction};
 use crate::Plan;
 
 fn name(ns: &str, svc: &str, port: &str, protocol: Protocol) -> ServicePortName {
@@ -108,7 +111,7 @@ fn seed(policy: TrafficPolicy, endpoints_on: &[&str]) -> ClusterState {
     state
 }
 
-fn rules_on(node: &str, state: &ClusterState) -> Ruleset {
+fn rules_on(node: &str, state: &ClusterState) -> Rules {
     let cfg = CompileConfig {
         local_detector: LocalDetector::ClusterCidr(vec!["192.168.0.0/16".parse().expect("cidr")]),
         ..CompileConfig::default()
@@ -125,8 +128,9 @@ fn rules_on(node: &str, state: &ClusterState) -> Ruleset {
     render(&plan, &ports)
 }
 
-fn elements_of(rs: &Ruleset, set: &str) -> Vec<String> {
-    rs.all_elements()
+fn elements_of(rs: &Rules, set: &str) -> Vec<String> {
+    rs.ruleset
+        .all_elements()
         .get(set)
         .map(|els| els.iter().map(ToString::to_string).collect())
         .unwrap_or_default()
@@ -135,8 +139,8 @@ fn elements_of(rs: &Ruleset, set: &str) -> Vec<String> {
 #[test]
 fn cluster_ip_and_node_port_are_redirected_to_the_proxy_port() {
     let rs = rules_on("k8s-node1", &seed(TrafficPolicy::Cluster, &["k8s-node2"]));
-    let (sp, rules) = rs.ports.iter().next().expect("one port");
-    let Proxied::Port(p) = rules.proxied else {
+    let (sp, info) = rs.ports.iter().next().expect("one port");
+    let Proxied::Port(p) = info.proxied else {
         panic!("{sp} not proxied")
     };
     assert_eq!(
@@ -155,10 +159,10 @@ fn cluster_ip_and_node_port_are_redirected_to_the_proxy_port() {
     );
     assert!(elements_of(&rs, "no-endpoint-nodeports").is_empty());
     // The node's own traffic is DNATed to its address, the rest redirected.
-    let text = rs.to_string();
+    let text = rs.ruleset.to_string();
     assert!(text.contains("dnat ip to 10.1.1.17:ip daddr . meta l4proto . th dport map @portals"));
     assert!(text.contains("redirect to :ip daddr . meta l4proto . th dport map @portals"));
-    assert!(port_table(&rs).contains(&format!(
+    assert!(port_table(IpFamily::V4, &rs.ports).contains(&format!(
         "{p}/tcp <- dev/web:http <- 10.96.198.86:8080, *:32223"
     )));
 }
@@ -173,7 +177,7 @@ fn local_policy_without_local_endpoint_redirects_only_the_node_and_its_pods() {
         elements_of(&rs, "no-endpoint-nodeports"),
         ["tcp . 32223 comment \"dev/web:http\" : drop"]
     );
-    let text = rs.to_string();
+    let text = rs.ruleset.to_string();
     assert!(
         text.contains("ip saddr { 192.168.0.0/16 } meta l4proto { tcp, udp } redirect to :meta l4proto . th dport map @nodeports-local-sources"),
         "{text}"
@@ -197,30 +201,29 @@ fn no_endpoints_sctp_and_missing_ports_are_rejected_by_the_kernel() {
     svc.ports[0].protocol = Protocol::Sctp;
     state.apply(Object::Service(svc));
     let rs = rules_on("k8s-node1", &state);
-    let sctp = rs
+    let (sctp, _) = rs
         .ports
-        .values()
-        .find(|r| r.proxied == Proxied::Sctp)
-        .expect("the SCTP port");
-    assert!(sctp
-        .elements
         .iter()
-        .any(|e| e.set == "no-endpoint-services" && e.to_string().contains("reject-chain")));
-    assert!(port_table(&rs).contains("SCTP is not proxied in user space"));
+        .find(|(_, r)| r.proxied == Proxied::Sctp)
+        .expect("the SCTP port");
+    assert_eq!(sctp.service.name.as_ref(), "assoc");
+    assert!(elements_of(&rs, "no-endpoint-services").contains(
+        &"10.96.0.7 . sctp . 9000 comment \"dev/assoc:http\" : goto reject-chain".to_owned()
+    ));
+    assert!(port_table(IpFamily::V4, &rs.ports).contains("SCTP is not proxied in user space"));
 
-    let plan_port = rs.ports.keys().next().expect("a port").clone();
-    let ctx = RenderContext {
-        family: IpFamily::V4,
-    };
-    let cfg = CompileConfig::default();
     let nctx = NodeContext {
         node_name: "k8s-node1".into(),
         family: IpFamily::V4,
     };
-    let plan = Plan::build(&NodeView::build(&state, &nctx), &cfg);
-    let none = render_port(&plan.services[&plan_port], None, &ctx);
-    assert!(matches!(none.proxied, Proxied::NoPort | Proxied::Sctp));
-    assert!(none.elements.iter().all(|e| e.set != "portals"));
+    let plan = Plan::build(&NodeView::build(&state, &nctx), &CompileConfig::default());
+    let web = plan
+        .services
+        .values()
+        .find(|p| p.name.service.name.as_ref() == "web");
+    let (els, info) = render_port(web.expect("web"), None);
+    assert_eq!(info.proxied, Proxied::NoPort);
+    assert!(els.iter().all(|e| e.set != "portals"));
 }
 
 #[test]
@@ -229,11 +232,30 @@ fn without_a_node_address_the_nodes_own_traffic_is_redirected() {
     state.apply(Object::Service(mk_service("dev", "x", "10.96.0.9", 80)));
     let rs = rules_on("unknown-node", &state);
     let host = rs
+        .ruleset
         .chains
         .iter()
         .find(|c| c.name == "portals-host")
         .expect("portals-host");
     assert!(host.rules[0].contains("redirect to :"), "{:?}", host.rules);
+}
+
+/// The transaction of an incremental sync from `old` to `new`, or `None` when the base
+/// changed (a full sync is needed).
+fn delta(old: &Rules, new: &Rules) -> Option<String> {
+    if !old.ruleset.same_base(&new.ruleset) {
+        return None;
+    }
+    let mut changes: BTreeMap<ServiceName, Option<ServiceRules>> = BTreeMap::new();
+    for name in old
+        .ruleset
+        .services
+        .keys()
+        .chain(new.ruleset.services.keys())
+    {
+        changes.insert(name.clone(), new.ruleset.services.get(name).cloned());
+    }
+    Some(Transaction::delta(&old.ruleset, &changes).text)
 }
 
 #[test]
@@ -247,10 +269,14 @@ fn endpoint_changes_are_element_changes_and_a_new_node_address_is_not() {
     assert_eq!(delta(&old, &same), Some(String::new()));
     let none = rules_on("k8s-node1", &seed(TrafficPolicy::Cluster, &[]));
     let d = delta(&old, &none).expect("elements only");
-    assert!(d.contains("delete element ip ferry portals { 10.96.198.86 . tcp . 8080 }"));
-    assert!(d.contains("add element ip ferry no-endpoint-services"));
+    assert!(
+        d.contains("delete element ip ferry portals { 10.96.198.86 . tcp . 8080 }"),
+        "{d}"
+    );
+    assert!(
+        d.contains("add element ip ferry no-endpoint-services"),
+        "{d}"
+    );
     let other_node = rules_on("k8s-node2", &seed(TrafficPolicy::Cluster, &["k8s-node2"]));
     assert_eq!(delta(&old, &other_node), None);
-    assert!(script_full(&old)
-        .starts_with("add table ip ferry\ndelete table ip ferry\ntable ip ferry {"));
 }

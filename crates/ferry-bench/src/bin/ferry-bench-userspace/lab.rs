@@ -158,5 +158,8 @@ pub fn load_kernel_nat(node: &Netns, plan: &Plan) -> anyhow::Result<()> {
 /// The userspace mode's table (redirects to the proxy ports), replacing the kernel NAT one.
 pub fn load_userspace(node: &Netns, plan: &Plan) -> anyhow::Result<()> {
     let rules = userspace::render(plan, &proxy_ports(plan));
-    nft(node, &userspace::script_full(&rules))
+    nft(
+        node,
+        &nft::Transaction::full(&rules.ruleset, &[], true).text,
+    )
 }
