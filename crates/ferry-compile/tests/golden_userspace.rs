@@ -5,9 +5,8 @@
 //! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden_userspace` rewrites them; as root,
 //! each is loaded with `nft -f` in a throw-away network namespace.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
 use ferry_compile::userspace::{self, PortRange, ProxyPorts};
@@ -127,21 +126,12 @@ fn userspace_rules_match_the_golden_files() {
 fn userspace_golden_files_load_with_nft() {
     for case in cases() {
         let path = case.file();
-        let text = std::fs::read_to_string(&path).expect("golden file");
         // A network namespace of its own for each file, gone when nft exits.
-        let mut child = Command::new("unshare")
-            .args(["--net", "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
+        let out = Command::new("unshare")
+            .args(["--net", "nft", "-f"])
+            .arg(&path)
+            .output()
             .expect("run unshare --net nft");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(text.as_bytes())
-            .expect("write to nft");
-        let out = child.wait_with_output().expect("nft");
         assert!(
             out.status.success(),
             "{}: {}",
