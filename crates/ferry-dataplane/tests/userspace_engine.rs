@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferry_dataplane::userspace::{ProxyConfig, UserspaceProxy};
+use ferry_dataplane::userspace::{ProxyConfig, SyncReport, UserspaceProxy};
 use ferry_model::{IpFamily, TrafficPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -44,13 +44,14 @@ where
 }
 
 fn sync(proxy: &mut UserspaceProxy, svc: &Svc) {
-    let plan = svc.plan();
-    let report = proxy.sync_full(
-        IpFamily::V4,
-        &plan.pod_cidrs,
-        svc.proxied(Some(40001), true),
-    );
+    let report = try_sync(proxy, svc);
     assert!(report.failed.is_empty(), "{:?}", report.failed);
+}
+
+/// Serves the service on proxy port 40001, with its localhost NodePort.
+fn try_sync(proxy: &mut UserspaceProxy, svc: &Svc) -> SyncReport {
+    let plan = svc.plan();
+    proxy.sync_full(svc.family, &plan.pod_cidrs, svc.proxied(Some(40001), true))
 }
 
 async fn three_backends() {
@@ -251,5 +252,119 @@ fn udp_requests_get_replies_and_idle_associations_expire() {
         let third = ask(b"later").await;
         assert_ne!(first[..3], third[..3], "{first} / {third}");
         assert_eq!(proxy.metrics()[0].connections, 2);
+    });
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn ipv6_service_ports_and_localhost_node_ports_are_served() {
+    run(|mut proxy| async move {
+        for a in ["fd00:10:244::11", "fd00:10:244::12"] {
+            us::ip(&[
+                "-6",
+                "addr",
+                "add",
+                &format!("{a}/128"),
+                "dev",
+                "lo",
+                "nodad",
+            ]);
+        }
+        // The kernel adds a new IPv6 address's local route a moment later (from a work
+        // queue, late on a busy machine): until then packets to it are unroutable.
+        let routed = || {
+            let out = std::process::Command::new("ip")
+                .args(["-6", "route", "show", "table", "local", "dev", "lo"])
+                .output()
+                .expect("ip");
+            let routes = String::from_utf8_lossy(&out.stdout).into_owned();
+            routes.contains("fd00:10:244::11") && routes.contains("fd00:10:244::12")
+        };
+        assert!(us::eventually(routed).await, "no local routes yet");
+        us::tcp_backend("[fd00:10:244::11]:8080", "b1").await;
+        us::tcp_backend("[fd00:10:244::12]:8080", "b2").await;
+        us::udp_backend("[fd00:10:244::11]:8080", "u1").await;
+        let svc = Svc {
+            node_port: Some((30080, TrafficPolicy::Cluster)),
+            ..Svc::tcp(&["fd00:10:244::11", "fd00:10:244::12"]).v6()
+        };
+        sync(&mut proxy, &svc);
+        let proxy_port: SocketAddr = "[::1]:40001".parse().expect("address");
+        let localhost: SocketAddr = "[::1]:30080".parse().expect("address");
+        let mut seen = Vec::new();
+        for to in [proxy_port, proxy_port, localhost, localhost] {
+            let reply = request(to, None).await.expect("proxied");
+            seen.push(backend_of(&reply).to_owned());
+        }
+        assert_eq!(seen, ["b1", "b2", "b1", "b2"], "{:?}", proxy.metrics());
+
+        let udp = Svc {
+            protocol: ferry_model::Protocol::Udp,
+            ..Svc::tcp(&["fd00:10:244::11"]).v6()
+        };
+        sync(&mut proxy, &udp);
+        let client = UdpSocket::bind("[::1]:0").await.expect("client");
+        client.send_to(b"ping", proxy_port).await.expect("send");
+        let mut buf = [0u8; 64];
+        let got = tokio::time::timeout(Duration::from_secs(5), client.recv_from(&mut buf));
+        let (n, from) = got.await.expect("a reply").expect("recv");
+        assert_eq!((&buf[..n], from), (&b"u1:ping"[..], proxy_port));
+    });
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn a_busy_port_is_reported_and_retried_at_the_next_sync() {
+    run(|mut proxy| async move {
+        three_backends().await;
+        let squatter = std::net::TcpListener::bind(PROXY).expect("another program's socket");
+        let report = try_sync(&mut proxy, &Svc::tcp(&THREE));
+        let [failed] = report.failed.as_slice() else {
+            panic!("{:?}", report.failed)
+        };
+        assert!(failed.in_use, "{failed}");
+        assert!(failed.to_string().contains("dev/web:http"), "{failed}");
+        drop(squatter);
+        let report = try_sync(&mut proxy, &Svc::tcp(&THREE));
+        assert!(report.failed.is_empty(), "{:?}", report.failed);
+        assert_eq!(report.listeners_opened, 1);
+        assert_eq!(
+            backend_of(&request(proxy_addr(), None).await.expect("proxied")),
+            "b1"
+        );
+    });
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn a_service_sync_leaves_the_other_services_alone() {
+    run(|mut proxy| async move {
+        three_backends().await;
+        let web = Svc::tcp(&["127.0.0.11"]);
+        let mut api = web.proxied(Some(40002), false);
+        api[0].plan.name.service = ferry_model::ServiceName::new("dev", "api");
+        let mut both = web.proxied(Some(40001), false);
+        both.extend(api.clone());
+        let plan = web.plan();
+        proxy.sync_full(IpFamily::V4, &plan.pod_cidrs, both);
+        assert_eq!(proxy.listeners().len(), 2);
+        // dev/api goes away; dev/web is untouched.
+        let report = proxy.sync_service(
+            IpFamily::V4,
+            &plan.pod_cidrs,
+            &api[0].plan.name.service,
+            Vec::new(),
+        );
+        assert_eq!((report.removed, report.updated, report.added), (1, 0, 0));
+        let left: Vec<String> = proxy
+            .listeners()
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        assert_eq!(left, ["dev/web:http"]);
+        assert_eq!(
+            backend_of(&request(proxy_addr(), None).await.expect("proxied")),
+            "b1"
+        );
     });
 }

@@ -43,6 +43,7 @@ pub struct Svc {
     pub node_port: Option<(u16, TrafficPolicy)>,
     pub endpoints: Vec<(&'static str, &'static str)>,
     pub affinity: Option<u32>,
+    pub family: IpFamily,
 }
 
 impl Svc {
@@ -54,6 +55,16 @@ impl Svc {
             node_port: None,
             endpoints: endpoints.iter().map(|e| (*e, "node-b")).collect(),
             affinity: None,
+            family: IpFamily::V4,
+        }
+    }
+
+    /// The same service in IPv6 (ClusterIP fd00:10:96::10).
+    pub fn v6(self) -> Svc {
+        Svc {
+            cluster_ip: "fd00:10:96::10",
+            family: IpFamily::V6,
+            ..self
         }
     }
 
@@ -83,22 +94,30 @@ impl Svc {
             .collect();
         let mut slice = mk_slice("dev", "web", 8080, eps);
         slice.ports[0].protocol = self.protocol;
+        slice.family = self.family;
         state.apply(Object::EndpointSlice(slice));
-        state.apply(Object::Node(mk_node(NODE, NODE_IP, "10.244.1.0/24")));
+        let mut node = mk_node(NODE, NODE_IP, "10.244.1.0/24");
+        node.addresses.push(ferry_model::NodeAddress {
+            kind: ferry_model::NodeAddressType::InternalIp,
+            address: "fd00:10:1::9".parse().expect("ip"),
+        });
+        state.apply(Object::Node(node));
         state
     }
 
     /// The node's plan (pod CIDRs: the cluster CIDR 10.244.0.0/16).
     pub fn plan(&self) -> Plan {
         let cfg = CompileConfig {
+            family: self.family,
             local_detector: ferry_compile::config::LocalDetector::ClusterCidr(vec![
                 "10.244.0.0/16".parse().expect("cidr"),
+                "fd00:10:244::/48".parse().expect("cidr"),
             ]),
             ..CompileConfig::default()
         };
         let ctx = NodeContext {
             node_name: NODE.into(),
-            family: IpFamily::V4,
+            family: self.family,
         };
         Plan::build(&NodeView::build(&self.state(), &ctx), &cfg)
     }
@@ -168,7 +187,11 @@ pub async fn udp_backend(addr: &str, name: &'static str) {
 /// Connects to `to` (from `from` when given), sends `hello`, half-closes, and returns
 /// everything the other side wrote until it closed: `NAME\nhello bye\n` from a backend.
 pub async fn request(to: SocketAddr, from: Option<IpAddr>) -> std::io::Result<String> {
-    let sock = TcpSocket::new_v4()?;
+    let sock = if to.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     if let Some(ip) = from {
         sock.bind(SocketAddr::new(ip, 0))?;
     }
