@@ -328,4 +328,12 @@ fn raise_nofile_limit() {
     if setrlimit(Resource::RLIMIT_NOFILE, max, max).is_err() && soft < hard {
         let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
     }
+    let now = getrlimit(Resource::RLIMIT_NOFILE).map_or(soft, |(s, _)| s);
+    if now < 65_536 {
+        tracing::warn!(
+            limit = now,
+            connections = now / 2,
+            "open-files limit is low (raising it needs CAP_SYS_RESOURCE): the userspace proxy holds two sockets per connection"
+        );
+    }
 }

@@ -162,16 +162,21 @@ pub fn idle(to: SocketAddr, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens `k` connections concurrently; those that completed their exchange.
+/// Opens `k` connections concurrently; those that completed their exchange within 5 s.
 async fn open_batch(k: usize, to: SocketAddr) -> Vec<TcpStream> {
     let tasks: Vec<_> = (0..k)
         .map(|_| {
             tokio::spawn(async move {
-                let mut s = TcpStream::connect(to).await.ok()?;
-                s.write_all(b"x").await.ok()?;
-                let mut b = [0u8; 1];
-                s.read_exact(&mut b).await.ok()?;
-                Some(s)
+                let open = async {
+                    let mut s = TcpStream::connect(to).await.ok()?;
+                    s.write_all(b"x").await.ok()?;
+                    let mut b = [0u8; 1];
+                    s.read_exact(&mut b).await.ok()?;
+                    Some(s)
+                };
+                tokio::time::timeout(Duration::from_secs(5), open)
+                    .await
+                    .ok()?
             })
         })
         .collect();

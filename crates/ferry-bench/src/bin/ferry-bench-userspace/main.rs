@@ -243,7 +243,13 @@ fn bench(args: &Args) -> anyhow::Result<()> {
         let mut some = Some(proxy);
         let user = measure(&lab, args, &mut some)?;
         let mut proxy = some.take().context("proxy")?;
-        let idle = idle_memory(&lab, &mut proxy, args.idle)?;
+        // Two sockets per proxied connection, and a few more for the rest of the process.
+        let nofile: usize = proxy.ask("nofile")?.parse()?;
+        let fits = nofile.saturating_sub(100) / 2;
+        if args.idle > fits {
+            eprintln!("note: the proxy's open-files limit is {nofile} (raising it needs CAP_SYS_RESOURCE): {fits} idle connections instead of {}", args.idle);
+        }
+        let idle = idle_memory(&lab, &mut proxy, args.idle.min(fits))?;
         proxy.finish()?;
         rows.push(Row {
             run,

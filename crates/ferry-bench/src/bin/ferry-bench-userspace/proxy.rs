@@ -30,6 +30,12 @@ fn cpu_secs() -> f64 {
     })
 }
 
+/// This process's open-files limit (the engine raised it as far as it could).
+fn nofile() -> u64 {
+    use nix::sys::resource::{getrlimit, Resource};
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft)
+}
+
 /// Serves until stdin closes.
 pub fn proxy() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -55,6 +61,7 @@ pub fn proxy() -> anyhow::Result<()> {
         match line?.trim() {
             "rss" => println!("{}", rss_kib()),
             "cpu" => println!("{:.3}", cpu_secs()),
+            "nofile" => println!("{}", nofile()),
             "metrics" => {
                 for m in engine.metrics() {
                     println!(
