@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use ferry_compile::ServicePlan;
-use ferry_model::{IpFamily, Protocol, ServicePortName};
+use ferry_model::{IpFamily, ServicePortName};
 
 pub use metrics::{names, PortMetrics};
 pub use table::UserspaceProxy;
@@ -78,7 +78,7 @@ pub struct ProxiedPort {
 /// A listener that could not be opened; the rest of the sync went on, and the next sync tries
 /// again.
 #[derive(Debug, thiserror::Error)]
-#[error("{name} ({protocol}): cannot listen on {addr}: {source}", protocol = name.protocol)]
+#[error("{name} ({protocol}): cannot listen on {addr}", protocol = name.protocol)]
 pub struct ListenError {
     /// The service port.
     pub name: ServicePortName,
@@ -141,11 +141,6 @@ impl PortState {
             .read()
             .map_or_else(|e| e.into_inner().clone(), |s| s.clone())
     }
-}
-
-/// The protocols the engine carries.
-fn proxied(p: Protocol) -> bool {
-    matches!(p, Protocol::Tcp | Protocol::Udp)
 }
 
 #[cfg(test)]

@@ -14,9 +14,8 @@ use ferry_model::{IpFamily, Protocol, ServiceName, ServicePortName};
 
 use super::metrics::PortMetrics;
 use super::route::{Listener, Sources};
-use super::{
-    proxied, sock, tcp, udp, ListenError, PortState, ProxiedPort, ProxyConfig, SyncReport,
-};
+use super::{sock, tcp, udp, ListenError, PortState, ProxiedPort, ProxyConfig, SyncReport};
+use ferry_compile::userspace::proxied_protocol as proxied;
 
 /// An open listener: where, and what stops it.
 struct Open {
