@@ -50,6 +50,19 @@ pub struct ProxyConfig {
     pub listen_v4: Ipv4Addr,
     /// Address of the IPv6 proxy-port listeners.
     pub listen_v6: Ipv6Addr,
+    /// How TCP bytes are copied.
+    pub copy: CopyMode,
+}
+
+/// How the engine copies a TCP connection's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CopyMode {
+    /// `splice(2)` through a pipe: the bytes stay in the kernel, no buffer per connection.
+    #[default]
+    Splice,
+    /// Read into a buffer and write it out (tokio's `copy_bidirectional`, two 8 KiB buffers
+    /// per connection): the plain way, kept to measure what splicing gains.
+    Buffered,
 }
 
 impl Default for ProxyConfig {
@@ -58,6 +71,7 @@ impl Default for ProxyConfig {
             udp_idle_timeout: Duration::from_millis(250),
             listen_v4: Ipv4Addr::UNSPECIFIED,
             listen_v6: Ipv6Addr::UNSPECIFIED,
+            copy: CopyMode::Splice,
         }
     }
 }
@@ -119,6 +133,7 @@ pub(crate) struct PortState {
     /// Cancelled when the service port is removed: every listener and connection ends.
     pub(crate) closed: CancellationToken,
     pub(crate) udp_idle: Duration,
+    pub(crate) copy: CopyMode,
 }
 
 impl PortState {

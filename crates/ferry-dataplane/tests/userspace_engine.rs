@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ferry_dataplane::userspace::{ProxyConfig, SyncReport, UserspaceProxy};
+use ferry_dataplane::userspace::{CopyMode, ProxyConfig, SyncReport, UserspaceProxy};
 use ferry_model::{IpFamily, TrafficPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
@@ -31,11 +31,20 @@ where
     F: FnOnce(UserspaceProxy) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()>,
 {
+    run_with(CopyMode::Splice, test)
+}
+
+fn run_with<F, Fut>(copy: CopyMode, test: F)
+where
+    F: FnOnce(UserspaceProxy) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     support::in_new_netns(move || {
         us::ip(&["link", "set", "lo", "up"]);
         let rt = us::runtime();
         let config = ProxyConfig {
             listen_v4: std::net::Ipv4Addr::LOCALHOST,
+            copy,
             ..ProxyConfig::default()
         };
         let proxy = UserspaceProxy::new(config, rt.handle().clone());
@@ -65,22 +74,30 @@ const THREE: [&str; 3] = ["127.0.0.11", "127.0.0.12", "127.0.0.13"];
 #[test]
 #[ignore = "needs root: network namespaces"]
 fn connections_go_round_robin_and_half_close_is_kept() {
-    run(|mut proxy| async move {
-        three_backends().await;
-        sync(&mut proxy, &Svc::tcp(&THREE));
-        let mut seen = Vec::new();
-        for _ in 0..6 {
-            let reply = request(proxy_addr(), None).await.expect("proxied");
-            // The backend read our end-of-file and still got its last words through.
-            assert!(reply.ends_with("\nhello bye\n"), "{reply:?}");
-            seen.push(backend_of(&reply).to_owned());
-        }
-        assert_eq!(seen, ["b1", "b2", "b3", "b1", "b2", "b3"]);
-        let m = &proxy.metrics()[0];
-        assert_eq!((m.connections, m.errors), (6, 0));
-        assert_eq!(m.bytes_to_endpoint, 6 * "hello ".len() as u64);
-        assert!(eventually(|| proxy.metrics()[0].active == 0).await);
-    });
+    run(round_robin_and_half_close);
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn the_buffered_copy_keeps_half_close_too() {
+    run_with(CopyMode::Buffered, round_robin_and_half_close);
+}
+
+async fn round_robin_and_half_close(mut proxy: UserspaceProxy) {
+    three_backends().await;
+    sync(&mut proxy, &Svc::tcp(&THREE));
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let reply = request(proxy_addr(), None).await.expect("proxied");
+        // The backend read our end-of-file and still got its last words through.
+        assert!(reply.ends_with("\nhello bye\n"), "{reply:?}");
+        seen.push(backend_of(&reply).to_owned());
+    }
+    assert_eq!(seen, ["b1", "b2", "b3", "b1", "b2", "b3"]);
+    let m = &proxy.metrics()[0];
+    assert_eq!((m.connections, m.errors), (6, 0));
+    assert_eq!(m.bytes_to_endpoint, 6 * "hello ".len() as u64);
+    assert!(eventually(|| proxy.metrics()[0].active == 0).await);
 }
 
 #[test]

@@ -208,6 +208,7 @@ fn new_entry(
             counters: Default::default(),
             closed: CancellationToken::new(),
             udp_idle: config.udp_idle_timeout,
+            copy: config.copy,
         }),
         proxy: None,
         localhost: None,

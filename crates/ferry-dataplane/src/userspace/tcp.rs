@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::metrics::Counters;
 use super::route::{endpoint_set, Listener};
-use super::{sock, splice, PortState};
+use super::{sock, splice, CopyMode, PortState};
 
 /// Dial timeouts of the successive attempts of one connection, each to the next endpoint in
 /// turn: upstream's userspace proxier (`endpointDialTimeout`). A refused connection fails
@@ -58,11 +58,11 @@ pub(crate) async fn serve(
 }
 
 /// Proxies one accepted connection.
-async fn proxy(client: TcpStream, peer: SocketAddr, state: &PortState, kind: Listener) {
+async fn proxy(mut client: TcpStream, peer: SocketAddr, state: &PortState, kind: Listener) {
     let _ = client.set_nodelay(true);
     let local = client.local_addr().unwrap_or(peer);
     let dst = sock::original_dst(&client, state.family).unwrap_or(local);
-    let endpoint = match connect(state, kind, peer, dst).await {
+    let mut endpoint = match connect(state, kind, peer, dst).await {
         Ok(ep) => ep,
         Err(e) => {
             Counters::add(&state.counters.errors, 1);
@@ -73,12 +73,24 @@ async fn proxy(client: TcpStream, peer: SocketAddr, state: &PortState, kind: Lis
     };
     let _ = endpoint.set_nodelay(true);
     let _active = state.counters.open();
-    if let Err(e) = splice::copy_bidirectional(&client, &endpoint, &state.counters).await {
+    let copied = match state.copy {
+        CopyMode::Splice => splice::copy_bidirectional(&client, &endpoint, &state.counters).await,
+        CopyMode::Buffered => buffered(&mut client, &mut endpoint, &state.counters).await,
+    };
+    if let Err(e) = copied {
         Counters::add(&state.counters.errors, 1);
         tracing::debug!(service = %state.name, client = %peer, error = %e, "copy failed");
         sock::reset_on_close(&client);
         sock::reset_on_close(&endpoint);
     }
+}
+
+/// [`CopyMode::Buffered`]: tokio's copy (half-close kept too); bytes are counted at the end.
+async fn buffered(client: &mut TcpStream, ep: &mut TcpStream, c: &Counters) -> io::Result<()> {
+    let (up, down) = tokio::io::copy_bidirectional(client, ep).await?;
+    Counters::add(&c.to_endpoint, up);
+    Counters::add(&c.to_client, down);
+    Ok(())
 }
 
 /// Connects to an endpoint of the set the connection's frontend and source call for,

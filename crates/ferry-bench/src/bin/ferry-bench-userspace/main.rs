@@ -40,6 +40,9 @@ struct Args {
     /// Repetitions (each one kernel NAT, then userspace).
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// How the proxy copies TCP bytes: `splice` (Ferry's) or `buffered` (for comparison).
+    #[arg(long, default_value = "splice")]
+    copy: String,
     #[command(subcommand)]
     role: Option<Role>,
 }
@@ -50,7 +53,7 @@ enum Role {
     #[command(hide = true)]
     Server,
     #[command(hide = true)]
-    Proxy,
+    Proxy { copy: String },
     #[command(hide = true)]
     Bulk {
         to: SocketAddr,
@@ -71,7 +74,7 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     match args.role {
         Some(Role::Server) => load::server(lab::SERVER),
-        Some(Role::Proxy) => proxy::proxy(),
+        Some(Role::Proxy { copy }) => proxy::proxy(&copy),
         Some(Role::Bulk { to, streams, secs }) => load::bulk(to, streams, secs),
         Some(Role::Rate {
             to,
@@ -238,7 +241,7 @@ fn bench(args: &Args) -> anyhow::Result<()> {
         lab::load_kernel_nat(&lab.node, &plan)?;
         let kernel = measure(&lab, args, &mut None)?;
         lab::load_userspace(&lab.node, &plan)?;
-        let mut proxy = Proc::start(&lab.node, &["proxy".into()])?;
+        let mut proxy = Proc::start(&lab.node, &["proxy".into(), args.copy.clone()])?;
         ensure!(proxy.line()? == "ready", "proxy did not start");
         let mut some = Some(proxy);
         let user = measure(&lab, args, &mut some)?;
@@ -264,8 +267,8 @@ fn bench(args: &Args) -> anyhow::Result<()> {
 
 fn report(args: &Args, rows: &[Row]) {
     println!(
-        "userspace proxy vs kernel NAT ({} s per figure, rate with {} concurrent loops)",
-        args.secs, args.concurrency
+        "userspace proxy ({} copy) vs kernel NAT ({} s per figure, rate with {} concurrent loops)",
+        args.copy, args.secs, args.concurrency
     );
     println!(
         "{:>3}  {:>9}  {:>16}  {:>16}  {:>14}  {:>8}  {:>21}  {:>26}",

@@ -5,7 +5,7 @@ use std::io::BufRead as _;
 
 use anyhow::ensure;
 
-use ferry_dataplane::userspace::{ProxiedPort, ProxyConfig, UserspaceProxy};
+use ferry_dataplane::userspace::{CopyMode, ProxiedPort, ProxyConfig, UserspaceProxy};
 use ferry_model::IpFamily;
 
 use crate::lab;
@@ -36,15 +36,24 @@ fn nofile() -> u64 {
     getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| soft)
 }
 
-/// Serves until stdin closes.
-pub fn proxy() -> anyhow::Result<()> {
+/// Serves until stdin closes, copying TCP bytes the `copy` way (`splice`, `buffered`).
+pub fn proxy(copy: &str) -> anyhow::Result<()> {
+    let copy = match copy {
+        "splice" => CopyMode::Splice,
+        "buffered" => CopyMode::Buffered,
+        other => anyhow::bail!("--copy {other:?}: expected splice or buffered"),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let plan = lab::plan();
     let ports = lab::proxy_ports(&plan);
-    let mut engine = UserspaceProxy::new(ProxyConfig::default(), rt.handle().clone());
+    let config = ProxyConfig {
+        copy,
+        ..ProxyConfig::default()
+    };
+    let mut engine = UserspaceProxy::new(config, rt.handle().clone());
     let served = plan
         .services
         .values()
