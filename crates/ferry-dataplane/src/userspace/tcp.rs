@@ -59,9 +59,10 @@ pub(crate) async fn serve(
 
 /// Proxies one accepted connection.
 async fn proxy(mut client: TcpStream, peer: SocketAddr, state: &PortState, kind: Listener) {
-    let _ = client.set_nodelay(true);
-    let local = client.local_addr().unwrap_or(peer);
-    let dst = sock::original_dst(&client, state.family).unwrap_or(local);
+    // Not translated (a localhost NodePort, or a direct connection): the listener's address.
+    let dst = sock::original_dst(&client, state.family)
+        .or_else(|| client.local_addr().ok())
+        .unwrap_or(peer);
     let mut endpoint = match connect(state, kind, peer, dst).await {
         Ok(ep) => ep,
         Err(e) => {
