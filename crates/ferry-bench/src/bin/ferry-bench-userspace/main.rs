@@ -15,6 +15,7 @@
 mod lab;
 mod load;
 mod proxy;
+mod scale;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
@@ -40,6 +41,9 @@ struct Args {
     /// Repetitions (each one kernel NAT, then userspace).
     #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Service counts of the scale measurement (10 endpoints each; empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    scale: Vec<usize>,
     /// How the proxy copies TCP bytes: `splice` (Ferry's) or `buffered` (for comparison).
     #[arg(long, default_value = "splice")]
     copy: String,
@@ -68,6 +72,8 @@ enum Role {
     },
     #[command(hide = true)]
     Idle { to: SocketAddr, n: usize },
+    #[command(hide = true)]
+    Scale { services: usize, endpoints: usize },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -82,6 +88,10 @@ fn main() -> anyhow::Result<()> {
             secs,
         }) => load::rate(to, concurrency, secs),
         Some(Role::Idle { to, n }) => load::idle(to, n),
+        Some(Role::Scale {
+            services,
+            endpoints,
+        }) => scale::scale(services, endpoints),
         None => bench(&args),
     }
 }
@@ -261,7 +271,51 @@ fn bench(args: &Args) -> anyhow::Result<()> {
             idle,
         });
     }
-    report(args, &rows);
+    if !rows.is_empty() {
+        report(args, &rows);
+    }
+    drop(server);
+    drop(lab);
+    scale_report(&args.scale)
+}
+
+/// The scale measurement, each N in a namespace and process of its own: compile (plan, proxy
+/// ports, rules), the rules' full sync (nftables mode's applier), opening every listener, a
+/// full resync of the engine, one endpoint change, and the process's RSS before compiling
+/// (the cluster state) and at the end.
+fn scale_report(counts: &[usize]) -> anyhow::Result<()> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    println!("userspace mode at scale (10 endpoints per service, one TCP port each)");
+    println!(
+        "{:>6}  {:>10}  {:>13}  {:>17}  {:>16}  {:>15}  {:>18}",
+        "N",
+        "compile ms",
+        "rules sync ms",
+        "listeners ms (n)",
+        "engine resync ms",
+        "1 endpoint ms",
+        "RSS KiB"
+    );
+    for &n in counts {
+        let ns = Netns::create(&format!("{}{}-us-scale", netns::PREFIX, std::process::id()))?;
+        let out = netns::run(&mut ns.command(
+            std::env::current_exe()?,
+            ["scale".to_owned(), n.to_string(), "10".to_owned()],
+        ))?;
+        let f: Vec<&str> = out.split_whitespace().collect();
+        ensure!(f.len() == 8, "scale printed {out:?}");
+        println!(
+            "{n:>6}  {:>10}  {:>13}  {:>17}  {:>16}  {:>15}  {:>18}",
+            f[0],
+            f[1],
+            format!("{} ({})", f[2], f[7]),
+            f[3],
+            f[4],
+            format!("{} → {}", f[5], f[6])
+        );
+    }
     Ok(())
 }
 
