@@ -41,8 +41,8 @@ struct Args {
     /// Repetitions (each one kernel NAT, then userspace).
     #[arg(long, default_value_t = 1)]
     runs: usize,
-    /// Service counts of the scale measurement (10 endpoints each; empty: none).
-    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    /// Service counts of the scale measurement (10 endpoints each; `--scale` alone: none).
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1000,10000")]
     scale: Vec<usize>,
     /// How the proxy copies TCP bytes: `splice` (Ferry's) or `buffered` (for comparison).
     #[arg(long, default_value = "splice")]
