@@ -217,21 +217,10 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     let svc_key = format!("{addr} . inet_proto . inet_service");
     let np_key = "inet_proto . inet_service";
     let set = |name, decl: String, interval, comment| SetDef {
-        name,
-        map: false,
-        decl,
         interval,
-        dynamic: false,
-        comment,
+        ..SetDef::set(name, decl, comment)
     };
-    let map = |name, decl: String, comment| SetDef {
-        name,
-        map: true,
-        decl,
-        interval: false,
-        dynamic: false,
-        comment,
-    };
+    let map = SetDef::map;
     let slots = |by: &str| format!("typeof {by} . numgen random mod 1 : {ip} daddr . th dport");
     let by_ip = format!("{ip} daddr . meta l4proto . th dport");
     let by_np = "meta l4proto . th dport";
