@@ -319,6 +319,13 @@ fn scale_report(counts: &[usize]) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn print_path(run: usize, path: &str, f: &Figures, cpu: String, mem: String) {
+    println!(
+        "{run:>3}  {path:>9}  {:>16.2}  {:>16.2}  {:>14.0}  {:>8}  {cpu:>21}  {mem:>26}",
+        f.gbit_1, f.gbit_4, f.conn_per_sec, f.conn_failed
+    );
+}
+
 fn report(args: &Args, rows: &[Row]) {
     println!(
         "userspace proxy ({} copy) vs kernel NAT ({} s per figure, rate with {} concurrent loops)",
@@ -342,31 +349,17 @@ fn report(args: &Args, rows: &[Row]) {
         idle,
     } in rows
     {
-        let Idle {
-            before,
-            after,
-            opened,
-        } = idle;
-        for (path, f) in [("kernel", k), ("userspace", u)] {
-            let cpu = if path == "kernel" {
-                "-".to_owned()
-            } else {
-                format!(
-                    "{:.2}/{:.2}/{:.2}",
-                    f.proxy_cpu[0], f.proxy_cpu[1], f.proxy_cpu[2]
-                )
-            };
-            let mem = if path == "kernel" {
-                String::new()
-            } else {
-                let extra = after.saturating_sub(*before) as f64 / 1024.0;
-                format!("{opened}: {before} → {after} (+{extra:.1} MiB)")
-            };
-            println!(
-                "{run:>3}  {path:>9}  {:>16.2}  {:>16.2}  {:>14.0}  {:>8}  {cpu:>21}  {mem:>26}",
-                f.gbit_1, f.gbit_4, f.conn_per_sec, f.conn_failed
-            );
-        }
+        print_path(*run, "kernel", k, "-".to_owned(), String::new());
+        let cpu = format!(
+            "{:.2}/{:.2}/{:.2}",
+            u.proxy_cpu[0], u.proxy_cpu[1], u.proxy_cpu[2]
+        );
+        let extra = idle.after.saturating_sub(idle.before) as f64 / 1024.0;
+        let mem = format!(
+            "{}: {} → {} (+{extra:.1} MiB)",
+            idle.opened, idle.before, idle.after
+        );
+        print_path(*run, "userspace", u, cpu, mem);
         println!(
             "     userspace/kernel: {:.0} % (1 stream), {:.0} % (4 streams), {:.0} % (conn/s)",
             100.0 * u.gbit_1 / k.gbit_1,

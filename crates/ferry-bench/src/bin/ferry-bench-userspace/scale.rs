@@ -32,6 +32,19 @@ fn proxied(plans: impl IntoIterator<Item = ServicePlan>, ports: &ProxyPorts) -> 
         .collect()
 }
 
+/// Proxy ports for every service port of the plan: room for all, with slack for collisions.
+fn proxy_ports(plan: &Plan) -> anyhow::Result<ProxyPorts> {
+    let size = u16::try_from((plan.services.len() * 3 / 2).max(10_000)).unwrap_or(u16::MAX);
+    let mut ports = ProxyPorts::new(PortRange {
+        first: 40_000,
+        last: 40_000u16.saturating_add(size),
+    });
+    for name in plan.services.keys() {
+        ports.assign(name)?;
+    }
+    Ok(ports)
+}
+
 /// Prints `compile_ms rules_ms engine_ms resync_ms change_ms rss_kib_before rss_kib_after
 /// listeners`.
 pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
@@ -46,15 +59,7 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
 
     let t = Instant::now();
     let plan = Plan::build(&NodeView::build(&state, &ctx), &cfg);
-    // Room for every service port, with slack for collisions.
-    let size = u16::try_from((services * 3 / 2).max(10_000)).unwrap_or(u16::MAX);
-    let mut ports = ProxyPorts::new(PortRange {
-        first: 40_000,
-        last: 40_000u16.saturating_add(size),
-    });
-    for name in plan.services.keys() {
-        ports.assign(name)?;
-    }
+    let ports = proxy_ports(&plan)?;
     let rules = userspace::render(&plan, &ports);
     let compile = t.elapsed();
 
@@ -86,16 +91,10 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
     state.apply(Object::EndpointSlice(slice));
     let name = spec.service(i).name;
     let t = Instant::now();
-    let compiler = NodeCompiler::new(&state, &ctx, &cfg);
-    let plans = compiler.service_plans(&state, &name);
+    let plans = NodeCompiler::new(&state, &ctx, &cfg).service_plans(&state, &name);
     let report = engine.sync_service(ctx.family, &[], &name, proxied(plans, &ports));
     let change = t.elapsed();
-    ensure!(
-        report.updated == 1,
-        "the change updated {} ports",
-        report.updated
-    );
-
+    ensure!(report.updated == 1, "updated {} ports", report.updated);
     println!(
         "{:.1} {:.1} {:.1} {:.1} {:.3} {} {} {listeners}",
         ms(compile),
