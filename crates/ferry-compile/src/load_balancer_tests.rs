@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use crate::config::{CompileConfig, LocalDetector, NodePortAddresses};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
-use crate::trace::{trace, Backend, Frontend, Packet, StepKind, Trace, Verdict};
+use crate::trace::{trace, Frontend, Masquerade, Packet, StepKind, Trace, Verdict};
 
 const LB_IP: &str = "203.0.113.10";
 
@@ -252,7 +252,10 @@ fn explain_follows_the_firewall() {
         "{}",
         allowed.to_text()
     );
-    assert!(allowed.masquerade.is_some(), "Cluster policy");
+    assert!(
+        matches!(allowed.masquerade(), Some(Masquerade::Yes(_))),
+        "Cluster policy"
+    );
 
     let denied = explain(&s, "node-a", "203.0.113.99", LB_IP, 80);
     assert_eq!(denied.verdict, Verdict::Dropped, "{}", denied.to_text());
@@ -262,10 +265,7 @@ fn explain_follows_the_firewall() {
             && text.contains("chain firewall-allow-check"),
         "{text}"
     );
-    let ipt = denied
-        .clone()
-        .for_backend(Backend::Iptables)
-        .to_text_for(Backend::Iptables);
+    let ipt = denied.clone().for_iptables().to_text();
     assert!(ipt.contains("filter KUBE-PROXY-FIREWALL (DROP"), "{ipt}");
 
     // The NodePort is not subject to the ranges, and is not opened on the load-balancer IP.
@@ -290,7 +290,7 @@ fn explain_of_a_firewalled_service_without_endpoints_differs_by_backend() {
         Verdict::Dropped,
         "nftables: the firewall runs first"
     );
-    let ipt = denied.for_backend(Backend::Iptables);
+    let ipt = denied.for_iptables();
     assert_eq!(
         ipt.verdict,
         Verdict::Rejected,
@@ -312,7 +312,11 @@ fn local_policy_load_balancer_ip_drops_without_local_endpoint() {
     );
     let t = explain(&s, "node-b", "203.0.113.99", LB_IP, 80);
     assert!(matches!(t.verdict, Verdict::Forwarded { .. }));
-    assert_eq!(t.masquerade, None, "Local keeps the client's address");
+    assert_eq!(
+        t.masquerade(),
+        Some(Masquerade::No),
+        "Local keeps the client's address"
+    );
 }
 
 #[test]
@@ -326,10 +330,10 @@ fn node_traffic_to_a_local_policy_load_balancer_ip_without_local_endpoint_differ
         "{}",
         t.to_text()
     );
-    let ipt = t.for_backend(Backend::Iptables);
+    let ipt = t.for_iptables();
     assert!(
         matches!(ipt.verdict, Verdict::Forwarded { .. }),
         "iptables short-circuits"
     );
-    assert!(ipt.masquerade.is_some());
+    assert!(matches!(ipt.masquerade(), Some(Masquerade::Yes(_))));
 }

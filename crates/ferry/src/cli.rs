@@ -6,9 +6,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
     check_masquerade_bit, hostname, parse_bind_address, parse_cidrs, parse_duration,
-    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, FileConfig, IptablesBackend,
-    ProxyMode,
+    parse_iptables_backend, parse_node_port_addresses, Config, ConfigError, DetectLocalMode,
+    FileConfig, ProxyMode,
 };
+
+/// EX_USAGE: bad flags or configuration.
+pub const EXIT_USAGE: u8 = 64;
 
 /// Ferry: a Kubernetes service proxy that can explain itself.
 #[derive(Debug, Parser)]
@@ -61,9 +64,14 @@ pub struct ExplainArgs {
     /// The node whose rules the packet goes through (same as --hostname-override).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Another address of the node (repeatable): NodePorts may answer there, and packets from
+    /// it are the node's own. Its Node object's addresses are always included; with --live the
+    /// node's interfaces give its addresses instead.
+    #[arg(long = "node-address", value_name = "IP")]
+    pub node_addresses: Vec<std::net::IpAddr>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::explain::Output::Text)]
-    pub output: crate::explain::Output,
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     /// Also read the rules in the kernel (this network namespace) and say where they differ
     /// from what Ferry would program.
     #[arg(long)]
@@ -71,6 +79,17 @@ pub struct ExplainArgs {
     /// Everything `ferry run` takes (manifests, config, cluster CIDR …).
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `ferry explain --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// For tools.
+    Json,
+    /// A Mermaid flowchart.
+    Mermaid,
 }
 
 /// Log output format.
@@ -171,7 +190,7 @@ impl RunArgs {
         }
         if let Some(b) = &self.iptables_backend {
             cfg.iptables_backend =
-                IptablesBackend::parse(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
+                parse_iptables_backend(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
         }
         if let Some(cidrs) = &self.cluster_cidr {
             cfg.cluster_cidrs = parse_cidrs("--cluster-cidr", cidrs)?;
@@ -233,6 +252,30 @@ impl RunArgs {
             );
         }
         Ok((cfg, warnings))
+    }
+}
+
+/// The effective configuration and the manifest path, if any; `None` after printing the one
+/// message about a bad flag or value (the caller exits 64).
+pub fn resolve(
+    args: &RunArgs,
+    warn: impl Fn(&str),
+) -> Option<(Config, Option<std::path::PathBuf>)> {
+    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
+        eprintln!(
+            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
+        );
+        return None;
+    }
+    match args.resolve() {
+        Ok((config, warnings)) => {
+            warnings.iter().for_each(|w| warn(w));
+            Some((config, args.manifests.clone()))
+        }
+        Err(e) => {
+            eprintln!("ferry: {e}");
+            None
+        }
     }
 }
 

@@ -12,8 +12,33 @@ fn seed() -> String {
         .to_string()
 }
 
+/// Runs ferry. When this test runs as root, `ferry run` runs in a network namespace of its own
+/// (`unshare --net`): should a flag these tests expect to be refused ever be accepted, the
+/// agent programs that throw-away namespace, never this machine's. `ferry rules` and `ferry
+/// explain` run as `nobody` (`setpriv`): they only render, and must work without privileges.
 fn ferry(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(FERRY).args(args).output().expect("run ferry");
+    let root = nix::unistd::geteuid().is_root();
+    let mut cmd = match args.first() {
+        Some(&"run") if root => {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--net", "--", FERRY]);
+            cmd
+        }
+        Some(&"rules" | &"explain") if root => {
+            let mut cmd = Command::new("setpriv");
+            cmd.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+                FERRY,
+            ]);
+            cmd
+        }
+        _ => Command::new(FERRY),
+    };
+    let out = cmd.args(args).output().expect("run ferry");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -120,6 +145,100 @@ fn rules_prints_the_ruleset_for_a_node_without_root() {
         "192.168.0.0/16",
     ]);
     assert_eq!(stdout, again, "deterministic");
+}
+
+#[test]
+fn explain_needs_no_privileges_in_any_mode() {
+    for (mode, label) in [("nftables", "nft: "), ("iptables", "iptables: ")] {
+        let (code, stdout, stderr) = ferry(&[
+            "explain",
+            "--manifests",
+            &seed(),
+            "--node",
+            "k8s-node1",
+            "--from",
+            "10.1.1.100",
+            "--to",
+            "10.1.1.17:32223",
+            "--cluster-cidr",
+            "192.168.0.0/16",
+            "--proxy-mode",
+            mode,
+        ]);
+        assert_eq!(code, 0, "{mode}: {stderr}");
+        assert!(stdout.contains(label), "{mode}: {stdout}");
+        assert!(stdout.contains("verdict: FORWARDED"), "{mode}: {stdout}");
+    }
+}
+
+#[test]
+fn explain_of_an_unknown_node_exits_64_listing_the_manifests_nodes() {
+    let seed = seed();
+    let base = [
+        "explain",
+        "--manifests",
+        &seed,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--node",
+        "k8s-nod2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        "ferry: --node: no Node named \"k8s-nod2\" in the manifests; they define k8s-master, \
+         k8s-node1, k8s-node2\n"
+    );
+    let mut live = base.to_vec();
+    live.extend([
+        "--node",
+        "k8s-node2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
+    live.extend(["--live", "--node-address", "10.1.1.19"]);
+    let (code, _, err) = ferry(&live);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.starts_with("ferry: --node-address: not with --live"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explain_takes_further_node_addresses_for_node_ports() {
+    let seed = seed();
+    let mut args = vec!["explain", "--manifests", &seed, "--node", "k8s-node2"];
+    args.extend(["--from", "10.1.1.100", "--to", "10.1.1.19:32223"]);
+    args.extend(["--cluster-cidr", "192.168.0.0/16"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("10.1.1.19 is not an address of node k8s-node2"),
+        "{out}"
+    );
+    args.extend(["--node-address", "10.1.1.19"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("10.1.1.19 is an address of this node, but NodePort 32223/tcp"),
+        "{out}"
+    );
+    args.extend(["--nodeport-addresses", "10.1.1.0/24"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verdict: FORWARDED"), "{out}");
 }
 
 #[test]

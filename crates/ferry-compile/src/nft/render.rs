@@ -68,9 +68,10 @@ pub(crate) fn base(
 /// The match of packets to a NodePort address of this node (never loopback: that would
 /// need `route_localnet`, CVE-2020-8558).
 pub(crate) fn node_port_match(plan: &Plan) -> String {
-    let (ip, loopback) = match plan.family {
-        IpFamily::V4 => ("ip", "127.0.0.0/8"),
-        IpFamily::V6 => ("ip6", "::1"),
+    let ip = crate::family::nft_family(plan.family);
+    let loopback = match plan.family {
+        IpFamily::V4 => "127.0.0.0/8",
+        IpFamily::V6 => "::1",
     };
     match &plan.node_ports {
         NodePortScope::AllLocal => format!("fib daddr type local {ip} daddr != {loopback}"),
@@ -83,9 +84,10 @@ pub(crate) fn node_port_match(plan: &Plan) -> String {
 
 /// Renders everything that does not depend on individual services.
 pub fn render_base(plan: &Plan) -> Ruleset {
-    let (ip, addr) = match plan.family {
-        IpFamily::V4 => ("ip", "ipv4_addr"),
-        IpFamily::V6 => ("ip6", "ipv6_addr"),
+    let ip = crate::family::nft_family(plan.family);
+    let addr = match plan.family {
+        IpFamily::V4 => "ipv4_addr",
+        IpFamily::V6 => "ipv6_addr",
     };
     let mark = format!("0x{:08x}", plan.masquerade_mark);
     let ct_new = "ct state new";

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Backend, Frontend, Trace, Verdict};
+use super::{Frontend, Masquerade, StepKind, Trace, Verdict};
 
 impl Trace {
     /// A one-word verdict: `forwarded`, `dropped`, `rejected`, `not-a-service`.
@@ -15,17 +15,16 @@ impl Trace {
         }
     }
 
-    /// The explanation for people, naming nftables objects.
-    pub fn to_text(&self) -> String {
-        self.to_text_for(Backend::Nft)
+    /// Not translated, and addressed to the node itself.
+    fn delivered_locally(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.kind == StepKind::DeliveredLocally)
     }
 
-    /// The explanation for people, naming `backend`'s objects.
-    pub fn to_text_for(&self, backend: Backend) -> String {
-        let label = match backend {
-            Backend::Nft => "nft",
-            Backend::Iptables => "iptables",
-        };
+    /// The explanation for people, naming the mode's objects.
+    pub fn to_text(&self) -> String {
+        let label = self.objects_label;
         let p = &self.packet;
         let mut out = String::new();
         let _ = writeln!(
@@ -40,7 +39,7 @@ impl Trace {
         for (i, s) in self.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {}", i + 1, s.what);
             let _ = writeln!(out, "   why: {}", s.why);
-            for o in self.objects(s, backend) {
+            for o in &s.objects {
                 let _ = writeln!(out, "   {label}: {o}");
             }
         }
@@ -58,16 +57,21 @@ impl Trace {
                 }
             }
         }
-        let masq = match &self.masquerade {
-            Some(why) => format!("yes: {why}"),
-            None => "no: the endpoint sees the original source".to_owned(),
-        };
-        if matches!(self.verdict, Verdict::Forwarded { .. }) {
+        if let Some(masq) = self.masquerade_text() {
             let _ = writeln!(out, "masquerade: {masq}");
         }
+        // Each target says whether it is masqueraded when that depends on the target.
+        let mixed = matches!(self.masquerade(), Some(Masquerade::Some(_)));
         let verdict = match &self.verdict {
             Verdict::Forwarded { targets } => {
-                let t: Vec<String> = targets.iter().map(ToString::to_string).collect();
+                let t: Vec<String> = targets
+                    .iter()
+                    .map(|t| match (mixed, &t.masquerade) {
+                        (true, Some(_)) => format!("{} (masqueraded)", t.addr),
+                        (true, None) => format!("{} (not masqueraded)", t.addr),
+                        (false, _) => t.addr.to_string(),
+                    })
+                    .collect();
                 format!("FORWARDED to one of {}", t.join(", "))
             }
             Verdict::Dropped => "DROPPED (the client times out)".to_owned(),
@@ -79,13 +83,8 @@ impl Trace {
     }
 
     /// A Mermaid flowchart: client → node → chain → endpoints (or the drop / reject), naming
-    /// nftables objects.
+    /// the mode's objects.
     pub fn to_mermaid(&self) -> String {
-        self.to_mermaid_for(Backend::Nft)
-    }
-
-    /// A Mermaid flowchart naming `backend`'s objects.
-    pub fn to_mermaid_for(&self, backend: Backend) -> String {
         let p = &self.packet;
         let mut out = String::from("flowchart LR\n");
         let _ = writeln!(out, "  src[\"{} ({})\"]", p.src, self.origin);
@@ -101,30 +100,25 @@ impl Trace {
         let mut last = "node".to_owned();
         for (i, s) in self.steps.iter().enumerate() {
             let id = format!("s{i}");
-            let label = self
-                .objects(s, backend)
-                .first()
-                .cloned()
-                .unwrap_or_else(|| s.what.clone());
+            let label = s.objects.first().cloned().unwrap_or_else(|| s.what.clone());
             let _ = writeln!(out, "  {id}[\"{}\"]", label.replace('"', "'"));
             let _ = writeln!(out, "  {last} --> {id}");
             last = id;
         }
         match &self.verdict {
             Verdict::Forwarded { targets } => {
-                let via = if self.masquerade.is_some() {
-                    "DNAT + SNAT"
-                } else {
-                    "DNAT"
-                };
                 for (i, t) in targets.iter().enumerate() {
+                    let via = match t.masquerade {
+                        Some(_) => "DNAT + SNAT",
+                        None => "DNAT",
+                    };
                     let node = self
                         .candidates
                         .iter()
-                        .find(|c| c.addr == *t)
+                        .find(|c| c.addr == t.addr)
                         .and_then(|c| c.node.clone())
                         .unwrap_or_default();
-                    let _ = writeln!(out, "  ep{i}[\"{t}<br/>{node}\"]");
+                    let _ = writeln!(out, "  ep{i}[\"{}<br/>{node}\"]", t.addr);
                     let _ = writeln!(out, "  {last} -->|{via}| ep{i}");
                 }
             }
@@ -133,6 +127,9 @@ impl Trace {
             }
             Verdict::Rejected => {
                 let _ = writeln!(out, "  reject((connection refused))\n  {last} --> reject");
+            }
+            Verdict::NotAService if self.delivered_locally() => {
+                let _ = writeln!(out, "  local((delivered to the node))\n  {last} --> local");
             }
             Verdict::NotAService => {
                 let _ = writeln!(out, "  route((routed normally))\n  {last} --> route");

@@ -10,8 +10,9 @@ use ferry_compile::iptables::{
 use ferry_model::IpFamily;
 
 use super::chains_in;
-use super::cli::{Backend, IptablesCli, IptablesRunner};
-use crate::nft::ApplyError;
+use super::cli::{IptablesCli, IptablesRunner};
+use crate::mode::IptablesBackend;
+use crate::Error;
 
 /// Chains of each table in an `iptables-save` output of several tables.
 fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
@@ -42,7 +43,7 @@ fn ours(table: Table, chain: &str) -> bool {
 
 /// Removes Ferry's chains through one runner: the jumps from built-in chains first, then
 /// every chain of Ferry's in one restore. Tables that do not exist are not created.
-pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> {
+pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), Error> {
     let existing = tables(&runner.save(None)?);
     let chains_of = |t: Table| -> Vec<&str> {
         existing
@@ -88,12 +89,12 @@ pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> 
 
 /// Removes Ferry's iptables and ip6tables chains and jumps from both backends in the current
 /// network namespace. A tool that is not installed is skipped.
-pub fn cleanup() -> Result<(), ApplyError> {
+pub fn cleanup() -> Result<(), Error> {
     for family in [IpFamily::V4, IpFamily::V6] {
-        for backend in Backend::ALL {
+        for backend in IptablesBackend::ALL {
             let mut cli = IptablesCli::for_family(backend, family);
             match cleanup_with(&mut cli) {
-                Err(ApplyError::Spawn { .. }) => continue,
+                Err(Error::Spawn { .. }) => continue,
                 other => other?,
             }
         }

@@ -1,0 +1,40 @@
+//! Why a sync (or a read of the kernel) failed, in any mode. The kernel holds what it held
+//! before.
+
+use crate::netlink::NetlinkError;
+
+/// Why a transaction was not applied, or the kernel could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A tool (`nft`, `iptables-restore` …) could not be started.
+    #[error("could not run {program}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An incremental sync was asked for before any full sync succeeded.
+    #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
+    NoBaseline,
+    /// No netlink socket is open.
+    #[error("no nfnetlink socket")]
+    NoNetlink,
+    /// The kernel rejected a batch sent over netlink.
+    #[error("netlink batch failed: {0}")]
+    Netlink(#[from] NetlinkError),
+    /// The node's addresses could not be read from its interfaces.
+    #[error("could not read this node's interface addresses")]
+    Addresses(#[source] nix::errno::Errno),
+    /// A tool rejected the transaction (or a listing failed).
+    #[error("{program} failed ({status}): {stderr}")]
+    Rejected {
+        /// The program and its mode of use (`nft -f -`).
+        program: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed.
+        stderr: String,
+    },
+}
