@@ -30,17 +30,19 @@
 //! transactions and netlink encoding are nftables mode's.
 
 mod base;
+mod node;
 mod ports;
 mod render;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use ferry_model::{IpFamily, Protocol, ServicePortName};
+use ferry_model::{IpFamily, Protocol, ServiceName, ServicePortName};
 
 use crate::nft::Ruleset;
 
 pub use base::render_base;
+pub use node::{NodeRules, ServicePorts};
 pub use ports::{PortRange, PortRangeError, ProxyPorts, RangeExhausted};
 pub use render::{render, render_port, render_service};
 
@@ -60,7 +62,8 @@ pub enum Proxied {
     Port(u16),
     /// Not proxied: SCTP (the proxy carries TCP and UDP only), rejected.
     Sctp,
-    /// Not proxied: no proxy port was left in the range ([`RangeExhausted`]), rejected.
+    /// Not proxied: no proxy port was left in the range ([`RangeExhausted`]), or the proxy
+    /// could not listen on it (retried at the next sync); rejected.
     NoPort,
 }
 
@@ -91,10 +94,7 @@ pub fn proxied_protocol(p: Protocol) -> bool {
 /// whole output still loads with `nft -f`): which listener serves which service port, and
 /// its frontends.
 pub fn port_table(family: IpFamily, ports: &BTreeMap<ServicePortName, PortInfo>) -> String {
-    let fam = match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    };
+    let fam = crate::family::nft_family(family);
     let mut out = format!("# proxy ports ({fam}): listener <- service port <- frontends\n");
     for (name, info) in ports {
         let (listener, note) = match info.proxied {
@@ -105,7 +105,7 @@ pub fn port_table(family: IpFamily, ports: &BTreeMap<ServicePortName, PortInfo>)
             ),
             Proxied::NoPort => (
                 "none".into(),
-                "   (no free proxy port in the range: rejected)",
+                "   (no proxy port: the range is full or the port cannot be bound; rejected)",
             ),
         };
         let _ = writeln!(
@@ -116,6 +116,22 @@ pub fn port_table(family: IpFamily, ports: &BTreeMap<ServicePortName, PortInfo>)
         );
     }
     out
+}
+
+/// The service port an element's comment names (`namespace/name:port`, or `namespace/name`
+/// for an unnamed port, as the rules write it), with the protocol of its key: how the
+/// assignments of a table left in the kernel are read back ([`ProxyPorts::restore`]).
+pub fn service_port_of(comment: &str, protocol: Protocol) -> Option<ServicePortName> {
+    let (service, port) = comment.split_once(':').unwrap_or((comment, ""));
+    let (namespace, name) = service.split_once('/')?;
+    if namespace.is_empty() || name.is_empty() {
+        return None;
+    }
+    Some(ServicePortName {
+        service: ServiceName::new(namespace, name),
+        port: port.to_owned(),
+        protocol,
+    })
 }
 
 #[cfg(test)]

@@ -19,10 +19,11 @@ use crate::live::LiveReport;
 use crate::mode::{FailureCounter, ModeEntry, NodeMode};
 use crate::netlink::{NetlinkError, NetlinkSocket};
 use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
 mod cli;
-mod live;
+pub(crate) mod live;
 mod pins;
 mod read_back;
 
@@ -33,13 +34,19 @@ pub use read_back::{read_back, LiveTable};
 pub(crate) const MODE: ModeEntry = ModeEntry {
     mode: ProxyMode::Nftables,
     renderer: &NftRenderer,
-    open: |_| Box::new(NftMode),
+    open: |options| {
+        Box::new(NftMode {
+            localhost: Engine::new(options),
+        })
+    },
     cleanup,
     sync_failures: FailureCounter::NftablesSync,
 };
 
-/// nftables mode on this node: nothing to choose at start-up.
-struct NftMode;
+/// nftables mode on this node, with the proxy of its localhost NodePorts.
+struct NftMode {
+    localhost: Engine,
+}
 
 impl NodeMode for NftMode {
     fn describe(&self) -> String {
@@ -55,8 +62,17 @@ impl NodeMode for NftMode {
         )
     }
 
-    fn applier(&self, _family: IpFamily) -> Box<dyn Applier> {
-        Box::new(NftDataplane::new())
+    fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
+        let rules = NftDataplane::new();
+        Box::new(WithLocalhostNodePorts::new(
+            rules,
+            self.localhost.clone(),
+            family,
+        ))
+    }
+
+    fn proxy_metrics(&self) -> Option<Stats> {
+        Some(self.localhost.stats())
     }
 
     fn live(

@@ -16,7 +16,12 @@
 //! itself): the seeds' `externalTrafficPolicy` source-IP questions only make sense in the
 //! kernel modes.
 
+mod applier;
+mod engine;
+mod localhost;
 mod metrics;
+mod mode;
+mod restore;
 mod route;
 mod sock;
 mod splice;
@@ -33,8 +38,13 @@ use tokio_util::sync::CancellationToken;
 use ferry_compile::ServicePlan;
 use ferry_model::{IpFamily, ServicePortName};
 
+pub use engine::Stats;
 pub use metrics::{names, PortMetrics};
 pub use table::UserspaceProxy;
+
+pub(crate) use engine::Engine;
+pub(crate) use localhost::WithLocalhostNodePorts;
+pub(crate) use mode::MODE;
 
 use metrics::Counters;
 use route::{Balancer, Sources};
@@ -120,6 +130,18 @@ pub struct SyncReport {
     pub listeners_closed: usize,
     /// Listeners that could not be opened.
     pub failed: Vec<ListenError>,
+}
+
+impl SyncReport {
+    /// Adds another report's figures to this one.
+    pub fn add(&mut self, other: SyncReport) {
+        self.added += other.added;
+        self.updated += other.updated;
+        self.removed += other.removed;
+        self.listeners_opened += other.listeners_opened;
+        self.listeners_closed += other.listeners_closed;
+        self.failed.extend(other.failed);
+    }
 }
 
 /// The state a service port's listeners and connections share.

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use ferry_compile::nft;
 use ferry_compile::userspace::{self, PortRange, ProxyPorts};
-use ferry_dataplane::userspace::{ProxyConfig, UserspaceProxy};
 use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::userspace::{ProxyConfig, UserspaceProxy};
 use ferry_model::{IpFamily, TrafficPolicy};
 use tokio::net::{TcpStream, UdpSocket};
 

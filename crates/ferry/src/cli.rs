@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use ferry_compile::userspace::PortRange;
+
 use crate::config::{
     check_masquerade_bit, hostname, parse_bind_address, parse_cidrs, parse_duration,
     parse_iptables_backend, parse_node_port_addresses, Config, ConfigError, DetectLocalMode,
@@ -120,7 +122,7 @@ pub struct RunArgs {
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
-    /// Proxy mode: nftables (default) or iptables.
+    /// Proxy mode: nftables (default), iptables or userspace.
     #[arg(long, value_name = "MODE")]
     pub proxy_mode: Option<String>,
     /// iptables mode: which iptables to program, nft, legacy or auto (the one that already
@@ -136,9 +138,25 @@ pub struct RunArgs {
     /// Masquerade all traffic to ClusterIPs.
     #[arg(long)]
     pub masquerade_all: bool,
-    /// Where NodePorts answer: comma-separated CIDRs, or `primary`.
+    /// Where NodePorts answer: comma-separated CIDRs, or `primary`. A loopback range
+    /// (127.0.0.0/8, ::1/128) asks for localhost NodePorts, served by Ferry's userspace proxy.
     #[arg(long, value_name = "LIST")]
     pub nodeport_addresses: Option<String>,
+    /// iptables mode: answer NodePorts on 127.0.0.1 and [::1] (default true), through
+    /// Ferry's userspace proxy (route_localnet is never set).
+    #[arg(long, value_name = "BOOL")]
+    pub iptables_localhost_nodeports: Option<bool>,
+    /// nftables and userspace modes: answer NodePorts on 127.0.0.1 and [::1] (Ferry's own
+    /// setting; default false in nftables mode, true in userspace mode).
+    #[arg(long, value_name = "BOOL")]
+    pub nftables_localhost_nodeports: Option<bool>,
+    /// Userspace mode: the node ports its proxy listens on (BEGIN-END or BEGIN+OFFSET;
+    /// empty: 40000-49999).
+    #[arg(long, value_name = "RANGE")]
+    pub proxy_port_range: Option<String>,
+    /// Userspace proxy: how long a UDP association lasts without a datagram (Go duration).
+    #[arg(long, value_name = "DURATION")]
+    pub udp_timeout: Option<String>,
     /// The bit of the packet mark used for masquerading.
     #[arg(long, value_name = "BIT")]
     pub masquerade_bit: Option<i64>,
@@ -206,6 +224,7 @@ impl RunArgs {
             cfg.node_port_addresses =
                 parse_node_port_addresses("--nodeport-addresses", list.split(','))?;
         }
+        self.userspace_flags(&mut cfg)?;
         if let Some(bit) = self.masquerade_bit {
             cfg.masquerade_bit = check_masquerade_bit("--masquerade-bit", bit)?;
         }
@@ -252,6 +271,28 @@ impl RunArgs {
             );
         }
         Ok((cfg, warnings))
+    }
+}
+
+impl RunArgs {
+    /// The userspace proxy's flags (kube-proxy's names, `--nftables-localhost-nodeports`
+    /// Ferry's own).
+    fn userspace_flags(&self, cfg: &mut Config) -> Result<(), ConfigError> {
+        if let Some(b) = self.iptables_localhost_nodeports {
+            cfg.localhost_node_ports.iptables = Some(b);
+        }
+        if let Some(b) = self.nftables_localhost_nodeports {
+            cfg.localhost_node_ports.nftables = Some(b);
+        }
+        if let Some(r) = &self.proxy_port_range {
+            cfg.proxy_port_range = PortRange::parse(r)
+                .map_err(|e| ConfigError::new("--proxy-port-range", e.to_string()))?;
+        }
+        if let Some(d) = &self.udp_timeout {
+            cfg.udp_idle_timeout =
+                parse_duration(d).map_err(|m| ConfigError::new("--udp-timeout", m))?;
+        }
+        Ok(())
     }
 }
 
@@ -315,5 +356,12 @@ fn apply_file(cfg: &mut Config, file: FileConfig) {
     }
     if let Some(v) = file.metrics_bind_address {
         cfg.metrics_bind_address = v;
+    }
+    cfg.localhost_node_ports = file.localhost_node_ports;
+    if let Some(v) = file.proxy_port_range {
+        cfg.proxy_port_range = v;
+    }
+    if let Some(v) = file.udp_idle_timeout {
+        cfg.udp_idle_timeout = v;
     }
 }

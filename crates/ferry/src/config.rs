@@ -4,7 +4,7 @@
 //! [`ConfigError`] naming the flag or field, and the process exits with 64 (EX_USAGE) before
 //! touching anything.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use ipnet::IpNet;
 
 use ferry_compile::config::LocalDetector;
 pub use ferry_compile::mode::ProxyMode;
+use ferry_compile::userspace::PortRange;
 use ferry_compile::{CompileConfig, NodePortAddresses};
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
@@ -112,6 +113,25 @@ pub struct Config {
     pub kubeconfig: Option<PathBuf>,
     /// `--master`: the API server's URL.
     pub master: Option<String>,
+    /// `iptables.localhostNodePorts` / `nftables.localhostNodePorts`.
+    pub localhost_node_ports: LocalhostNodePorts,
+    /// `portRange`: the userspace mode's proxy ports.
+    pub proxy_port_range: PortRange,
+    /// `udpIdleTimeout`: a proxied UDP association ends after this long without a datagram.
+    pub udp_idle_timeout: Duration,
+}
+
+/// Whether NodePorts answer on `127.0.0.1` / `[::1]` (served by Ferry's userspace proxy, never
+/// with `route_localnet`), as each mode's section of the configuration says (`None`: not
+/// said).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LocalhostNodePorts {
+    /// `iptables.localhostNodePorts` (upstream's field; default true).
+    pub iptables: Option<bool>,
+    /// `nftables.localhostNodePorts`: Ferry's own field (default false; upstream's nftables
+    /// mode never answers localhost NodePorts). The userspace mode reads it too (its rules
+    /// are nftables; default true).
+    pub nftables: Option<bool>,
 }
 
 impl Default for Config {
@@ -131,6 +151,9 @@ impl Default for Config {
             metrics_bind_address: Some(SocketAddr::from(([127, 0, 0, 1], 10249))),
             kubeconfig: None,
             master: None,
+            localhost_node_ports: LocalhostNodePorts::default(),
+            proxy_port_range: PortRange::DEFAULT,
+            udp_idle_timeout: Duration::from_millis(250),
         }
     }
 }
@@ -140,7 +163,22 @@ impl Config {
     pub fn mode_options(&self) -> ModeOptions {
         ModeOptions {
             iptables_backend: self.iptables_backend,
+            runtime: None,
+            udp_idle_timeout: self.udp_idle_timeout,
         }
+    }
+
+    /// Whether `family`'s NodePorts answer on its loopback address: the mode's section says,
+    /// else the mode's default, or `nodePortAddresses` listing the loopback address.
+    fn localhost_node_ports(&self, family: IpFamily) -> bool {
+        let said = match self.mode {
+            ProxyMode::Iptables => self.localhost_node_ports.iptables,
+            _ => self.localhost_node_ports.nftables,
+        };
+        said.unwrap_or_else(|| {
+            self.mode.localhost_node_ports_default()
+                || self.node_port_addresses.lists_loopback(family)
+        })
     }
 
     /// The compiler's settings for one family.
@@ -156,6 +194,8 @@ impl Config {
             masquerade_all: self.masquerade_all,
             masquerade_bit: self.masquerade_bit,
             node_port_addresses: self.node_port_addresses.clone(),
+            localhost_node_ports: self.localhost_node_ports(family),
+            proxy_port_range: self.proxy_port_range,
         }
     }
 }
@@ -173,7 +213,9 @@ pub fn parse_cidrs(place: &str, s: &str) -> Result<Vec<IpNet>, ConfigError> {
         .collect()
 }
 
-/// Parses `nodePortAddresses` entries: CIDRs or `primary`.
+/// Parses `nodePortAddresses` entries: CIDRs or `primary`. A loopback range (`127.0.0.0/8`,
+/// `::1/128`) asks for localhost NodePorts, which Ferry's userspace proxy serves (the kernel
+/// rules never open NodePorts on loopback).
 pub fn parse_node_port_addresses<'a>(
     place: &str,
     items: impl IntoIterator<Item = &'a str>,
@@ -191,12 +233,6 @@ pub fn parse_node_port_addresses<'a>(
                 format!("{item:?} is neither a CIDR nor \"primary\""),
             )
         })?;
-        if is_loopback(&net.addr()) {
-            return Err(ConfigError::new(
-                format!("{place}[{i}]"),
-                format!("{item} is a loopback range; NodePorts are never opened on localhost"),
-            ));
-        }
         out.cidrs.push(net);
     }
     if out.primary && !out.cidrs.is_empty() {
@@ -206,10 +242,6 @@ pub fn parse_node_port_addresses<'a>(
         ));
     }
     Ok(out)
-}
-
-fn is_loopback(ip: &IpAddr) -> bool {
-    ip.is_loopback()
 }
 
 /// Parses `healthzBindAddress` / `metricsBindAddress` (and their flags): `IP:PORT`

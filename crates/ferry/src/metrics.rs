@@ -29,6 +29,7 @@ use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
 mod conntrack;
+mod userspace;
 
 /// The `Content-Type` of `/metrics`.
 pub const CONTENT_TYPE_OPENMETRICS: &str =
@@ -99,6 +100,7 @@ struct Set {
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
     conntrack: conntrack::ConntrackMetrics,
+    proxy: userspace::ProxyCollector,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -157,6 +159,7 @@ impl Metrics {
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
             conntrack: conntrack::ConntrackMetrics::new(),
+            proxy: userspace::ProxyCollector::default(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -238,6 +241,7 @@ impl Metrics {
             set.health_check_servers.clone(),
         );
         set.conntrack.register(&mut registry);
+        registry.register_collector(Box::new(set.proxy.clone()));
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -386,6 +390,14 @@ impl Metrics {
     /// when it failed.
     pub fn conntrack_cleaned(&self, family: IpFamily, elapsed: Duration, deleted: u64, ok: bool) {
         self.set.conntrack.cleaned(family, elapsed, deleted, ok);
+    }
+
+    /// Exports the counters of the mode's userspace proxy (`ferry_userspace_*`), when it runs
+    /// one (see `NodeMode::proxy_metrics`).
+    pub fn serve_proxy_metrics(&self, stats: Option<ferry_dataplane::userspace::Stats>) {
+        if let Some(stats) = stats {
+            self.set.proxy.serve(stats);
+        }
     }
 
     /// Health-check NodePort servers now open.

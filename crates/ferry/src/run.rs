@@ -60,6 +60,7 @@ fn syncer(config: &Config, mode: &dyn NodeMode, families: &[IpFamily]) -> Syncer
                     config.compile_config(f),
                     mode.applier(f),
                 )
+                .with_udp_conntrack_cleanup(mode.udp_conntrack_cleanup())
             })
             .collect(),
     )
@@ -178,8 +179,12 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let mut health_checks = ServiceHealthServers::new(health.clone());
     let mut rx = start_source(&config, source, &metrics).await?;
 
-    let mode = (mode_entry.open)(&config.mode_options());
+    // The proxy of the userspace mode and of localhost NodePorts serves on this runtime.
+    let mut options = config.mode_options();
+    options.runtime = Some(tokio::runtime::Handle::current());
+    let mode = (mode_entry.open)(&options);
     tracing::info!("{}", mode.describe());
+    metrics.serve_proxy_metrics(mode.proxy_metrics());
     let families = supported_families(mode.as_ref());
     let mut syncer = syncer(&config, mode.as_ref(), &families);
     cleanup_other_modes(&config);

@@ -64,7 +64,7 @@ fn bad_flags_exit_64_with_one_message_naming_the_flag() {
                 "--manifests",
                 &seed,
                 "--nodeport-addresses",
-                "127.0.0.0/8",
+                "127.0.0.0/33",
             ],
             "--nodeport-addresses",
         ),

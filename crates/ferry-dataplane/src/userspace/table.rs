@@ -114,26 +114,34 @@ impl UserspaceProxy {
         ports: Vec<ProxiedPort>,
         remove: impl Fn(&ServicePortName) -> bool,
     ) -> SyncReport {
+        // Removed first: a port (a localhost NodePort) may pass from one service to another.
+        let mut report = self.remove(family, remove);
+        let added = self.upsert(family, pod_cidrs, ports);
+        report.add(added);
+        report
+    }
+
+    /// Adds or updates the family's service ports `ports`, removing none: their listeners are
+    /// open (or opened) when this returns. The userspace mode calls it before its rules send
+    /// traffic to new listeners.
+    pub fn upsert(
+        &mut self,
+        family: IpFamily,
+        pod_cidrs: &[IpNet],
+        ports: Vec<ProxiedPort>,
+    ) -> SyncReport {
         let _runtime = self.handle.enter();
         let mut report = SyncReport::default();
         let config = self.config.clone();
         let fam = self.family(family);
-        let node = sock::local_addresses();
         let sources = Sources {
-            node: node
+            node: sock::local_addresses()
                 .into_iter()
                 .filter(|ip| IpFamily::of(ip) == family)
                 .collect(),
             pods: pod_cidrs.to_vec(),
         };
         *fam.sources.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(sources);
-        let gone: Vec<ServicePortName> = fam.ports.keys().filter(|n| remove(n)).cloned().collect();
-        for name in gone {
-            if let Some(entry) = fam.ports.remove(&name) {
-                report.listeners_closed += close(entry);
-                report.removed += 1;
-            }
-        }
         for port in ports {
             let name = port.plan.name.clone();
             let entry = match fam.ports.remove(&name) {
@@ -151,6 +159,33 @@ impl UserspaceProxy {
             fam.ports.insert(name, entry);
         }
         report
+    }
+
+    /// Removes the family's service ports `remove` selects: their listeners and connections
+    /// close. The userspace mode calls it once its rules no longer send traffic there.
+    pub fn remove(
+        &mut self,
+        family: IpFamily,
+        remove: impl Fn(&ServicePortName) -> bool,
+    ) -> SyncReport {
+        let mut report = SyncReport::default();
+        let fam = self.family(family);
+        let gone: Vec<ServicePortName> = fam.ports.keys().filter(|n| remove(n)).cloned().collect();
+        for name in gone {
+            if let Some(entry) = fam.ports.remove(&name) {
+                report.listeners_closed += close(entry);
+                report.removed += 1;
+            }
+        }
+        report
+    }
+
+    /// The family's service ports.
+    pub fn service_ports(&self, family: IpFamily) -> impl Iterator<Item = &ServicePortName> {
+        match family {
+            IpFamily::V4 => self.v4.ports.keys(),
+            IpFamily::V6 => self.v6.ports.keys(),
+        }
     }
 
     /// Every service port's counters.

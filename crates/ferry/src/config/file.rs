@@ -7,11 +7,12 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde_json::{Map, Value};
 
+use ferry_compile::userspace::PortRange;
 use ferry_compile::NodePortAddresses;
 
 use super::{
     check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration,
-    parse_node_port_addresses, ConfigError, DetectLocalMode, ProxyMode,
+    parse_node_port_addresses, ConfigError, DetectLocalMode, LocalhostNodePorts, ProxyMode,
 };
 
 /// Prefix of the warning for a field KubeProxyConfiguration does not have.
@@ -44,6 +45,12 @@ pub struct FileConfig {
     pub metrics_bind_address: Option<Option<SocketAddr>>,
     /// `clientConnection.kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
+    /// `iptables.localhostNodePorts`, `nftables.localhostNodePorts` (Ferry's own field).
+    pub localhost_node_ports: LocalhostNodePorts,
+    /// `portRange`.
+    pub proxy_port_range: Option<PortRange>,
+    /// `udpIdleTimeout`.
+    pub udp_idle_timeout: Option<Duration>,
     /// Fields that are unknown, or known to kube-proxy but not used by Ferry: reported, not
     /// silently dropped.
     pub warnings: Vec<String>,
@@ -67,6 +74,8 @@ const USED: &[&str] = &[
     "healthzBindAddress",
     "metricsBindAddress",
     "clientConnection",
+    "portRange",
+    "udpIdleTimeout",
 ];
 
 /// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
@@ -80,7 +89,6 @@ const NOT_USED: &[&str] = &[
     "ipvs",
     "logging",
     "oomScoreAdj",
-    "portRange",
     "showHiddenMetricsForVersion",
     "winkernel",
 ];
@@ -244,6 +252,7 @@ impl FileConfig {
             }
         }
         out.kubeconfig = client_connection(&r, &obj, &mut out.warnings)?;
+        userspace_fields(&r, &obj, &mut out)?;
         out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
         out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
         // Per-mode sections: the section of the chosen mode (nftables by default) wins over the
@@ -283,6 +292,38 @@ impl FileConfig {
         }
         Ok(out)
     }
+}
+
+/// The userspace proxy's fields: `portRange`, `udpIdleTimeout`, and each section's
+/// `localhostNodePorts` (`iptables.localhostNodePorts` is upstream's; `nftables.…` is
+/// Ferry's own, as upstream's nftables mode never serves localhost NodePorts).
+fn userspace_fields(
+    r: &Reader<'_>,
+    obj: &Map<String, Value>,
+    out: &mut FileConfig,
+) -> Result<(), ConfigError> {
+    if let Some(range) = r.string(obj, "portRange", "portRange")? {
+        out.proxy_port_range =
+            Some(PortRange::parse(range).map_err(|e| r.err("portRange", e.reason))?);
+    }
+    out.udp_idle_timeout = r.duration(obj, "udpIdleTimeout", "udpIdleTimeout")?;
+    for (section, slot) in [
+        ("iptables", &mut out.localhost_node_ports.iptables),
+        ("nftables", &mut out.localhost_node_ports.nftables),
+    ] {
+        let Some(Value::Object(sec)) = obj.get(section) else {
+            continue;
+        };
+        *slot = match sec.get("localhostNodePorts") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(other) => {
+                let place = format!("{section}.localhostNodePorts");
+                return Err(r.err(&place, format!("must be true or false, got {other}")));
+            }
+        };
+    }
+    Ok(())
 }
 
 /// `clientConnection`: `kubeconfig` is used; kube-proxy's other fields (`qps`, `burst`,

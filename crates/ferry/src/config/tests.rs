@@ -76,7 +76,16 @@ fn each_bad_value_names_its_field() {
             "nodePortAddresses: [primary, nonsense]\n",
             "nodePortAddresses[1]",
         ),
-        ("nodePortAddresses: [127.0.0.0/8]\n", "nodePortAddresses[0]"),
+        (
+            "nodePortAddresses: [127.0.0.0/8, 10.0.0.0/33]\n",
+            "nodePortAddresses[1]",
+        ),
+        ("portRange: 50000-40000\n", "portRange"),
+        ("udpIdleTimeout: soon\n", "udpIdleTimeout"),
+        (
+            "iptables:\n  localhostNodePorts: yes please\n",
+            "iptables.localhostNodePorts",
+        ),
         ("masqueradeAll: maybe\n", "masqueradeAll"),
         ("nftables:\n  masqueradeBit: 32\n", "nftables.masqueradeBit"),
         ("iptables:\n  masqueradeBit: -1\n", "iptables.masqueradeBit"),
@@ -174,4 +183,78 @@ fn client_connection_kubeconfig_is_read_and_its_other_fields_reported() {
     );
     let e = parse(&format!("{HEAD}clientConnection:\n  kubeconfig: 7\n")).expect_err("bad");
     assert!(e.place.ends_with("clientConnection.kubeconfig"), "{e}");
+}
+
+#[test]
+fn reads_the_userspace_proxy_fields() {
+    let f = parse(&format!(
+        "{HEAD}portRange: 20000+99\nudpIdleTimeout: 1s\niptables:\n  localhostNodePorts: false\n\
+         nftables:\n  localhostNodePorts: true\n"
+    ))
+    .expect("valid");
+    assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+    let range = f.proxy_port_range.expect("portRange");
+    assert_eq!((range.first, range.last), (20000, 20099));
+    assert_eq!(f.udp_idle_timeout, Some(Duration::from_secs(1)));
+    assert_eq!(
+        f.localhost_node_ports,
+        LocalhostNodePorts {
+            iptables: Some(false),
+            nftables: Some(true),
+        }
+    );
+}
+
+/// Whether `mode` serves localhost NodePorts of `family` with `lnp` and nodePortAddresses `npa`.
+fn localhost(mode: ProxyMode, lnp: LocalhostNodePorts, npa: &[&str], family: IpFamily) -> bool {
+    let cfg = Config {
+        mode,
+        localhost_node_ports: lnp,
+        node_port_addresses: parse_node_port_addresses("test", npa.iter().copied()).expect("npa"),
+        ..Config::default()
+    };
+    cfg.compile_config(family).localhost_node_ports
+}
+
+#[test]
+fn localhost_node_ports_are_on_in_iptables_and_userspace_modes_and_opt_in_in_nftables_mode() {
+    let unset = LocalhostNodePorts::default();
+    let v4 = IpFamily::V4;
+    assert!(localhost(ProxyMode::Iptables, unset, &[], v4));
+    assert!(localhost(ProxyMode::Userspace, unset, &[], v4));
+    assert!(!localhost(ProxyMode::Nftables, unset, &[], v4));
+    let nft_on = LocalhostNodePorts {
+        nftables: Some(true),
+        ..unset
+    };
+    assert!(localhost(ProxyMode::Nftables, nft_on, &[], v4));
+    // The other section's setting is not the mode's.
+    assert!(!localhost(
+        ProxyMode::Iptables,
+        LocalhostNodePorts {
+            iptables: Some(false),
+            ..nft_on
+        },
+        &[],
+        v4
+    ));
+    // nodePortAddresses listing loopback asks for them, unless the section says no.
+    assert!(localhost(ProxyMode::Nftables, unset, &["127.0.0.0/8"], v4));
+    assert!(!localhost(
+        ProxyMode::Nftables,
+        unset,
+        &["127.0.0.0/8"],
+        IpFamily::V6
+    ));
+    assert!(localhost(
+        ProxyMode::Nftables,
+        unset,
+        &["::1/128"],
+        IpFamily::V6
+    ));
+    let off = LocalhostNodePorts {
+        nftables: Some(false),
+        ..unset
+    };
+    assert!(!localhost(ProxyMode::Nftables, off, &["127.0.0.0/8"], v4));
 }

@@ -11,8 +11,8 @@ use ferry_bench::cluster::ClusterSpec;
 use ferry_bench::compile::{build_state, compile_config, node_context};
 use ferry_compile::userspace::{self, PortRange, ProxyPorts};
 use ferry_compile::{NodeCompiler, Plan, ServicePlan};
-use ferry_dataplane::userspace::{ProxiedPort, ProxyConfig, UserspaceProxy};
 use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::userspace::{ProxiedPort, ProxyConfig, UserspaceProxy};
 use ferry_model::{NodeView, Object};
 
 use crate::proxy::rss_kib;

@@ -1,0 +1,93 @@
+//! The userspace mode's line in the mode table, and the mode on a node: one proxy engine
+//! shared by the families' appliers and read by the metrics server.
+
+use ferry_compile::family::nft_family;
+use ferry_compile::mode::{ProxyMode, UserspaceRenderer};
+use ferry_compile::nft::TABLE;
+use ferry_compile::trace::Trace;
+use ferry_compile::userspace::{NodeRules, ProxyPorts};
+use ferry_compile::NodeCompiler;
+use ferry_model::{ClusterState, IpFamily};
+
+use super::applier::UserspaceApplier;
+use super::engine::{Engine, Stats};
+use super::restore;
+use crate::live::LiveReport;
+use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::{Applier, Error};
+
+/// The userspace mode's line in the mode table. Its rules are Ferry's nftables table, so it
+/// shares nftables mode's cleanup and failure counter (upstream's userspace proxier had
+/// none).
+pub(crate) const MODE: ModeEntry = ModeEntry {
+    mode: ProxyMode::Userspace,
+    renderer: &UserspaceRenderer,
+    open: |options: &ModeOptions| Box::new(UserspaceMode::open(options)),
+    cleanup: crate::nft::cleanup,
+    sync_failures: FailureCounter::NftablesSync,
+};
+
+/// The userspace mode on this node.
+struct UserspaceMode {
+    engine: Engine,
+}
+
+impl UserspaceMode {
+    fn open(options: &ModeOptions) -> Self {
+        Self {
+            engine: Engine::new(options),
+        }
+    }
+}
+
+impl NodeMode for UserspaceMode {
+    fn describe(&self) -> String {
+        match self.engine.serves() {
+            true => "userspace mode".to_owned(),
+            false => "userspace mode (rules only: no runtime to serve connections)".to_owned(),
+        }
+    }
+
+    /// nftables mode's check: the redirect rules are in Ferry's nftables table.
+    fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
+        kernel_has(family)?;
+        succeeds(
+            "nft",
+            &["--check", "add", "table", nft_family(family), TABLE],
+        )
+    }
+
+    fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
+        Box::new(UserspaceApplier::new(family, self.engine.clone()))
+    }
+
+    fn udp_conntrack_cleanup(&self) -> bool {
+        false
+    }
+
+    fn proxy_metrics(&self) -> Option<Stats> {
+        Some(self.engine.stats())
+    }
+
+    /// The kernel's table against the rules compiled with the proxy ports it holds.
+    fn live(
+        &self,
+        trace: &Trace,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+    ) -> Result<LiveReport, Error> {
+        let family = compiler.family();
+        let table = crate::nft::read_back(family)?;
+        let mut ports = ProxyPorts::new(compiler.config().proxy_port_range);
+        for (name, port) in restore::read(family)? {
+            ports.restore(&name, port);
+        }
+        let (rules, _) = NodeRules::new(compiler).full(state, &mut ports);
+        Ok(crate::nft::live::check(
+            trace,
+            &rules.ruleset,
+            table.as_ref(),
+        ))
+    }
+}
