@@ -5,15 +5,18 @@
 //! Upstream's userspace proxier (removed in Kubernetes 1.26) had four iptables chains for this;
 //! Ferry keeps their split in nftables chains named after them:
 //! - `portals-container` (upstream `KUBE-PORTALS-CONTAINER`, nat prerouting): traffic from
-//!   outside the node or from its pods to a ClusterIP, external IP or load-balancer IP is
-//!   `redirect`ed to the proxy port (the kernel rewrites the destination to the address of the
-//!   interface it came in on);
-//! - `portals-host` (`KUBE-PORTALS-HOST`, nat output): the node's own traffic is DNATed to the
-//!   node's address and the proxy port (upstream's choice: a `redirect` of local traffic goes
-//!   to 127.0.0.1, which the node's address is not answered from);
+//!   outside the node or from its pods to a ClusterIP, external IP or load-balancer IP;
+//! - `portals-host` (`KUBE-PORTALS-HOST`, nat output): the node's own traffic;
 //! - `nodeports-container` / `nodeports-host` (`KUBE-NODEPORT-CONTAINER` / `-HOST`): the same
 //!   for NodePorts, on the addresses `nodePortAddresses` selects, never on loopback (localhost
 //!   NodePorts are listeners of their own, see `ferry_dataplane::userspace`).
+//!
+//! Every chain DNATs to the node's address and the proxy port. Upstream `redirect`ed the
+//! container side (to the address of the interface the packet came in on, so that UDP replies
+//! left from it); the kernel drops a packet it cannot redirect because that interface has no
+//! address, as the host side of a calico pod's veth has none, and Ferry's proxy answers UDP
+//! from the address each datagram arrived at anyway. A node without an address of the family
+//! (no Node object) is `redirect`ed instead.
 //!
 //! One map lookup per new connection, whatever the number of services: `portals` maps
 //! `address . protocol . port` to the proxy port, `nodeports` `protocol . port`. What the
@@ -46,12 +49,13 @@ pub use node::{NodeRules, ServicePorts};
 pub use ports::{PortRange, PortRangeError, ProxyPorts, RangeExhausted};
 pub use render::{render, render_port, render_service};
 
-/// Where the node's own service traffic is sent.
+/// Where service traffic is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostTarget {
-    /// DNAT to this node address and the proxy port (upstream's choice).
+    /// DNAT to this node address and the proxy port.
     Dnat(std::net::IpAddr),
-    /// `redirect` (to the loopback address): the node's address of this family is unknown.
+    /// `redirect` (to the incoming interface's address; loopback for the node's own traffic):
+    /// the node's address of this family is unknown.
     Redirect,
 }
 

@@ -39,7 +39,9 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
             localhost: Engine::new(options),
         })
     },
-    cleanup,
+    // The userspace mode's table is Ferry's table too: a node switching modes loses it, a
+    // userspace node starting up (which cleans up after the other modes) keeps it.
+    cleanup: || cleanup_unless_chain(crate::userspace::DISTINCT_CHAIN),
     sync_failures: FailureCounter::NftablesSync,
 };
 
@@ -177,6 +179,16 @@ impl<R: NftRunner> NftDataplane<R> {
     /// What the kernel holds, if known.
     pub fn installed(&self) -> Option<&Ruleset> {
         self.installed.as_ref()
+    }
+
+    /// Whether Ferry's table, installed by this process, is gone from the kernel (someone
+    /// deleted it): one netlink dump of its chain names. False when nothing was installed or
+    /// without netlink.
+    pub fn table_gone(&mut self) -> Result<bool, Error> {
+        let (Some(installed), Some(sock)) = (&self.installed, self.netlink.as_mut()) else {
+            return Ok(false);
+        };
+        Ok(sock.chains(installed.family)?.is_empty())
     }
 
     /// Drops what this process believes the kernel holds (the next sync must be full). A full
@@ -349,6 +361,30 @@ impl<R: NftRunner> NftDataplane<R> {
             apply_time: start.elapsed(),
         })
     }
+}
+
+/// The chain only nftables mode's layout of Ferry's table has.
+pub(crate) const DISTINCT_CHAIN: &str = "services";
+
+/// Removes Ferry's tables (both families) unless one holds `chain`: the table of the other
+/// mode that uses Ferry's table (nftables or userspace), which the mode table's cleanup of
+/// one must leave to the other. Absent tables are not an error.
+pub(crate) fn cleanup_unless_chain(chain: &str) -> Result<(), Error> {
+    let mut cli = NftCli::default();
+    for family in [IpFamily::V4, IpFamily::V6] {
+        let name = nft_family(family);
+        let held = std::process::Command::new("nft")
+            .args(["list", "chain", name, TABLE, chain])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !held {
+            // "add" first makes "delete" succeed whether or not the table exists.
+            cli.run(&format!(
+                "add table {name} {TABLE}\ndelete table {name} {TABLE}\n"
+            ))?;
+        }
+    }
+    Ok(())
 }
 
 /// Removes Ferry's tables (both families) from the current network namespace. Absent tables

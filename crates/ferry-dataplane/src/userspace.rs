@@ -44,7 +44,7 @@ pub use table::UserspaceProxy;
 
 pub(crate) use engine::Engine;
 pub(crate) use localhost::WithLocalhostNodePorts;
-pub(crate) use mode::MODE;
+pub(crate) use mode::{DISTINCT_CHAIN, MODE};
 
 use metrics::Counters;
 use route::{Balancer, Sources};

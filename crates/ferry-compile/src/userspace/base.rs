@@ -11,57 +11,54 @@ use super::HostTarget;
 use crate::nft::{self, base, chain, BaseChain, Chain, Ruleset, SetDef};
 use crate::plan::Plan;
 
-/// Where the node's own traffic goes: the node's first primary address of the family.
+/// Where service traffic is sent: the node's first primary address of the family.
 fn host_target(plan: &Plan) -> HostTarget {
     plan.node_ips
         .first()
         .map_or(HostTarget::Redirect, |ip| HostTarget::Dnat(*ip))
 }
 
-/// `redirect to :KEY map @MAP` or `dnat ip to NODE:KEY map @MAP`.
-fn to_proxy(host: Option<HostTarget>, key: &str, map: &str) -> String {
+/// `dnat ip to NODE:KEY map @MAP`, or `redirect to :KEY map @MAP`.
+fn to_proxy(host: HostTarget, key: &str, map: &str) -> String {
     let target = match host {
-        None | Some(HostTarget::Redirect) => "redirect to :".to_owned(),
-        Some(HostTarget::Dnat(IpAddr::V4(a))) => format!("dnat ip to {a}:"),
-        Some(HostTarget::Dnat(IpAddr::V6(a))) => format!("dnat ip6 to [{a}]:"),
+        HostTarget::Redirect => "redirect to :".to_owned(),
+        HostTarget::Dnat(IpAddr::V4(a)) => format!("dnat ip to {a}:"),
+        HostTarget::Dnat(IpAddr::V6(a)) => format!("dnat ip6 to [{a}]:"),
     };
     format!("meta l4proto {{ tcp, udp }} {target}{key} map @{map}")
 }
 
 fn saddr_within(family: IpFamily, nets: &[IpNet]) -> String {
-    let ip = match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    };
+    let ip = crate::family::nft_family(family);
     let list: Vec<String> = nets.iter().map(ToString::to_string).collect();
     format!("{ip} saddr {{ {} }} ", list.join(", "))
 }
 
 /// The nat chains: `portals-*` for service IPs, `nodeports-*` for NodePorts; `*-container`
 /// for traffic from outside and from pods (prerouting), `*-host` for the node's own (output).
+/// Both DNAT to the node's address (upstream `redirect`ed the container side, which the kernel
+/// cannot do for a packet that arrives on an interface without an address, such as the
+/// host-side veth of a calico pod: it drops it).
 fn nat_chains(plan: &Plan) -> Vec<Chain> {
     let family = plan.family;
-    let ip = match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    };
+    let ip = crate::family::nft_family(family);
     let by_ip = format!("{ip} daddr . meta l4proto . th dport");
     let by_np = "meta l4proto . th dport";
     let np = format!("{} ", nft::node_port_match(plan));
     let pods = (!plan.pod_cidrs.is_empty()).then(|| saddr_within(family, &plan.pod_cidrs));
-    let host = Some(host_target(plan));
-    let redirects = |name: &str, pre: &str, host, key: &str, map: &str| {
+    let host = host_target(plan);
+    let redirects = |name: &str, pre: &str, node: bool, key: &str, map: &str| {
         let mut rules = vec![format!("{pre}{}", to_proxy(host, key, map))];
         let local_sources = format!("{map}-local-sources");
         // Pods reach a Local external frontend without local endpoint cluster-wide; the node
         // itself always does (its chain redirects without a source match).
-        match (host, &pods) {
-            (None, Some(pods)) => rules.push(format!(
+        match (node, &pods) {
+            (false, Some(pods)) => rules.push(format!(
                 "{pre}{pods}{}",
                 to_proxy(host, key, &local_sources)
             )),
-            (None, None) => {}
-            (Some(_), _) => rules.push(format!("{pre}{}", to_proxy(host, key, &local_sources))),
+            (false, None) => {}
+            (true, _) => rules.push(format!("{pre}{}", to_proxy(host, key, &local_sources))),
         }
         Chain {
             name: name.to_owned(),
@@ -69,10 +66,10 @@ fn nat_chains(plan: &Plan) -> Vec<Chain> {
         }
     };
     vec![
-        redirects("nodeports-container", &np, None, by_np, "nodeports"),
-        redirects("nodeports-host", &np, host, by_np, "nodeports"),
-        redirects("portals-container", "", None, &by_ip, "portals"),
-        redirects("portals-host", "", host, &by_ip, "portals"),
+        redirects("nodeports-container", &np, false, by_np, "nodeports"),
+        redirects("nodeports-host", &np, true, by_np, "nodeports"),
+        redirects("portals-container", "", false, &by_ip, "portals"),
+        redirects("portals-host", "", true, &by_ip, "portals"),
         // Only what this table redirected (or another DNAT) reaches a proxy listener.
         chain(
             "proxy-ports-check",

@@ -186,9 +186,15 @@ fn warn_exhausted(e: &RangeExhausted) {
 }
 
 impl Applier for UserspaceApplier {
+    /// Nothing installed yet, the node-level rules changed, or the table is gone: an
+    /// endpoint change writes nothing to the kernel in this mode (the proxy picks endpoints),
+    /// so a deleted table would otherwise wait for the periodic resync.
     fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error> {
         let base = NodeRules::new(compiler).base();
-        Ok(!self.rules.installed().is_some_and(|i| i.same_base(&base)))
+        if !self.rules.installed().is_some_and(|i| i.same_base(&base)) {
+            return Ok(true);
+        }
+        self.rules.table_gone()
     }
 
     fn sync_full(

@@ -17,14 +17,17 @@ use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error};
 
+/// The chain only the userspace mode's layout of Ferry's table has.
+pub(crate) const DISTINCT_CHAIN: &str = "portals-container";
+
 /// The userspace mode's line in the mode table. Its rules are Ferry's nftables table, so it
-/// shares nftables mode's cleanup and failure counter (upstream's userspace proxier had
-/// none).
+/// shares nftables mode's failure counter (upstream's userspace proxier had none).
 pub(crate) const MODE: ModeEntry = ModeEntry {
     mode: ProxyMode::Userspace,
     renderer: &UserspaceRenderer,
     open: |options: &ModeOptions| Box::new(UserspaceMode::open(options)),
-    cleanup: crate::nft::cleanup,
+    // Ferry's table, unless it is nftables mode's (see nftables mode's line).
+    cleanup: || crate::nft::cleanup_unless_chain(crate::nft::DISTINCT_CHAIN),
     sync_failures: FailureCounter::NftablesSync,
 };
 

@@ -47,6 +47,8 @@ pub(crate) async fn serve(
                     }
                 });
             }
+            // Closed: the listening socket was shut down before the task saw the stop.
+            Err(_) if stop.is_cancelled() => return,
             Err(e) => {
                 tracing::warn!(service = %state.name, error = %e, "accept failed");
                 // Out of file descriptors (or memory): give the connections time to end

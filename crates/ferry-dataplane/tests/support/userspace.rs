@@ -76,7 +76,7 @@ impl Svc {
         }
     }
 
-    fn state(&self) -> ClusterState {
+    pub fn state(&self) -> ClusterState {
         let mut state = ClusterState::new();
         let mut svc = mk_service("dev", "web", self.cluster_ip, self.port);
         if let Some((np, policy)) = self.node_port {
