@@ -9,6 +9,8 @@
 //! bad object, each naming file, object and field.
 
 use ferry_model::Object;
+use ferry_source::pods::EndpointController;
+use ferry_source::SourceEvent;
 
 use crate::cli::RunArgs;
 
@@ -44,17 +46,25 @@ pub fn check(args: &RunArgs) -> Report {
     }
     if let Some(path) = &args.manifests {
         let scan = ferry_source::manifest::load(path);
-        errors += scan.errors.len();
+        // Across objects: the EndpointSlice controller of standalone mode names hand-written
+        // slices of Services fed by Pods, and Pods on unknown Nodes.
+        let derived = EndpointController::new().handle(SourceEvent::Resync(scan.objects.clone()));
+        let problems = scan.errors.len() + derived.new_problems.len();
+        errors += problems;
         lines.extend(scan.errors.iter().map(|e| format!("error: {e}")));
+        lines.extend(derived.new_problems.iter().map(|e| format!("error: {e}")));
         let count = |f: fn(&Object) -> bool| scan.objects.iter().filter(|o| f(o)).count();
+        let pods = match count(|o| matches!(o, Object::Pod(_))) {
+            0 => String::new(),
+            n => format!(", {n} Pods"),
+        };
         lines.push(format!(
-            "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes), {} problems",
+            "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}), {problems} problems",
             path.display(),
             scan.objects.len(),
             count(|o| matches!(o, Object::Service(_))),
             count(|o| matches!(o, Object::EndpointSlice(_))),
             count(|o| matches!(o, Object::Node(_))),
-            scan.errors.len()
         ));
     }
     lines.push(if errors == 0 {

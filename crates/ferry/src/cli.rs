@@ -51,6 +51,10 @@ pub enum Command {
         /// Address to listen on.
         #[arg(long)]
         listen: std::net::SocketAddr,
+        /// `/hello` answers 503 while the file `<DIR>/<name>` exists (a failing readiness
+        /// probe, for the readiness lab).
+        #[arg(long, value_name = "DIR")]
+        fail_dir: Option<std::path::PathBuf>,
     },
 }
 

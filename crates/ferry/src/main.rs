@@ -123,14 +123,16 @@ fn main() -> ExitCode {
             }
             code
         }
-        Command::LabPod { name, listen } => {
-            match ferry_lab::serve_echo_tcp_and_udp(&name, listen) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("ferry lab-pod: {e}");
-                    ExitCode::FAILURE
-                }
+        Command::LabPod {
+            name,
+            listen,
+            fail_dir,
+        } => match ferry_lab::serve_echo_tcp_and_udp_failing(&name, listen, fail_dir.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferry lab-pod: {e}");
+                ExitCode::FAILURE
             }
-        }
+        },
     }
 }

@@ -145,12 +145,25 @@ async fn start_source(
                 "ferry starting ({} mode)",
                 config.mode
             );
+            // Standalone, Ferry is the cluster's EndpointSlice controller and kubelet prober
+            // too: the Pod stage turns the manifests' Pods into EndpointSlices, gated by their
+            // readiness probes, between the source and the syncer.
+            let (stage_tx, stage_rx) = mpsc::channel::<SourceEvent>(64);
             let source = ManifestSource::new(manifests);
             tokio::spawn(async move {
-                if let Err(e) = source.run(tx, count).await {
+                if let Err(e) = source.run(stage_tx, count).await {
                     tracing::error!("manifest source stopped: {e}");
                 }
             });
+            let counted = metrics.clone();
+            let options = ferry_source::pods::StageOptions {
+                check: std::sync::Arc::new(ferry_source::probe::NetworkCheck::default()),
+                max_concurrent: ferry_source::probe::DEFAULT_MAX_CONCURRENT,
+                book: std::sync::Arc::default(),
+            };
+            tokio::spawn(ferry_source::pods::run(stage_rx, tx, options, move |e| {
+                counted.invalid_object(&e.object.kind)
+            }));
         }
         Source::Kube(connection) => {
             tracing::info!(

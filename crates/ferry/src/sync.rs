@@ -56,7 +56,8 @@ impl PendingChanges {
                 self.slices_total += 1;
                 self.trigger_times.extend(trigger_time.map(str::to_owned));
             }
-            ObjectKey::Node(_) => {}
+            // Pods never reach the syncer: the EndpointSlice controller stage consumes them.
+            ObjectKey::Node(_) | ObjectKey::Pod { .. } => {}
         }
     }
 

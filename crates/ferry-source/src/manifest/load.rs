@@ -169,6 +169,7 @@ enum Kind {
     EndpointSlice,
     Endpoints,
     Node,
+    Pod,
 }
 
 impl Kind {
@@ -178,6 +179,7 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Node") => Some(Kind::Node),
+            ("v1", "Pod") => Some(Kind::Pod),
             _ => None,
         }
     }
@@ -188,6 +190,7 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Endpoints => "Endpoints",
             Kind::Node => "Node",
+            Kind::Pod => "Pod",
         }
     }
 }
@@ -309,6 +312,7 @@ fn convert_value(
             .map(Object::EndpointSlice)
             .collect(),
         Kind::Node => vec![Object::Node(convert::node(&typed(value, object)?)?)],
+        Kind::Pod => vec![Object::Pod(convert::pod(&typed(value, object)?)?)],
     })
 }
 

@@ -1,7 +1,7 @@
 //! `convert::service`.
 
 use ferry_model::fixtures::{ip, mk_service, with_node_port};
-use ferry_model::{Protocol, ServicePort, ServiceType, SessionAffinity, TrafficPolicy};
+use ferry_model::{PortRef, Protocol, ServicePort, ServiceType, SessionAffinity, TrafficPolicy};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{json, Value};
 
@@ -40,7 +40,9 @@ fn cluster_ip_service_gets_upstream_defaults() {
     let converted = service(&svc(spec_with(json!({}))))
         .expect("valid")
         .expect("not ignored");
-    assert_eq!(converted, mk_service("dev", "web", "10.96.0.10", 80));
+    let mut want = mk_service("dev", "web", "10.96.0.10", 80);
+    want.ports[0].target_port = PortRef::Number(8080);
+    assert_eq!(converted, want);
 }
 
 #[test]
@@ -52,11 +54,12 @@ fn seed_node_port_service_converts() {
                    "nodePort": 32223}],
     });
     let converted = service(&svc(spec)).expect("valid").expect("not ignored");
-    let want = with_node_port(
+    let mut want = with_node_port(
         mk_service("dev", "web", "10.96.198.86", 8080),
         32223,
         TrafficPolicy::Cluster,
     );
+    want.ports[0].target_port = PortRef::Number(56010);
     assert_eq!(converted, want);
 }
 
@@ -276,6 +279,7 @@ fn single_unnamed_port_is_fine() {
         protocol: Protocol::Tcp,
         port: 80,
         node_port: None,
+        target_port: PortRef::Number(80),
     };
     assert_eq!(converted.ports, vec![want]);
 }
