@@ -131,7 +131,7 @@ pub(super) fn localhost_node_port(
         "the kernel rules never translate loopback destinations (that would need \
          route_localnet, CVE-2020-8558), so Ferry listens there itself; only the node's own \
          programs can connect",
-        vec![listener.clone()],
+        Vec::new(),
     ));
     proxy_step(
         sp,
@@ -143,3 +143,6 @@ pub(super) fn localhost_node_port(
         t,
     );
 }
+
+#[cfg(test)]
+mod tests;
