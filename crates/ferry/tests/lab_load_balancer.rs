@@ -163,9 +163,7 @@ fn external_ips_follow_the_external_traffic_policy(mode: Mode) {
 
 /// The kernel rules never open NodePorts on localhost; Ferry's userspace proxy serves them
 /// where the mode's default says so (iptables mode), nftables mode leaves them closed.
-fn node_ports_answer_on_localhost_only_through_the_proxy_and_route_localnet_stays_off(
-    mode: Mode,
-) {
+fn node_ports_answer_on_localhost_only_through_the_proxy_and_route_localnet_stays_off(mode: Mode) {
     let seed = start(mode, &LB);
     let proxied = mode.iptables().is_some();
     for (node, node_ip) in NODES {
