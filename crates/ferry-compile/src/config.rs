@@ -6,26 +6,35 @@ use ferry_model::IpFamily;
 
 use crate::userspace::PortRange;
 
-/// Where NodePorts are opened (`nodePortAddresses`).
+/// Where NodePorts are opened (`nodePortAddresses`): CIDRs and upstream's keywords, in any
+/// combination. `localhost` is upstream's shorthand for the loopback CIDRs (kept in `cidrs`):
+/// the kernel rules never open loopback (see [`crate::NodePortScope::covers_loopback`]);
+/// Ferry's userspace proxy serves it instead where [`NodePortAddresses::allow_loopback`] says so.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodePortAddresses {
     /// CIDRs: a NodePort answers on this node's local addresses inside them.
     pub cidrs: Vec<IpNet>,
     /// `primary`: the node's primary IPs (its Node object's InternalIPs).
     pub primary: bool,
+    /// `all`: every local address of the node (upstream's `0.0.0.0/0` and `::/0`, matched as
+    /// `fib daddr type local` / `ADDRTYPE LOCAL`); also iptables mode's default.
+    pub all: bool,
 }
 
 impl NodePortAddresses {
     /// Nothing configured: the mode's default applies (primary IPs in nftables mode, like
-    /// upstream since KEP-3866).
+    /// upstream since KEP-3866; every local address in iptables mode).
     pub fn is_default(&self) -> bool {
-        self.cidrs.is_empty() && !self.primary
+        self.cidrs.is_empty() && !self.primary && !self.all
     }
 
     /// Whether NodePorts of `family` may answer on its loopback address: nothing configured,
-    /// no CIDR of the family (upstream then opens every address of it), or a CIDR that
+    /// `all`, no CIDR of the family (upstream then opens every address of it), or a CIDR that
     /// contains `127.0.0.1` / `::1` (upstream's `ContainsIPv4Loopback`).
     pub fn allow_loopback(&self, family: IpFamily) -> bool {
+        if self.all {
+            return true;
+        }
         let lo = crate::family::loopback(family);
         let mut of_family = self
             .cidrs

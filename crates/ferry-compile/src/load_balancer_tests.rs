@@ -213,6 +213,7 @@ fn node_port_prefixes_covering_loopback_exclude_it_in_both_backends() {
         node_port_addresses: NodePortAddresses {
             cidrs: vec![net("0.0.0.0/0")],
             primary: false,
+            all: false,
         },
         ..config()
     };

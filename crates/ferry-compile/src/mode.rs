@@ -15,7 +15,7 @@ use std::fmt;
 use ferry_model::{ClusterState, IpFamily};
 
 use crate::trace::{NodeAddresses, Packet, Trace};
-use crate::NodeCompiler;
+use crate::{NodeCompiler, NodePortAddresses};
 
 mod iptables;
 mod nft;
@@ -101,6 +101,14 @@ pub trait Renderer: Sync {
     /// The whole node's rules of one IP family (the compiler's), as the mode's tools take them:
     /// what `ferry rules` prints.
     fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String;
+
+    /// Where NodePorts answer when `nodePortAddresses` is not set: upstream's per-mode default.
+    /// Unless the mode says otherwise, the unset value itself, which the plan reads as the
+    /// node's primary IPs (KEP-3866, nftables mode; every local address while the node's
+    /// primary IP is unknown).
+    fn default_node_port_addresses(&self) -> NodePortAddresses {
+        NodePortAddresses::default()
+    }
 
     /// A line `ferry rules` prints before a further family's rules, when the texts cannot
     /// simply follow each other (iptables: the IPv6 input goes to another tool).

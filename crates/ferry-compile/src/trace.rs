@@ -33,7 +33,9 @@ pub use masquerade::{Masquerade, Target, HAIRPIN};
 pub use node_port::{NodeAddresses, NodePortAnswer};
 use pre_dnat::firewall;
 pub use proxied::PROXIED;
+pub use steps::candidates;
 use steps::{external, internal, Objects};
+pub use topology::note as topology_note;
 
 /// The first packet of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -38,3 +38,18 @@ pub enum Error {
         stderr: String,
     },
 }
+
+impl Error {
+    /// The error and its causes, for a log line: `could not run nft: No such file or directory
+    /// (os error 2)`.
+    pub fn with_causes(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
+    }
+}

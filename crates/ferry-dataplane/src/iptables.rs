@@ -19,8 +19,9 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily, ServiceName};
 
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
@@ -28,10 +29,11 @@ use crate::{Applier, Error, SyncKind, SyncReport};
 mod cleanup;
 mod cli;
 mod detect;
+mod kernel;
 mod live;
 
 pub use crate::mode::IptablesBackend;
-pub use cleanup::cleanup;
+pub use cleanup::{cleanup, leftovers};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
 
@@ -41,6 +43,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     renderer: &IptablesRenderer,
     open: |options: &ModeOptions| Box::new(IptablesMode::open(options)),
     cleanup,
+    leftovers,
     sync_failures: FailureCounter::IptablesRestore,
 };
 
@@ -73,6 +76,23 @@ impl NodeMode for IptablesMode {
         succeeds(&program, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
     }
 
+    /// The backend's tools (`iptables-nft`, `-save`, `-restore`), CAP_NET_ADMIN, and for the
+    /// legacy backend CAP_NET_RAW (it talks to the kernel over a raw socket).
+    fn requirements(&self) -> Requirements {
+        let tools = ["", "-save", "-restore"]
+            .into_iter()
+            .map(|t| Tool::new(self.backend.program(t), "iptables"))
+            .collect();
+        let mut capabilities = vec![Capability::NetAdmin];
+        if self.backend == IptablesBackend::Legacy {
+            capabilities.push(Capability::NetRaw);
+        }
+        Requirements {
+            tools,
+            capabilities,
+        }
+    }
+
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
         let rules = IptablesDataplane::for_family(self.backend, family);
         Box::new(WithLocalhostNodePorts::new(
@@ -94,6 +114,12 @@ impl NodeMode for IptablesMode {
     ) -> Result<LiveReport, Error> {
         let save = live::read_back(self.backend, compiler.family())?;
         Ok(live::check(trace, &save))
+    }
+
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        let save = live::read_back(self.backend, compiler.family())?;
+        let compiled = NodeRules::new(compiler).full(state);
+        Ok(kernel::compare(&compiled, &save))
     }
 }
 

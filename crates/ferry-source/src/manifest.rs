@@ -31,10 +31,12 @@ use ferry_model::Object;
 
 use crate::InvalidObject;
 
+mod documents;
 mod load;
 mod resolve;
 mod watch;
 
+pub use documents::{documents, Document};
 pub use watch::WatchError;
 
 /// The outcome of reading manifests once.

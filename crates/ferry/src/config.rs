@@ -4,7 +4,7 @@
 //! [`ConfigError`] naming the flag or field, and the process exits with 64 (EX_USAGE) before
 //! touching anything.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,13 +16,17 @@ use ferry_compile::userspace::PortRange;
 use ferry_compile::{CompileConfig, NodePortAddresses};
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
+use ferry_dataplane::modes::entry;
 use ferry_model::IpFamily;
 
+pub mod derive;
 mod duration;
-mod file;
+pub mod file;
+pub mod kube_proxy;
 
-pub use duration::parse_duration;
+pub use duration::{format_duration, parse_duration, GoDuration};
 pub use file::FileConfig;
+pub use kube_proxy::KubeProxyConfiguration;
 
 /// A configuration problem. Printed as `<where>: <what>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,7 +87,7 @@ impl DetectLocalMode {
 }
 
 /// Ferry's effective configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// This node's name.
     pub node_name: String,
@@ -113,6 +117,13 @@ pub struct Config {
     pub kubeconfig: Option<PathBuf>,
     /// `--master`: the API server's URL.
     pub master: Option<String>,
+    /// `logging.verbosity` / `-v`.
+    pub verbosity: u32,
+    /// `logging.format` / `--logging-format` / `--log-format` is `json`.
+    pub log_json: bool,
+    /// The whole effective KubeProxyConfiguration, defaults filled in (what `/configz` and
+    /// `--write-config-to` show; IPVS mode's settings).
+    pub kube_proxy: KubeProxyConfiguration,
     /// `iptables.localhostNodePorts` / `nftables.localhostNodePorts`.
     pub localhost_node_ports: LocalhostNodePorts,
     /// `portRange`: the userspace mode's proxy ports.
@@ -151,9 +162,12 @@ impl Default for Config {
             metrics_bind_address: Some(SocketAddr::from(([127, 0, 0, 1], 10249))),
             kubeconfig: None,
             master: None,
+            verbosity: 2,
+            log_json: false,
+            kube_proxy: KubeProxyConfiguration::empty(),
             localhost_node_ports: LocalhostNodePorts::default(),
             proxy_port_range: PortRange::DEFAULT,
-            udp_idle_timeout: Duration::from_millis(250),
+            udp_idle_timeout: UDP_IDLE_TIMEOUT,
         }
     }
 }
@@ -168,9 +182,10 @@ impl Config {
         }
     }
 
-    /// Whether `family`'s NodePorts answer on its loopback address: the mode's section says,
-    /// else the mode's default, or `nodePortAddresses` listing the loopback address.
-    fn localhost_node_ports(&self, family: IpFamily) -> bool {
+    /// Whether this mode serves NodePorts of `family` on its loopback address: the mode's
+    /// section says so, or (unsaid) the mode's default or a `nodePortAddresses` CIDR covering
+    /// loopback asks for it, and `nodePortAddresses` allow it (upstream's rule).
+    pub fn localhost_node_ports(&self, family: IpFamily) -> bool {
         let said = match self.mode {
             ProxyMode::Iptables => self.localhost_node_ports.iptables,
             _ => self.localhost_node_ports.nftables,
@@ -188,17 +203,25 @@ impl Config {
             DetectLocalMode::ClusterCidr => LocalDetector::ClusterCidr(self.cluster_cidrs.clone()),
             DetectLocalMode::NodeCidr => LocalDetector::NodeCidr,
         };
+        let mut node_port_addresses = self.node_port_addresses.clone();
+        // Upstream's per-mode default (the mode's renderer says which).
+        if node_port_addresses.is_default() {
+            node_port_addresses = entry(self.mode).renderer.default_node_port_addresses();
+        }
         CompileConfig {
             family,
             local_detector,
             masquerade_all: self.masquerade_all,
             masquerade_bit: self.masquerade_bit,
-            node_port_addresses: self.node_port_addresses.clone(),
+            node_port_addresses,
             localhost_node_ports: self.localhost_node_ports(family),
             proxy_port_range: self.proxy_port_range,
         }
     }
 }
+
+/// `udpIdleTimeout`'s default (upstream's userspace proxier: 250 ms).
+pub const UDP_IDLE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Parses a comma-separated CIDR list (`--cluster-cidr`, `clusterCIDR`). A bare IP is an error,
 /// like upstream.
@@ -213,43 +236,70 @@ pub fn parse_cidrs(place: &str, s: &str) -> Result<Vec<IpNet>, ConfigError> {
         .collect()
 }
 
-/// Parses `nodePortAddresses` entries: CIDRs or `primary`. A loopback range (`127.0.0.0/8`,
-/// `::1/128`) asks for localhost NodePorts, which Ferry's userspace proxy serves (the kernel
-/// rules never open NodePorts on loopback).
+/// Parses `nodePortAddresses` entries: CIDRs and upstream's keywords `primary` (the Node's
+/// primary IPs), `all` (every local address) and `localhost` (127.0.0.0/8 and ::1/128), in any
+/// combination. A loopback range asks for localhost NodePorts, which Ferry's userspace proxy
+/// serves (the kernel rules never open NodePorts on loopback).
 pub fn parse_node_port_addresses<'a>(
     place: &str,
     items: impl IntoIterator<Item = &'a str>,
 ) -> Result<NodePortAddresses, ConfigError> {
     let mut out = NodePortAddresses::default();
     for (i, item) in items.into_iter().enumerate() {
-        let item = item.trim();
-        if item == "primary" {
-            out.primary = true;
-            continue;
+        match item.trim() {
+            "" => {}
+            "primary" => out.primary = true,
+            "all" => out.all = true,
+            "localhost" => out.cidrs.extend(loopback_nets()),
+            item => out.cidrs.push(item.parse().map_err(|_| {
+                ConfigError::new(
+                    format!("{place}[{i}]"),
+                    format!("{item:?} is neither a CIDR nor one of primary, all, localhost"),
+                )
+            })?),
         }
-        let net: IpNet = item.parse().map_err(|_| {
-            ConfigError::new(
-                format!("{place}[{i}]"),
-                format!("{item:?} is neither a CIDR nor \"primary\""),
-            )
-        })?;
-        out.cidrs.push(net);
     }
-    if out.primary && !out.cidrs.is_empty() {
-        return Err(ConfigError::new(
-            place,
-            "\"primary\" cannot be combined with CIDRs",
-        ));
-    }
+    out.cidrs.sort();
+    out.cidrs.dedup();
     Ok(out)
 }
 
+fn loopback_nets() -> [IpNet; 2] {
+    [
+        IpNet::V4(ipnet::Ipv4Net::new([127, 0, 0, 0].into(), 8).expect("valid prefix")),
+        IpNet::V6(ipnet::Ipv6Net::new(std::net::Ipv6Addr::LOCALHOST, 128).expect("valid prefix")),
+    ]
+}
+
+/// The configured NodePort CIDRs that are loopback ranges: served by Ferry's userspace proxy
+/// where the mode's `localhostNodePorts` allows it (`route_localnet` is never set,
+/// CVE-2020-8558).
+pub fn loopback_node_port_addresses(npa: &NodePortAddresses) -> Vec<IpNet> {
+    npa.cidrs
+        .iter()
+        .filter(|n| n.addr().is_loopback())
+        .copied()
+        .collect()
+}
+
 /// Parses `healthzBindAddress` / `metricsBindAddress` (and their flags): `IP:PORT`
-/// (`[::]:10256` for IPv6). Empty, or port 0, turns the server off, like upstream.
-pub fn parse_bind_address(place: &str, s: &str) -> Result<Option<SocketAddr>, ConfigError> {
+/// (`[::]:10256` for IPv6), or an IP alone (`default_port` is added, as upstream's
+/// `AppendPortIfNeeded`). Empty, or port 0, turns the server off.
+pub fn parse_bind_address(
+    place: &str,
+    s: &str,
+    default_port: u16,
+) -> Result<Option<SocketAddr>, ConfigError> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(None);
+    }
+    if let Ok(ip) = s
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        return Ok(Some(SocketAddr::new(ip, default_port)));
     }
     let addr: SocketAddr = s.parse().map_err(|_| {
         ConfigError::new(

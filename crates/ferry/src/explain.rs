@@ -138,18 +138,10 @@ fn node_addresses(args: &ExplainArgs) -> Result<NodeAddresses, ferry_dataplane::
 /// The node must be one the manifests define: its Node object says where NodePorts answer and
 /// which sources are the node itself, so a misspelt name would explain a node with no address.
 fn known_node(state: &ClusterState, name: &str) -> Result<(), ConfigError> {
-    if state.node(name).is_some() {
-        return Ok(());
+    match crate::check::unknown_node(name, state.nodes().map(|n| n.name.as_str())) {
+        Some(why) => Err(ConfigError::new("--node", why)),
+        None => Ok(()),
     }
-    let names: Vec<&str> = state.nodes().map(|n| n.name.as_str()).collect();
-    let defined = match names.is_empty() {
-        true => "they define no Node".to_owned(),
-        false => format!("they define {}", names.join(", ")),
-    };
-    Err(ConfigError::new(
-        "--node",
-        format!("no Node named {name:?} in the manifests; {defined}"),
-    ))
 }
 
 /// Renders a trace, with the live comparison when there is one.

@@ -259,6 +259,11 @@ impl<A: Applier> Syncer<A> {
         self.families.iter().map(FamilySync::family)
     }
 
+    /// The cluster state.
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
     /// The state and every family's syncs, to sync them one by one.
     pub fn split(&mut self) -> (&ClusterState, &mut [FamilySync<A>]) {
         (&self.state, &mut self.families)

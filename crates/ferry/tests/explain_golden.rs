@@ -122,7 +122,8 @@ const CASES: &[Case] = &[
             "nftables",
         )
     },
-    // A NodePort on a secondary address: outside nodePortAddresses (the primary IPs), so not
+    // A NodePort on a secondary address: outside nodePortAddresses (the primary IPs: nftables
+    // mode's default, given to iptables mode, whose default is every local address), so not
     // translated; iptables mode's filter drops it anyway without a local endpoint.
     Case {
         extra: &["--node-address", "10.1.1.27"],
@@ -136,7 +137,12 @@ const CASES: &[Case] = &[
         )
     },
     Case {
-        extra: &["--node-address", "10.1.1.27"],
+        extra: &[
+            "--node-address",
+            "10.1.1.27",
+            "--nodeport-addresses",
+            "primary",
+        ],
         ..case(
             "node-port-secondary-address-local-iptables",
             "Local",

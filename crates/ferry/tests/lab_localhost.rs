@@ -52,14 +52,14 @@ fn nftables_mode_serves_localhost_node_ports_when_asked() {
     let refused = seed.curl(&Host::node(NODE1), &localhost_url());
     assert_eq!(refused, CurlResult::Refused, "off by default");
     drop(seed);
-    let flag = ["--nftables-localhost-nodeports", "true"];
+    let flag = ["--nftables-localhost-nodeports=true"];
     served(SeedLab::start_with(Mode::Nftables, "Local", &flag));
 }
 
 #[test]
 #[ignore = "needs root: network namespaces"]
 fn iptables_mode_can_turn_localhost_node_ports_off() {
-    let flag = ["--iptables-localhost-nodeports", "false"];
+    let flag = ["--iptables-localhost-nodeports=false"];
     let seed = SeedLab::start_with(Mode::IptablesNft, "Local", &flag);
     // The KUBE-EXTERNAL-SERVICES drop of a NodePort without local endpoints applies to
     // loopback too (upstream's rule matches every local address): the client times out.

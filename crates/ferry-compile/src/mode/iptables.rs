@@ -6,7 +6,7 @@ use super::{ProxyMode, Renderer};
 use crate::family::iptables_tool;
 use crate::iptables::NodeRules;
 use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
-use crate::NodeCompiler;
+use crate::{NodeCompiler, NodePortAddresses};
 
 /// iptables mode's renderer: upstream kube-proxy's chains, as `iptables-restore --noflush`
 /// takes them.
@@ -20,6 +20,15 @@ impl Renderer for IptablesRenderer {
 
     fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String {
         NodeRules::new(compiler).full(state).to_string()
+    }
+
+    /// Every local address, as upstream's iptables mode (its `ADDRTYPE match dst-type LOCAL`
+    /// rule).
+    fn default_node_port_addresses(&self) -> NodePortAddresses {
+        NodePortAddresses {
+            all: true,
+            ..NodePortAddresses::default()
+        }
     }
 
     fn family_header(&self, family: IpFamily) -> Option<String> {

@@ -188,6 +188,7 @@ fn node_port_cidrs_are_used_as_given() {
         node_port_addresses: NodePortAddresses {
             cidrs: vec!["10.1.1.0/24".parse().expect("net")],
             primary: false,
+            all: false,
         },
         ..CompileConfig::default()
     };
@@ -197,6 +198,38 @@ fn node_port_cidrs_are_used_as_given() {
         NodePortScope::LocalWithin(vec!["10.1.1.0/24".parse().expect("net")])
     );
 }
+
+#[test]
+fn node_ports_on_every_local_address_with_all_and_primary_mixed_with_cidrs() {
+    let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
+    let all = CompileConfig {
+        node_port_addresses: NodePortAddresses {
+            all: true,
+            ..NodePortAddresses::default()
+        },
+        ..CompileConfig::default()
+    };
+    assert_eq!(
+        plan_on("k8s-node1", &state, &all).node_ports,
+        NodePortScope::AllLocal
+    );
+    let mixed = CompileConfig {
+        node_port_addresses: NodePortAddresses {
+            cidrs: vec!["172.16.0.0/12".parse().expect("net")],
+            primary: true,
+            all: false,
+        },
+        ..CompileConfig::default()
+    };
+    assert_eq!(
+        plan_on("k8s-node1", &state, &mixed).node_ports,
+        NodePortScope::LocalWithin(vec![
+            "10.1.1.17/32".parse().expect("net"),
+            "172.16.0.0/12".parse().expect("net"),
+        ])
+    );
+}
+
 mod family;
 
 #[test]
@@ -226,6 +259,7 @@ fn localhost_node_ports_follow_node_port_addresses_as_upstream() {
             node_port_addresses: NodePortAddresses {
                 cidrs: cidrs.iter().map(|c| c.parse().expect("cidr")).collect(),
                 primary,
+                all: false,
             },
             ..cluster_cidr()
         };
@@ -240,6 +274,17 @@ fn localhost_node_ports_follow_node_port_addresses_as_upstream() {
     // The user narrowed NodePorts to other addresses.
     assert!(!with(&["10.1.1.0/24"], false));
     assert!(!with(&[], true));
+    // `all` (upstream's 0.0.0.0/0 and ::/0) covers loopback, even mixed with `primary`.
+    let all = CompileConfig {
+        localhost_node_ports: true,
+        node_port_addresses: NodePortAddresses {
+            primary: true,
+            all: true,
+            ..NodePortAddresses::default()
+        },
+        ..cluster_cidr()
+    };
+    assert!(plan_on("k8s-node1", &state, &all).localhost_node_ports);
     // Off unless asked, whatever nodePortAddresses say; never by the kernel rules.
     let plan = plan_on("k8s-node1", &state, &cluster_cidr());
     assert!(!plan.localhost_node_ports);
@@ -248,6 +293,7 @@ fn localhost_node_ports_follow_node_port_addresses_as_upstream() {
         node_port_addresses: NodePortAddresses {
             cidrs: vec!["127.0.0.0/8".parse().expect("cidr")],
             primary: false,
+            all: false,
         },
         ..cluster_cidr()
     };

@@ -11,10 +11,9 @@ use crate::nft::dispatch::endpoint_map;
 use crate::nft::{Key, ServiceRules, Value, Verdict as NftVerdict};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
 
-pub(super) fn candidates(
-    sview: Option<&ServicePortView>,
-    set: Option<EndpointSet>,
-) -> Vec<Candidate> {
+/// Every endpoint of the service port, in or out of `set` (the cluster-wide set when `None`),
+/// and why not (`ferry explain`'s endpoint list, `ferry status`'s backends).
+pub fn candidates(sview: Option<&ServicePortView>, set: Option<EndpointSet>) -> Vec<Candidate> {
     let Some(sview) = sview else {
         return Vec::new();
     };

@@ -1,18 +1,26 @@
-//! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends.
+//! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends (or, dry,
+//! names them), and finds kube-proxy's chains at start-up. Ferry's iptables mode uses
+//! upstream's chain names, so kube-proxy's iptables-mode chains are the same objects.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ferry_compile::iptables::{
-    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, SERVICE_CHAIN_PREFIXES,
+    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_SERVICES,
+    SERVICE_CHAIN_PREFIXES,
 };
 
 use ferry_model::IpFamily;
 
 use super::chains_in;
 use super::cli::{IptablesCli, IptablesRunner};
+use crate::cleanup::{not_installed, some_of, Cleanup};
+use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
 use crate::Error;
+
+/// Chain names a cleanup line shows before `and N more`.
+const SHOWN: usize = 6;
 
 /// Chains of each table in an `iptables-save` output of several tables.
 fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
@@ -41,30 +49,26 @@ fn ours(table: Table, chain: &str) -> bool {
         }
 }
 
-/// Removes Ferry's chains through one runner: the jumps from built-in chains first, then
-/// every chain of Ferry's in one restore. Tables that do not exist are not created.
-pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), Error> {
+/// Removes Ferry's chains through one runner (whose tools `tool` names, `iptables-nft`): the
+/// jumps from built-in chains first, then every chain of Ferry's in one restore; with
+/// `dry_run`, only finds them. Tables that do not exist are not created. Returns what it
+/// removed (or would), one phrase per kind.
+pub fn cleanup_with(
+    runner: &mut impl IptablesRunner,
+    tool: &str,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
     let existing = tables(&runner.save(None)?);
-    let chains_of = |t: Table| -> Vec<&str> {
+    let chains_of = |t: Table| -> Vec<String> {
         existing
             .get(t.as_str())
-            .map(|cs| {
-                cs.iter()
-                    .map(String::as_str)
-                    .filter(|c| ours(t, c))
-                    .collect()
-            })
+            .map(|cs| cs.iter().filter(|c| ours(t, c)).cloned().collect())
             .unwrap_or_default()
     };
-    for jump in jump_rules() {
-        let target = jump.args.last().map(String::as_str).unwrap_or_default();
-        if !chains_of(jump.table).contains(&target) {
-            continue;
-        }
-        let mut args = vec!["-t", jump.table.as_str(), "-D", jump.chain];
-        args.extend(jump.args.iter().map(String::as_str));
-        // Delete every copy (a crashed run may have inserted one twice).
-        while runner.iptables(&args)? {}
+    let jumps = remove_jumps(runner, &chains_of, dry_run)?;
+    let mut objects = Vec::new();
+    if !jumps.is_empty() {
+        objects.push(format!("{tool} jumps: {}", jumps.join(", ")));
     }
     let mut input = String::new();
     for table in [Table::Filter, Table::Nat, Table::Mangle] {
@@ -72,6 +76,11 @@ pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), Error> {
         if chains.is_empty() {
             continue;
         }
+        objects.push(format!(
+            "{tool} {} chains: {}",
+            table.as_str(),
+            some_of(&chains, SHOWN)
+        ));
         let _ = writeln!(input, "*{}", table.as_str());
         for c in &chains {
             let _ = writeln!(input, ":{c} - [0:0]");
@@ -81,23 +90,85 @@ pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), Error> {
         }
         input.push_str("COMMIT\n");
     }
-    if !input.is_empty() {
+    if !dry_run && !input.is_empty() {
         runner.restore(&input)?;
     }
-    Ok(())
+    Ok(objects)
+}
+
+/// Deletes every copy of each jump from a built-in chain into a chain of Ferry's that exists
+/// (a crashed run may have inserted one twice), or with `dry_run` only finds them. Returns
+/// them (`nat PREROUTING → KUBE-SERVICES`).
+fn remove_jumps(
+    runner: &mut impl IptablesRunner,
+    chains_of: &impl Fn(Table) -> Vec<String>,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let mut jumps = Vec::new();
+    for jump in jump_rules() {
+        let target = jump.args.last().cloned().unwrap_or_default();
+        if !chains_of(jump.table).contains(&target) {
+            continue;
+        }
+        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
+        args.extend(jump.args.iter().map(String::as_str));
+        let found = if dry_run {
+            runner.iptables(&args)?
+        } else {
+            args[2] = "-D";
+            let mut deleted = false;
+            while runner.iptables(&args)? {
+                deleted = true;
+            }
+            deleted
+        };
+        if found {
+            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
+        }
+    }
+    Ok(jumps)
+}
+
+/// The tools of both backends, both families, with their names (`ip6tables-legacy`).
+fn every_cli() -> impl Iterator<Item = (IptablesCli, String)> {
+    [IpFamily::V4, IpFamily::V6].into_iter().flat_map(|family| {
+        IptablesBackend::ALL.into_iter().map(move |backend| {
+            (
+                IptablesCli::for_family(backend, family),
+                backend.program_for(family, ""),
+            )
+        })
+    })
 }
 
 /// Removes Ferry's iptables and ip6tables chains and jumps from both backends in the current
-/// network namespace. A tool that is not installed is skipped.
-pub fn cleanup() -> Result<(), Error> {
-    for family in [IpFamily::V4, IpFamily::V6] {
-        for backend in IptablesBackend::ALL {
-            let mut cli = IptablesCli::for_family(backend, family);
-            match cleanup_with(&mut cli) {
-                Err(Error::Spawn { .. }) => continue,
-                other => other?,
-            }
+/// network namespace (or, dry, names them). A tool that is not installed is skipped.
+pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+    let mut out = Cleanup::default();
+    for (mut cli, tool) in every_cli() {
+        match cleanup_with(&mut cli, &tool, dry_run) {
+            Err(e) if not_installed(&e) => out.skipped.push(format!("{tool} is not installed")),
+            other => out.objects.extend(other?),
         }
     }
-    Ok(())
+    Ok(out)
+}
+
+/// kube-proxy's iptables chains (its iptables mode's, also created by its IPVS mode) in either
+/// backend. They have the names of iptables mode's own chains.
+pub fn leftovers() -> Vec<Leftover> {
+    every_cli()
+        .filter_map(|(mut cli, tool)| {
+            let save = cli.save(Some(Table::Nat)).ok()?;
+            let found = chains_in(&save).any(|c| c == KUBE_SERVICES);
+            found.then(|| Leftover {
+                what: format!(
+                    "{tool} nat chain {KUBE_SERVICES} and the KUBE-* chains of kube-proxy's \
+                     iptables layout"
+                ),
+                shared: true,
+                remove: None,
+            })
+        })
+        .collect()
 }

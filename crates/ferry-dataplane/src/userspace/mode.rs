@@ -12,8 +12,9 @@ use ferry_model::{ClusterState, IpFamily};
 use super::applier::UserspaceApplier;
 use super::engine::{Engine, Stats};
 use super::restore;
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error};
 
@@ -26,8 +27,11 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     mode: ProxyMode::Userspace,
     renderer: &UserspaceRenderer,
     open: |options: &ModeOptions| Box::new(UserspaceMode::open(options)),
-    // Ferry's table, unless it is nftables mode's (see nftables mode's line).
-    cleanup: || crate::nft::cleanup_unless_chain(crate::nft::DISTINCT_CHAIN),
+    // Ferry's table, unless it is nftables mode's (see nftables mode's line). The proxy's
+    // listeners are the process's own: they end with it.
+    cleanup: |dry_run| crate::nft::cleanup_unless_chain(Some(crate::nft::DISTINCT_CHAIN), dry_run),
+    // kube-proxy's leftovers are the kernel modes' to find (their tables and chains).
+    leftovers: Vec::new,
     sync_failures: FailureCounter::NftablesSync,
 };
 
@@ -61,6 +65,16 @@ impl NodeMode for UserspaceMode {
         )
     }
 
+    /// The `nft` tool (the redirect table's skeleton), and CAP_NET_ADMIN for it and for
+    /// Ferry's nfnetlink batches. The proxy itself listens on unprivileged ports (proxy ports,
+    /// NodePorts on loopback) and needs no capability.
+    fn requirements(&self) -> Requirements {
+        Requirements {
+            tools: vec![Tool::new("nft", "nftables")],
+            capabilities: vec![Capability::NetAdmin],
+        }
+    }
+
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
         Box::new(UserspaceApplier::new(family, self.engine.clone()))
     }
@@ -80,17 +94,29 @@ impl NodeMode for UserspaceMode {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<LiveReport, Error> {
-        let family = compiler.family();
-        let table = crate::nft::read_back(family)?;
-        let mut ports = ProxyPorts::new(compiler.config().proxy_port_range);
-        for (name, port) in restore::read(family)? {
-            ports.restore(&name, port);
-        }
-        let (rules, _) = NodeRules::new(compiler).full(state, &mut ports);
-        Ok(crate::nft::live::check(
-            trace,
-            &rules.ruleset,
-            table.as_ref(),
-        ))
+        let table = crate::nft::read_back(compiler.family())?;
+        let ruleset = compiled_with_held_ports(compiler, state)?;
+        Ok(crate::nft::live::check(trace, &ruleset, table.as_ref()))
     }
+
+    /// `ferry status`: each service's redirect elements (portals, NodePorts, proxy ports) in
+    /// the kernel's table against the ones compiled with the proxy ports it holds.
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        let table = crate::nft::read_back(compiler.family())?;
+        let ruleset = compiled_with_held_ports(compiler, state)?;
+        Ok(crate::nft::kernel::compare(&ruleset, table.as_ref()))
+    }
+}
+
+/// The redirect rules `state` compiles to, each service port on the proxy port the kernel's
+/// table gives it (a port it does not hold is assigned as a starting agent would).
+fn compiled_with_held_ports(
+    compiler: &NodeCompiler,
+    state: &ClusterState,
+) -> Result<ferry_compile::nft::Ruleset, Error> {
+    let mut ports = ProxyPorts::new(compiler.config().proxy_port_range);
+    for (name, port) in restore::read(compiler.family())? {
+        ports.restore(&name, port);
+    }
+    Ok(NodeRules::new(compiler).full(state, &mut ports).0.ruleset)
 }

@@ -24,8 +24,8 @@ pub const MAX_AFFINITY_TIMEOUT_SECONDS: u32 = 86_400;
 ///
 /// Beyond the API server's rules, a Service must carry what an allocator would normally fill in,
 /// since in standalone mode nothing allocates: a ClusterIP (`spec.clusterIP`), and a `nodePort`
-/// on every port of a NodePort Service (and of a LoadBalancer Service unless
-/// `allocateLoadBalancerNodePorts: false`).
+/// on every port of a NodePort Service. A LoadBalancer port without a `nodePort` has no
+/// NodePort, as upstream.
 pub fn service(svc: &k8s::Service) -> Result<Option<Service>, InvalidObject> {
     let object = namespaced_ref("Service", &svc.metadata)?;
     if ignored_by_labels(&svc.metadata) {
@@ -190,11 +190,10 @@ fn ports(
             "must have at least one port",
         ));
     }
-    let node_port_required = match service_type {
-        ServiceType::ClusterIp => false,
-        ServiceType::NodePort => true,
-        ServiceType::LoadBalancer => spec.allocate_load_balancer_node_ports != Some(false),
-    };
+    // A LoadBalancer port without a nodePort is programmed without one (its ClusterIP and
+    // load-balancer IPs still work), as kube-proxy does: the API server accepts it
+    // (`allocateLoadBalancerNodePorts: false`, or a manifest written before allocation).
+    let node_port_required = service_type == ServiceType::NodePort;
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     let mut ports: Vec<ServicePort> = Vec::with_capacity(raw.len());
     for (i, p) in raw.iter().enumerate() {

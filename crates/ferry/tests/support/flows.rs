@@ -245,7 +245,8 @@ pub const FLOWS: &[Flow] = &[
         NODE_PORT,
         Expect::Forwarded(Peer::Node("10.1.1.9")),
     ),
-    // nodePortAddresses' default (the primary IPs) leaves the secondary address out.
+    // nodePortAddresses' default leaves the secondary address out in nftables mode (the
+    // primary IPs); iptables mode's default is every local address, as upstream's.
     flow(
         "client → node2 NodePort on its secondary address, Cluster",
         "Cluster",
@@ -254,7 +255,8 @@ pub const FLOWS: &[Flow] = &[
         "10.1.1.19",
         NODE_PORT,
         Expect::Untranslated,
-    ),
+    )
+    .iptables(Expect::Forwarded(Peer::Node("10.1.1.9"))),
     flow(
         "client → Service without endpoints",
         "Cluster",

@@ -241,12 +241,11 @@ fn node_port_service_without_node_port_is_rejected() {
 }
 
 #[test]
-fn load_balancer_without_node_ports_is_fine_when_allocation_is_off() {
-    rejected(
-        spec_with(json!({"type": "LoadBalancer"})),
-        "spec.ports[0].nodePort",
-        "must be set",
-    );
+fn load_balancer_without_node_ports_is_programmed_without_one() {
+    let converted = service(&svc(spec_with(json!({"type": "LoadBalancer"}))))
+        .expect("valid, as the API server accepts it")
+        .expect("not ignored");
+    assert_eq!(converted.ports[0].node_port, None);
     let spec = spec_with(json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false}));
     let converted = service(&svc(spec)).expect("valid").expect("not ignored");
     assert_eq!(converted.service_type, ServiceType::LoadBalancer);
