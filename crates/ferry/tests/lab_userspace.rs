@@ -19,12 +19,18 @@ use seed::{cluster_url, node_port_url, Hello, SeedLab, MASTER_POD, POD_A, POD_B}
 
 /// A counter of a node's `/metrics` for url-analysis (summed over its series).
 fn metric(seed: &SeedLab, node: &str, name: &str) -> f64 {
+    metric_with(seed, node, name, "")
+}
+
+/// [`metric`], only the series whose labels contain `label` too.
+fn metric_with(seed: &SeedLab, node: &str, name: &str, label: &str) -> f64 {
     let text = seed
         .lab
         .exec(node, ["curl", "-s", "http://127.0.0.1:10249/metrics"])
         .expect("scrape");
     text.lines()
         .filter(|l| l.starts_with(name) && l.contains("service=\"url-analysis\""))
+        .filter(|l| l.contains(label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
@@ -71,6 +77,16 @@ fn a_killed_endpoint_costs_a_retry_not_a_failed_connection() {
     assert!(failures >= 1.0, "dial failures counted: {failures}");
     let proxied = metric(&seed, NODE1, "ferry_userspace_connections_total");
     assert!(proxied >= 20.0, "connections counted: {proxied}");
+    // Every connection was proxied: bytes both ways, none failed, none still open.
+    for direction in ["to_endpoint", "to_client"] {
+        let label = format!("direction=\"{direction}\"");
+        let bytes = metric_with(&seed, NODE1, "ferry_userspace_bytes_total", &label);
+        assert!(bytes > 0.0, "bytes {direction}: {bytes}");
+    }
+    let errors = metric(&seed, NODE1, "ferry_userspace_connection_errors_total");
+    assert_eq!(errors, 0.0, "a dead endpoint is not a connection error");
+    let active = metric(&seed, NODE1, "ferry_userspace_active_connections");
+    assert_eq!(active, 0.0, "every connection ended");
 }
 
 /// The UDP service of the UDP case: dev/dns, 10.96.0.53:53 → 56010, NodePort 30053.
