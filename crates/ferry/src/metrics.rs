@@ -26,6 +26,7 @@ use crate::sync::PendingChanges;
 
 mod build_info;
 mod conntrack;
+mod probes;
 mod userspace;
 
 /// The `Content-Type` of `/metrics`.
@@ -98,6 +99,7 @@ struct Set {
     health_check_servers: Gauge,
     conntrack: conntrack::ConntrackMetrics,
     proxy: userspace::ProxyCollector,
+    probes: probes::ProbeMetrics,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -157,6 +159,7 @@ impl Metrics {
             health_check_servers: Gauge::default(),
             conntrack: conntrack::ConntrackMetrics::new(),
             proxy: userspace::ProxyCollector::default(),
+            probes: probes::ProbeMetrics::new(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -239,6 +242,7 @@ impl Metrics {
         );
         set.conntrack.register(&mut registry);
         registry.register_collector(Box::new(set.proxy.clone()));
+        set.probes.register(&mut registry);
         build_info::register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
@@ -268,8 +272,9 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of every metric.
+    /// The OpenMetrics text of every metric (the probe counters caught up with the book first).
     pub fn encode(&self) -> String {
+        self.set.probes.catch_up();
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!("encoding metrics: {e}");
@@ -396,6 +401,11 @@ impl Metrics {
         if let Some(stats) = stats {
             self.set.proxy.serve(stats);
         }
+    }
+
+    /// Counts the readiness probes' results recorded in `book` (standalone mode's Pod stage).
+    pub fn follow_probes(&self, book: Arc<std::sync::Mutex<ferry_source::probe::ProbeBook>>) {
+        self.set.probes.follow(book);
     }
 
     /// Health-check NodePort servers now open.
