@@ -32,6 +32,7 @@ fn synced(mode: ProxyMode, backend: Option<IptablesBackend>) -> Box<dyn Applier>
     let compiler = NodeCompiler::new(&state, &context, &config);
     let options = ModeOptions {
         iptables_backend: backend,
+        ..ModeOptions::default()
     };
     let mut applier = (entry(mode).open)(&options).applier(IpFamily::V4);
     applier.sync_full(&compiler, &state).expect("full sync");

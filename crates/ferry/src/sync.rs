@@ -89,6 +89,9 @@ pub struct FamilySync<A: Applier = Box<dyn Applier>> {
     changes: PendingChanges,
     status: ServiceStatus,
     stale_flows: conntrack::StaleFlows,
+    /// Whether the mode leaves stale UDP conntrack entries to delete (see
+    /// `NodeMode::udp_conntrack_cleanup`).
+    udp_conntrack: bool,
 }
 
 impl<A: Applier> FamilySync<A> {
@@ -105,6 +108,7 @@ impl<A: Applier> FamilySync<A> {
             changes: PendingChanges::default(),
             status: ServiceStatus::default(),
             stale_flows: conntrack::StaleFlows::default(),
+            udp_conntrack: true,
         }
     }
 
@@ -112,6 +116,13 @@ impl<A: Applier> FamilySync<A> {
     #[cfg(test)]
     pub fn with_full_sync_period(mut self, period: Duration) -> Self {
         self.full_sync_period = period;
+        self
+    }
+
+    /// Whether this family's syncs look for stale UDP conntrack entries (the mode says: the
+    /// userspace mode never DNATs a flow to an endpoint).
+    pub fn with_udp_conntrack_cleanup(mut self, on: bool) -> Self {
+        self.udp_conntrack = on;
         self
     }
 
@@ -178,8 +189,10 @@ impl<A: Applier> FamilySync<A> {
         } else {
             self.status.update(state, &self.context, &self.dirty);
         }
-        self.stale_flows
-            .synced(state, &self.context, full, &self.dirty);
+        if self.udp_conntrack {
+            self.stale_flows
+                .synced(state, &self.context, full, &self.dirty);
+        }
         self.changes.clear();
         self.dirty.clear();
         self.full_pending = false;

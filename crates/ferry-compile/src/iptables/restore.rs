@@ -51,13 +51,14 @@ pub struct Restore {
     pub chains_deleted: usize,
 }
 
-/// The rules of one chain: its own, or those of a shared top-level chain, assembled from
-/// every service and then `tail`.
+/// The rules of one chain: its own, or those of a shared top-level chain: `head`, then
+/// assembled from every service, then `tail`.
 #[derive(Clone, Copy)]
 enum Rules<'a> {
     Own(&'a [String]),
     Assembled {
         ruleset: &'a Ruleset,
+        head: &'a [String],
         pick: fn(&ServiceRules) -> &Vec<String>,
         tail: &'a [String],
     },
@@ -69,13 +70,12 @@ impl<'a> Rules<'a> {
             Rules::Own(rules) => Box::new(rules.iter()),
             Rules::Assembled {
                 ruleset,
+                head,
                 pick,
                 tail,
             } => Box::new(
-                ruleset
-                    .services
-                    .values()
-                    .flat_map(move |s| pick(s).iter())
+                head.iter()
+                    .chain(ruleset.services.values().flat_map(move |s| pick(s).iter()))
                     .chain(tail),
             ),
         }
@@ -189,23 +189,32 @@ fn jump_line(jump: &JumpRule) -> String {
 
 /// The shared chains of `table` (assembled from every service), then the fixed ones.
 fn top_level<'a>(s: &mut Section<'a>, rs: &'a Ruleset) {
-    let all = |pick: fn(&ServiceRules) -> &Vec<String>, tail: &'a [String]| Rules::Assembled {
-        ruleset: rs,
-        pick,
-        tail,
+    let all = |head: &'a [String], pick: fn(&ServiceRules) -> &Vec<String>, tail: &'a [String]| {
+        Rules::Assembled {
+            ruleset: rs,
+            head,
+            pick,
+            tail,
+        }
     };
     match s.table {
         Table::Filter => {
-            s.chain(KUBE_SERVICES, all(|r| &r.filter_services, &[]));
-            s.chain(KUBE_EXTERNAL_SERVICES, all(|r| &r.filter_external, &[]));
+            s.chain(KUBE_SERVICES, all(&[], |r| &r.filter_services, &[]));
+            s.chain(
+                KUBE_EXTERNAL_SERVICES,
+                all(&rs.external_first, |r| &r.filter_external, &[]),
+            );
             for c in &rs.filter {
                 s.own(c);
             }
-            s.chain(KUBE_PROXY_FIREWALL, all(|r| &r.filter_firewall, &[]));
+            s.chain(KUBE_PROXY_FIREWALL, all(&[], |r| &r.filter_firewall, &[]));
         }
         Table::Nat => {
-            s.chain(KUBE_SERVICES, all(|r| &r.nat_services, &rs.nodeport_jumps));
-            s.chain(KUBE_NODEPORTS, all(|r| &r.nat_nodeports, &[]));
+            s.chain(
+                KUBE_SERVICES,
+                all(&[], |r| &r.nat_services, &rs.nodeport_jumps),
+            );
+            s.chain(KUBE_NODEPORTS, all(&[], |r| &r.nat_nodeports, &[]));
             for c in &rs.nat {
                 s.own(c);
             }

@@ -63,6 +63,7 @@ pub(super) fn full_in_sections(desired: &Ruleset, o: &FullSync<'_>, per_section:
     let mut last = Section::new(Table::Nat);
     let assembled = |pick: fn(&ServiceRules) -> &Vec<String>, tail| Rules::Assembled {
         ruleset: desired,
+        head: &[],
         pick,
         tail,
     };
