@@ -177,7 +177,19 @@ impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
             // Upstream's large-cluster mode changes every service's rules.
             return self.sync_full(compiler, state);
         }
-        self.apply_changes(changes)
+        let failed = match self.apply_changes(changes) {
+            Ok(report) => return Ok(report),
+            Err(e) => e,
+        };
+        // A partial restore fails when someone deleted the chains it refers to (a firewall
+        // reload): when the canary check finds that, repair now rather than report a failure.
+        match self.damage() {
+            Ok(Some(what)) => {
+                tracing::info!("{what}: resyncing everything");
+                self.sync_full(compiler, state)
+            }
+            _ => Err(failed),
+        }
     }
 }
 
