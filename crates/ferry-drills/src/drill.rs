@@ -11,6 +11,7 @@ use crate::lab::probe::Expect;
 use crate::lab::{Endpoints, Ferry, Net};
 
 pub mod kill;
+pub mod writers;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -223,5 +224,22 @@ impl Stage {
             out.push(format!("status shows {} frontends", frontends.len()));
         }
         Ok((!out.is_empty()).then(|| out.join("; ")))
+    }
+}
+
+/// Waits until `ferry` has gone 300 ms without a sync (at most 10 s): the syncs of its start-up
+/// or of a change are over.
+pub fn settle(ferry: &mut Ferry) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut seen = ferry.syncs().len();
+    let mut quiet = std::time::Instant::now();
+    while std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = ferry.syncs().len();
+        if now != seen {
+            (seen, quiet) = (now, std::time::Instant::now());
+        } else if quiet.elapsed() >= std::time::Duration::from_millis(300) {
+            return;
+        }
     }
 }

@@ -18,6 +18,7 @@ pub mod echo;
 pub mod ferry;
 pub mod net;
 pub mod probe;
+pub mod watch;
 
 pub use cluster::Cluster;
 pub use echo::Endpoints;

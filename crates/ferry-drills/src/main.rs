@@ -62,7 +62,7 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 1] = ["kill"];
+const DRILLS: [&str; 2] = ["kill", "writers"];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
@@ -121,6 +121,7 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
     };
     Ok(match name {
         "kill" => per_mode(drill::kill::run, "1. kill -9 mid-sync"),
+        "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
 }

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::drill::{Mode, Options, Stage};
+use crate::drill::{settle, Mode, Options, Stage};
 use crate::lab::cluster::Cluster;
 use crate::lab::probe::{served, Expect, Served};
 use crate::lab::Ferry;
@@ -93,7 +93,7 @@ fn calibrate(
     ferry.wait_syncs(1, SYNC_TIMEOUT)?;
     let first = started.elapsed();
     let first_sync = Duration::from_secs_f64(ferry.syncs()[0].duration_ms / 1e3);
-    settle(&mut ferry)?;
+    settle(&mut ferry);
     let before = ferry.syncs().len();
     let i = rng.usize(0..stage.cluster.services);
     stage.cluster.bump(i);
@@ -166,7 +166,7 @@ fn repetition(
                 None => stage.start(&o.ferry, mode, &[])?,
             };
             ferry.wait_syncs(1, SYNC_TIMEOUT)?;
-            settle(&mut ferry)?;
+            settle(&mut ferry);
             let before = ferry.syncs().len();
             for &i in &changed {
                 stage.write(i)?;
@@ -259,23 +259,6 @@ fn wait_for_orphans(stage: &Stage) -> anyhow::Result<()> {
     while !ferry_lab::netns::pids(stage.net.node.name())?.is_empty() {
         anyhow::ensure!(Instant::now() < deadline, "tools still running a minute after the kill");
         std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
-}
-
-/// Waits until Ferry has gone 300 ms without a sync (at most 10 s).
-fn settle(ferry: &mut Ferry) -> anyhow::Result<()> {
-    let end = Instant::now() + Duration::from_secs(10);
-    let mut seen = ferry.syncs().len();
-    let mut quiet = Instant::now();
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = ferry.syncs().len();
-        if now != seen {
-            (seen, quiet) = (now, Instant::now());
-        } else if quiet.elapsed() >= Duration::from_millis(300) {
-            break;
-        }
     }
     Ok(())
 }
