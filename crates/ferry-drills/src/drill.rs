@@ -11,6 +11,7 @@ use crate::lab::probe::Expect;
 use crate::lab::{Endpoints, Ferry, Net};
 
 pub mod kill;
+pub mod outage;
 pub mod writers;
 
 /// What to run.
@@ -193,8 +194,9 @@ impl Stage {
     }
 
     /// `None` when `ferry status` says the kernel holds exactly what Ferry programs (every
-    /// frontend `programmed`, the mode's objects present, nothing stray); else what differs.
-    pub fn differences(&self, ferry: &Path) -> anyhow::Result<Option<String>> {
+    /// frontend `programmed`, the mode's objects present, nothing stray) and Ferry programs
+    /// `frontends` frontends; else what differs.
+    pub fn differences(&self, ferry: &Path, frontends: usize) -> anyhow::Result<Option<String>> {
         let status = self.status(ferry)?;
         let mut out = Vec::new();
         for f in status["families"].as_array().into_iter().flatten() {
@@ -206,7 +208,11 @@ impl Stage {
                 out.push(format!("{}: {} stray, first {}", f["family"], stray.len(), stray[0]));
             }
         }
+        let want = frontends;
         let frontends = status["frontends"].as_array().cloned().unwrap_or_default();
+        if frontends.len() != want {
+            out.push(format!("status shows {} frontends, want {want}", frontends.len()));
+        }
         let bad: Vec<&Value> = frontends
             .iter()
             .filter(|f| f["kernel"]["state"] != "programmed")
@@ -219,9 +225,6 @@ impl Stage {
                 first["service"],
                 first["kernel"]
             ));
-        }
-        if frontends.len() < self.cluster.all().len() {
-            out.push(format!("status shows {} frontends", frontends.len()));
         }
         Ok((!out.is_empty()).then(|| out.join("; ")))
     }

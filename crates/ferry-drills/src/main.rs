@@ -62,7 +62,7 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 2] = ["kill", "writers"];
+const DRILLS: [&str; 3] = ["kill", "outage", "writers"];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
@@ -121,6 +121,7 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
     };
     Ok(match name {
         "kill" => per_mode(drill::kill::run, "1. kill -9 mid-sync"),
+        "outage" => per_mode(drill::outage::run, "3. API outage and relist"),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })

@@ -195,7 +195,7 @@ fn repetition(
             expect[i].target, after[i]
         ));
     }
-    if let Some(d) = stage.differences(&o.ferry)? {
+    if let Some(d) = stage.differences(&o.ferry, stage.cluster.all().len())? {
         broken.get_or_insert(format!("after the restart's first sync: {d}"));
     }
     *running = Some(again);
