@@ -12,6 +12,7 @@ use crate::lab::{Endpoints, Ferry, Net};
 
 pub mod kill;
 pub mod outage;
+pub mod restart;
 pub mod writers;
 
 /// What to run.

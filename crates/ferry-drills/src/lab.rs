@@ -18,6 +18,7 @@ pub mod echo;
 pub mod ferry;
 pub mod net;
 pub mod probe;
+pub mod streams;
 pub mod watch;
 
 pub use cluster::Cluster;

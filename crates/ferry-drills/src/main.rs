@@ -30,6 +30,9 @@ struct Cli {
     /// The ferry binary (default: `ferry` next to this binary).
     #[arg(long, value_name = "PATH")]
     ferry: Option<PathBuf>,
+    /// A different build of ferry for the upgrade drill (default: the same binary).
+    #[arg(long, value_name = "PATH")]
+    other_ferry: Option<PathBuf>,
     /// Modes, comma-separated (default: nftables,iptables-nft,iptables-legacy).
     #[arg(long, value_delimiter = ',')]
     modes: Vec<String>,
@@ -62,7 +65,7 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 3] = ["kill", "outage", "writers"];
+const DRILLS: [&str; 4] = ["kill", "restart", "outage", "writers"];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
@@ -79,7 +82,7 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
     let seed = cli.seed.unwrap_or_else(|| fastrand::u64(..));
     let o = Options {
         ferry: std::path::absolute(&ferry)?,
-        other_ferry: None,
+        other_ferry: cli.other_ferry.as_ref().map(std::path::absolute).transpose()?,
         quick: cli.quick,
         services: cli.services,
         repetitions: cli.repetitions,
@@ -121,6 +124,7 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
     };
     Ok(match name {
         "kill" => per_mode(drill::kill::run, "1. kill -9 mid-sync"),
+        "restart" => per_mode(drill::restart::run, "2. restart and upgrade under traffic"),
         "outage" => per_mode(drill::outage::run, "3. API outage and relist"),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),

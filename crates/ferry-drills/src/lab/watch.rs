@@ -23,6 +23,8 @@ pub struct Sample {
     pub at: Duration,
     /// Every connection answered.
     pub ok: bool,
+    /// Connections that failed (or reached an address that is not an endpoint).
+    pub failed: usize,
 }
 
 impl Watch {
@@ -74,12 +76,14 @@ async fn rounds(targets: &[Expect], every: Duration, start: Instant, stop: &Atom
     let mut samples = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let at = start.elapsed();
-        let mut ok = true;
+        let mut failed = 0;
         for t in targets {
-            ok &= matches!(ask(t.target, PROBE_TIMEOUT).await,
-                Ok(ip) if t.new.contains(&ip) || t.old.contains(&ip));
+            let answered = ask(t.target, PROBE_TIMEOUT).await;
+            if !matches!(answered, Ok(ip) if t.new.contains(&ip) || t.old.contains(&ip)) {
+                failed += 1;
+            }
         }
-        samples.push(Sample { at, ok });
+        samples.push(Sample { at, ok: failed == 0, failed });
         tokio::time::sleep(every).await;
     }
     samples
@@ -108,6 +112,12 @@ impl Timeline {
     /// Rounds that failed between `from` and `to`.
     pub fn failed(&self, from: Duration, to: Duration) -> usize {
         self.samples.iter().filter(|s| s.at >= from && s.at < to && !s.ok).count()
+    }
+
+    /// Connections made, and those that failed.
+    pub fn connections(&self, per_round: usize) -> (usize, usize) {
+        let failed = self.samples.iter().map(|s| s.failed).sum();
+        (self.samples.len() * per_round, failed)
     }
 
     /// Rounds between `from` and `to`.
