@@ -10,6 +10,8 @@ use crate::lab::cluster::{Cluster, NODE, POD_RANGE};
 use crate::lab::probe::Expect;
 use crate::lab::{Endpoints, Ferry, Net};
 
+pub mod bad_input;
+pub mod hostile;
 pub mod kill;
 pub mod outage;
 pub mod restart;
@@ -41,17 +43,20 @@ pub struct Options {
 impl Options {
     /// `quick` in the short mode, `full` otherwise, unless `--services` says.
     pub fn services(&self, quick: usize, full: usize) -> usize {
-        self.services.unwrap_or(if self.quick { quick } else { full })
+        self.services
+            .unwrap_or(if self.quick { quick } else { full })
     }
 
     /// Likewise for repetitions.
     pub fn repetitions(&self, quick: usize, full: usize) -> usize {
-        self.repetitions.unwrap_or(if self.quick { quick } else { full })
+        self.repetitions
+            .unwrap_or(if self.quick { quick } else { full })
     }
 
     /// Likewise for seconds.
     pub fn seconds(&self, quick: u64, full: u64) -> u64 {
-        self.seconds.unwrap_or(if self.quick { quick } else { full })
+        self.seconds
+            .unwrap_or(if self.quick { quick } else { full })
     }
 }
 
@@ -84,7 +89,9 @@ impl Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .with_context(|| format!("unknown mode {s:?} (nftables, iptables-nft, iptables-legacy)"))
+            .with_context(|| {
+                format!("unknown mode {s:?} (nftables, iptables-nft, iptables-legacy)")
+            })
     }
 
     /// Its `ferry run` flags.
@@ -92,10 +99,16 @@ impl Mode {
         match self {
             Mode::Nftables => vec!["--proxy-mode=nftables".into()],
             Mode::IptablesNft => {
-                vec!["--proxy-mode=iptables".into(), "--iptables-backend=nft".into()]
+                vec![
+                    "--proxy-mode=iptables".into(),
+                    "--iptables-backend=nft".into(),
+                ]
             }
             Mode::IptablesLegacy => {
-                vec!["--proxy-mode=iptables".into(), "--iptables-backend=legacy".into()]
+                vec![
+                    "--proxy-mode=iptables".into(),
+                    "--iptables-backend=legacy".into(),
+                ]
             }
         }
     }
@@ -180,7 +193,9 @@ impl Stage {
             std::net::SocketAddrV4::new(self.cluster.cluster_ip(i), crate::lab::cluster::PORT);
         Expect {
             target,
-            old: old.map(|g| self.cluster.endpoints_in(i, g)).unwrap_or_default(),
+            old: old
+                .map(|g| self.cluster.endpoints_in(i, g))
+                .unwrap_or_default(),
             new: self.cluster.endpoints_of(i),
         }
     }
@@ -198,6 +213,17 @@ impl Stage {
     /// frontend `programmed`, the mode's objects present, nothing stray) and Ferry programs
     /// `frontends` frontends; else what differs.
     pub fn differences(&self, ferry: &Path, frontends: usize) -> anyhow::Result<Option<String>> {
+        self.differences_but(ferry, frontends, &[])
+    }
+
+    /// [`Stage::differences`], leaving out the frontends of the Services named in `except`
+    /// (`namespace/name`, as `ferry status` names them).
+    pub fn differences_but(
+        &self,
+        ferry: &Path,
+        frontends: usize,
+        except: &[String],
+    ) -> anyhow::Result<Option<String>> {
         let status = self.status(ferry)?;
         let mut out = Vec::new();
         for f in status["families"].as_array().into_iter().flatten() {
@@ -206,17 +232,26 @@ impl Stage {
                 out.push(format!("{}: not present {}", f["family"], k["error"]));
             }
             if let Some(stray) = k["stray"].as_array().filter(|s| !s.is_empty()) {
-                out.push(format!("{}: {} stray, first {}", f["family"], stray.len(), stray[0]));
+                out.push(format!(
+                    "{}: {} stray, first {}",
+                    f["family"],
+                    stray.len(),
+                    stray[0]
+                ));
             }
         }
         let want = frontends;
         let frontends = status["frontends"].as_array().cloned().unwrap_or_default();
         if frontends.len() != want {
-            out.push(format!("status shows {} frontends, want {want}", frontends.len()));
+            out.push(format!(
+                "status shows {} frontends, want {want}",
+                frontends.len()
+            ));
         }
         let bad: Vec<&Value> = frontends
             .iter()
             .filter(|f| f["kernel"]["state"] != "programmed")
+            .filter(|f| !except.iter().any(|e| f["service"] == e.as_str()))
             .collect();
         if let Some(first) = bad.first() {
             out.push(format!(

@@ -22,7 +22,7 @@ use ferry_drills::report::{self, Row};
 #[derive(Debug, Parser)]
 #[command(name = "ferry-drills", version)]
 struct Cli {
-    /// Drills to run (default: all): kill.
+    /// Drills to run (default: all): kill, restart, outage, writers, bad-input.
     drills: Vec<String>,
     /// CI's short mode: small N, few repetitions.
     #[arg(long)]
@@ -65,24 +65,43 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 4] = ["kill", "restart", "outage", "writers"];
+const DRILLS: [&str; 5] = ["kill", "restart", "outage", "writers", "bad-input"];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
-    let ferry = cli.ferry.clone().unwrap_or_else(|| this.with_file_name("ferry"));
-    anyhow::ensure!(ferry.exists(), "{} not found (build ferry, or pass --ferry)", ferry.display());
-    let logs_tmp = tempfile::Builder::new().prefix("ferry-drills-logs-").tempdir()?;
-    let logs = cli.logs.clone().unwrap_or_else(|| logs_tmp.path().to_path_buf());
+    let ferry = cli
+        .ferry
+        .clone()
+        .unwrap_or_else(|| this.with_file_name("ferry"));
+    anyhow::ensure!(
+        ferry.exists(),
+        "{} not found (build ferry, or pass --ferry)",
+        ferry.display()
+    );
+    let logs_tmp = tempfile::Builder::new()
+        .prefix("ferry-drills-logs-")
+        .tempdir()?;
+    let logs = cli
+        .logs
+        .clone()
+        .unwrap_or_else(|| logs_tmp.path().to_path_buf());
     std::fs::create_dir_all(&logs)?;
     let modes = if cli.modes.is_empty() {
         Mode::ALL.to_vec()
     } else {
-        cli.modes.iter().map(|m| Mode::parse(m)).collect::<anyhow::Result<_>>()?
+        cli.modes
+            .iter()
+            .map(|m| Mode::parse(m))
+            .collect::<anyhow::Result<_>>()?
     };
     let seed = cli.seed.unwrap_or_else(|| fastrand::u64(..));
     let o = Options {
         ferry: std::path::absolute(&ferry)?,
-        other_ferry: cli.other_ferry.as_ref().map(std::path::absolute).transpose()?,
+        other_ferry: cli
+            .other_ferry
+            .as_ref()
+            .map(std::path::absolute)
+            .transpose()?,
         quick: cli.quick,
         services: cli.services,
         repetitions: cli.repetitions,
@@ -113,20 +132,39 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
     let per_mode = |f: fn(&Options, Mode) -> anyhow::Result<Row>, drill: &str| {
         o.modes
             .iter()
-            .map(|&m| {
-                f(o, m).unwrap_or_else(|e| {
-                    let mut row = Row::new(drill, m.name());
-                    row.rep(Some(format!("the drill failed: {e:#}")));
-                    row
-                })
-            })
+            .map(|&m| f(o, m).unwrap_or_else(|e| failed(drill, m.name(), &e)))
             .collect()
     };
     Ok(match name {
         "kill" => per_mode(drill::kill::run, "1. kill -9 mid-sync"),
         "restart" => per_mode(drill::restart::run, "2. restart and upgrade under traffic"),
+        // The outage is the source's business: the short mode drills it in one mode.
+        "outage" if o.quick => o.modes[..1]
+            .iter()
+            .map(|&m| {
+                drill::outage::run(o, m)
+                    .unwrap_or_else(|e| failed("3. API outage and relist", m.name(), &e))
+            })
+            .collect(),
         "outage" => per_mode(drill::outage::run, "3. API outage and relist"),
+        "bad-input" => [
+            drill::bad_input::From::Manifests,
+            drill::bad_input::From::Api,
+        ]
+        .into_iter()
+        .map(|from| {
+            drill::bad_input::run(o, from)
+                .unwrap_or_else(|e| failed("5. bad input at scale", &format!("{from:?}"), &e))
+        })
+        .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
+}
+
+/// The row of a drill that could not run.
+fn failed(drill: &str, mode: &str, e: &anyhow::Error) -> Row {
+    let mut row = Row::new(drill, mode);
+    row.rep(Some(format!("the drill failed: {e:#}")));
+    row
 }

@@ -54,7 +54,8 @@ impl Row {
 
 /// The header of the table.
 pub fn header() -> String {
-    "| drill | mode | repetitions | failures | figure | notes |\n|---|---|---|---|---|---|".to_owned()
+    "| drill | mode | repetitions | failures | figure | notes |\n|---|---|---|---|---|---|"
+        .to_owned()
 }
 
 /// One row of the table (Markdown, readable as plain text).

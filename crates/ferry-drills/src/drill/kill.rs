@@ -27,11 +27,11 @@ const ASKS: usize = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     /// The first sync on a node without Ferry's rules.
-    FirstSync,
+    First,
     /// A restart's full sync over the rules of an earlier run.
-    RestartSync,
+    Restart,
     /// A partial sync of a running Ferry after a change.
-    PartialSync,
+    Partial,
 }
 
 /// Timings measured on a clean run, to aim the kills.
@@ -47,7 +47,11 @@ struct Aim {
 /// Runs the drill in `mode`.
 pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     // iptables-nft 1.8.9 needs far more than 30 minutes for 10 000 × 10 (README): 1 000 there.
-    let full_n = if mode == Mode::IptablesNft { 1_000 } else { 10_000 };
+    let full_n = if mode == Mode::IptablesNft {
+        1_000
+    } else {
+        10_000
+    };
     let n = o.services(100, full_n);
     let reps = o.repetitions(6, 100);
     let cluster = Cluster::new(n, 10, false)?;
@@ -58,11 +62,15 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let mut running = Some(ferry);
     let (mut unfinished, mut converge) = (0, Vec::new());
     for rep in 0..reps {
-        let phase = [Phase::FirstSync, Phase::RestartSync, Phase::PartialSync][rep % 3];
+        let phase = [Phase::First, Phase::Restart, Phase::Partial][rep % 3];
         let outcome = repetition(o, &mut stage, mode, phase, &aim, &mut running, &mut rng)?;
         unfinished += usize::from(!outcome.sync_completed);
         converge.extend(outcome.converged_in);
-        row.rep(outcome.broken.map(|b| format!("rep {rep} ({phase:?}): {b}")));
+        row.rep(
+            outcome
+                .broken
+                .map(|b| format!("rep {rep} ({phase:?}): {b}")),
+        );
     }
     if let Some(f) = running.take() {
         f.stop()?;
@@ -72,8 +80,12 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     row.note(&format!(
         "{n} × 10; kills before the sync's line: {unfinished}/{reps}; restart → converged: \
          median {}, max {}; aim: first sync line {}, first sync {}, change → partial line {}",
-        converge.get(converge.len() / 2).map_or("-".into(), |d| secs(d.as_secs_f64())),
-        converge.last().map_or("-".into(), |d| secs(d.as_secs_f64())),
+        converge
+            .get(converge.len() / 2)
+            .map_or("-".into(), |d| secs(d.as_secs_f64())),
+        converge
+            .last()
+            .map_or("-".into(), |d| secs(d.as_secs_f64())),
         secs(aim.first.as_secs_f64()),
         secs(aim.first_sync.as_secs_f64()),
         secs(aim.partial.as_secs_f64()),
@@ -132,9 +144,12 @@ fn repetition(
     let mut others: Vec<usize> = stage.cluster.sample(changed.len() + 10, rng);
     others.retain(|i| !changed.contains(i));
     others.truncate(10);
-    let had_rules = phase != Phase::FirstSync;
+    let had_rules = phase != Phase::First;
     let old = |stage: &Stage, i: usize| had_rules.then(|| stage.cluster.generation(i));
-    let mut expect: Vec<Expect> = changed.iter().map(|&i| stage.expect(i, old(stage, i))).collect();
+    let mut expect: Vec<Expect> = changed
+        .iter()
+        .map(|&i| stage.expect(i, old(stage, i)))
+        .collect();
     for &i in &changed {
         stage.cluster.bump(i);
     }
@@ -144,12 +159,15 @@ fn repetition(
     expect.extend(others.iter().map(|&i| stage.expect(i, old(stage, i))));
 
     let (ferry, completed) = match phase {
-        Phase::FirstSync | Phase::RestartSync => {
+        Phase::First | Phase::Restart => {
             if let Some(f) = running.take() {
                 f.kill()?;
             }
-            if phase == Phase::FirstSync {
-                stage.net.node.exec(&o.ferry.display().to_string(), ["cleanup"])?;
+            if phase == Phase::First {
+                stage
+                    .net
+                    .node
+                    .exec(&o.ferry.display().to_string(), ["cleanup"])?;
             }
             for &i in &changed {
                 stage.write(i)?;
@@ -160,7 +178,7 @@ fn repetition(
             let done = !ferry.syncs().is_empty();
             (ferry, done)
         }
-        Phase::PartialSync => {
+        Phase::Partial => {
             let mut ferry = match running.take() {
                 Some(f) => f,
                 None => stage.start(&o.ferry, mode, &[])?,
@@ -181,14 +199,20 @@ fn repetition(
     // The kill leaves any tool Ferry had started (nft, iptables-restore) running: what it
     // does to the kernel is part of the kill's aftermath.
     wait_for_orphans(stage)?;
-    let verdicts = stage.net.client.block_on(async { Ok(served(&expect, ASKS).await) })?;
+    let verdicts = stage
+        .net
+        .client
+        .block_on(async { Ok(served(&expect, ASKS).await) })?;
     let mut broken = judge(phase, &expect, &verdicts, changed.len());
 
     let started = Instant::now();
     let mut again = stage.start(&o.ferry, mode, &[])?;
     again.wait_syncs(1, SYNC_TIMEOUT)?;
     let converged_in = started.elapsed();
-    let after = stage.net.client.block_on(async { Ok(served(&expect, ASKS).await) })?;
+    let after = stage
+        .net
+        .client
+        .block_on(async { Ok(served(&expect, ASKS).await) })?;
     if let Some(i) = after.iter().position(|v| *v != Served::New) {
         broken.get_or_insert(format!(
             "after the restart's first sync {} is served by {:?}",
@@ -228,25 +252,33 @@ fn judge(phase: Phase, expect: &[Expect], verdicts: &[Served], changed: usize) -
         return Some(show(i));
     }
     match phase {
-        Phase::FirstSync => {
+        Phase::First => {
             let nothing = verdicts.iter().filter(|v| **v == Served::Nothing).count();
             (nothing != 0 && nothing != verdicts.len()).then(|| {
                 format!(
                     "half a table: {nothing} of {} probed Services unanswered, e.g. {}",
                     verdicts.len(),
-                    show(verdicts.iter().position(|v| *v == Served::Nothing).unwrap_or(0))
+                    show(
+                        verdicts
+                            .iter()
+                            .position(|v| *v == Served::Nothing)
+                            .unwrap_or(0)
+                    )
                 )
             })
         }
-        Phase::RestartSync | Phase::PartialSync => {
+        Phase::Restart | Phase::Partial => {
             if let Some(i) = verdicts.iter().position(|v| *v == Served::Nothing) {
                 return Some(format!("a Service that had rules lost them: {}", show(i)));
             }
             // A restart's first sync carries every change at once: all old or all new.
             let c = &verdicts[..changed];
             let new = c.iter().filter(|v| **v == Served::New).count();
-            (phase == Phase::RestartSync && new != 0 && new != c.len()).then(|| {
-                format!("half a full sync: {new} of {} changed Services new", c.len())
+            (phase == Phase::Restart && new != 0 && new != c.len()).then(|| {
+                format!(
+                    "half a full sync: {new} of {} changed Services new",
+                    c.len()
+                )
             })
         }
     }
@@ -257,7 +289,10 @@ fn judge(phase: Phase, expect: &[Expect], verdicts: &[Served], changed: usize) -
 fn wait_for_orphans(stage: &Stage) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !ferry_lab::netns::pids(stage.net.node.name())?.is_empty() {
-        anyhow::ensure!(Instant::now() < deadline, "tools still running a minute after the kill");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "tools still running a minute after the kill"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())

@@ -25,9 +25,8 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let cluster = Cluster::new(n + added, 10, false)?;
     let mut stage = Stage::new(o, &format!("outage-{}", mode.name()), cluster)?;
     let mut row = Row::new("3. API outage and relist", mode.name());
-    let listener = ferry_lab::netns::run_in(stage.net.node.name(), || {
-        TcpListener::bind("127.0.0.1:0")
-    })??;
+    let listener =
+        ferry_lab::netns::run_in(stage.net.node.name(), || TcpListener::bind("127.0.0.1:0"))??;
     let server = FakeApiServer::start(listener)?;
     let all = stage.cluster.objects();
     // The last `added` Services (and their slices) only appear during the outage.
@@ -68,9 +67,16 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     for &i in &deleted {
         let name = stage.cluster.name(i);
         server.delete("Service", crate::lab::cluster::NAMESPACE, &name);
-        server.delete("EndpointSlice", crate::lab::cluster::NAMESPACE, &format!("{name}-x7k2q"));
+        server.delete(
+            "EndpointSlice",
+            crate::lab::cluster::NAMESPACE,
+            &format!("{name}-x7k2q"),
+        );
     }
-    let olds: Vec<u32> = changed.iter().map(|&i| stage.cluster.generation(i)).collect();
+    let olds: Vec<u32> = changed
+        .iter()
+        .map(|&i| stage.cluster.generation(i))
+        .collect();
     for &i in &changed {
         stage.cluster.bump(i);
         server.apply(stage.cluster.slice_object(i));
@@ -96,8 +102,17 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     server.set_down(false);
     let back = Instant::now();
 
-    let mut expect: Vec<Expect> = deleted.iter().map(|&i| Expect { new: Vec::new(), ..stage.expect(i, None) }).collect();
-    expect.extend(changed.iter().zip(&olds).map(|(&i, &g)| Expect { old: Vec::new(), ..stage.expect(i, Some(g)) }));
+    let mut expect: Vec<Expect> = deleted
+        .iter()
+        .map(|&i| Expect {
+            new: Vec::new(),
+            ..stage.expect(i, None)
+        })
+        .collect();
+    expect.extend(changed.iter().zip(&olds).map(|(&i, &g)| Expect {
+        old: Vec::new(),
+        ..stage.expect(i, Some(g))
+    }));
     expect.extend((n..n + added).map(|i| stage.expect(i, None)));
     let wanted = |v: &[Served]| {
         v[..deleted.len()].iter().all(|s| *s == Served::Nothing)
@@ -105,7 +120,10 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     };
     let mut converged = None;
     while back.elapsed() < Duration::from_secs(120) {
-        let v = stage.net.client.block_on(async { Ok(served(&expect, 2).await) })?;
+        let v = stage
+            .net
+            .client
+            .block_on(async { Ok(served(&expect, 2).await) })?;
         if wanted(&v) {
             converged = Some(back.elapsed());
             break;
@@ -117,10 +135,14 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
 
     let mut why = Vec::new();
     if changed_rules > 0 {
-        why.push(format!("rules changed in {changed_rules} of {snapshots} snapshots during the outage"));
+        why.push(format!(
+            "rules changed in {changed_rules} of {snapshots} snapshots during the outage"
+        ));
     }
     if outage_window > 0 {
-        why.push(format!("{outage_window} rounds of connections to untouched Services failed"));
+        why.push(format!(
+            "{outage_window} rounds of connections to untouched Services failed"
+        ));
     }
     match converged {
         None => why.push("never converged within 120 s".to_owned()),

@@ -20,7 +20,11 @@ use crate::report::Row;
 pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(20, 1_000);
     let reps = o.repetitions(1, 5);
-    let stage = Stage::new(o, &format!("restart-{}", mode.name()), Cluster::new(n, 10, true)?)?;
+    let stage = Stage::new(
+        o,
+        &format!("restart-{}", mode.name()),
+        Cluster::new(n, 10, true)?,
+    )?;
     let mut row = Row::new("2. restart and upgrade under traffic", mode.name());
     let other = o.other_ferry.clone().unwrap_or_else(|| o.ferry.clone());
     let mut ferry = Some(stage.start(&o.ferry, mode, &[])?);
@@ -46,9 +50,20 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         let (h, s) = extra.node_ports().unwrap_or_default();
         SocketAddrV4::new(node_ip, if http { h } else { s })
     };
-    let mut targets: Vec<Expect> = [0, n - 1, np_cluster].iter().map(|&i| stage.expect(i, None)).collect();
-    targets.push(Expect { target: node_port(Extra::NodePortCluster, true), old: vec![], new: c.endpoints_of(np_cluster) });
-    targets.push(Expect { target: node_port(Extra::NodePortLocal, true), old: vec![], new: local_eps });
+    let mut targets: Vec<Expect> = [0, n - 1, np_cluster]
+        .iter()
+        .map(|&i| stage.expect(i, None))
+        .collect();
+    targets.push(Expect {
+        target: node_port(Extra::NodePortCluster, true),
+        old: vec![],
+        new: c.endpoints_of(np_cluster),
+    });
+    targets.push(Expect {
+        target: node_port(Extra::NodePortLocal, true),
+        old: vec![],
+        new: local_eps,
+    });
     let per_round = targets.len();
     let mut stream_targets = Vec::new();
     let per_kind = if o.quick { 2 } else { 10 };
@@ -60,12 +75,19 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         stream_targets.push(node_port(Extra::NodePortLocal, false));
     }
     let affinity_target = SocketAddrV4::new(c.cluster_ip(affinity), PORT);
-    let pinned = stage.net.client.block_on(async move { Ok(ask(affinity_target, PROBE_TIMEOUT).await?) })?;
+    let pinned = stage
+        .net
+        .client
+        .block_on(async move { Ok(ask(affinity_target, PROBE_TIMEOUT).await?) })?;
     let streams = Streams::open(stage.net.client.name(), stream_targets.clone())?;
     let watch = Watch::start(stage.net.client.name(), targets, Duration::from_millis(20));
     let (mut pins_kept, mut pins_checked) = (0, 0);
     for rep in 0..reps {
-        for (what, binary) in [("stop 3 s, start", &o.ferry), ("restart", &o.ferry), ("upgrade", &other)] {
+        for (what, binary) in [
+            ("stop 3 s, start", &o.ferry),
+            ("restart", &o.ferry),
+            ("upgrade", &other),
+        ] {
             if let Some(f) = ferry.take() {
                 f.stop()?;
             }
@@ -87,7 +109,9 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
             if again.iter().all(|a| *a == Some(pinned)) {
                 pins_kept += 1;
             } else {
-                row.note(&format!("rep {rep}, {what}: affinity pin {pinned} answered by {again:?}"));
+                row.note(&format!(
+                    "rep {rep}, {what}: affinity pin {pinned} answered by {again:?}"
+                ));
             }
         }
     }
@@ -104,7 +128,8 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         .collect();
     let (made, failed) = timeline.connections(per_round);
     row.repetitions = reps * 3;
-    row.failures = usize::from(!broken.is_empty()) + usize::from(failed > 0) + (pins_checked - pins_kept);
+    row.failures =
+        usize::from(!broken.is_empty()) + usize::from(failed > 0) + (pins_checked - pins_kept);
     if let Some(b) = broken.first() {
         row.note(&format!("first broken stream: {b}"));
     }
@@ -113,7 +138,11 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         broken.len(),
         results.len()
     );
-    let upgrade = if o.other_ferry.is_some() { format!("upgrade to {}", other.display()) } else { "upgrade to the same build (no --other-ferry)".to_owned() };
+    let upgrade = if o.other_ferry.is_some() {
+        format!("upgrade to {}", other.display())
+    } else {
+        "upgrade to the same build (no --other-ferry)".to_owned()
+    };
     row.note(&format!("{n} × 10 + 3 extra Services; {per_round} targets every 20 ms (ClusterIPs, NodePorts Cluster and Local); {upgrade}"));
     Ok(row)
 }

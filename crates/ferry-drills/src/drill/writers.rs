@@ -49,7 +49,11 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(50, 1_000);
     let period = if o.quick { 2 } else { 10 };
     let reps = o.repetitions(1, 3);
-    let stage = Stage::new(o, &format!("writers-{}", mode.name()), Cluster::new(n, 10, false)?)?;
+    let stage = Stage::new(
+        o,
+        &format!("writers-{}", mode.name()),
+        Cluster::new(n, 10, false)?,
+    )?;
     let mut row = Row::new("4. other rule writers", mode.name());
     install_cni(&stage, mode)?;
     let cni = cni_snapshot(&stage, mode)?;
@@ -64,7 +68,11 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         .into_iter()
         .map(|i| stage.expect(i, None))
         .collect();
-    let watch = Watch::start(stage.net.client.name(), targets.clone(), Duration::from_millis(20));
+    let watch = Watch::start(
+        stage.net.client.name(),
+        targets.clone(),
+        Duration::from_millis(20),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let limit = Duration::from_secs(3 * period);
     let mut marks = Vec::new();
@@ -99,18 +107,28 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     for (fault, t0, t1, cni_removed) in &marks {
         let out = timeline.outage(*t0, *t1);
         worst = worst.max(out);
-        let removed = if *cni_removed { " (it removed the CNI's rules too)" } else { "" };
+        let removed = if *cni_removed {
+            " (it removed the CNI's rules too)"
+        } else {
+            ""
+        };
         per_fault.push(format!("{fault}: {}{removed}", secs(out.as_secs_f64())));
         if out > Duration::from_secs(period + 2) {
             row.failures += 1;
-            row.note(&format!("{fault}: {} without Services, more than a sync period", secs(out.as_secs_f64())));
+            row.note(&format!(
+                "{fault}: {} without Services, more than a sync period",
+                secs(out.as_secs_f64())
+            ));
         }
     }
     row.figure = format!(
         "seconds without working Services: max {} (syncPeriod {period} s)",
         secs(worst.as_secs_f64())
     );
-    row.note(&format!("{n} × 10; {}", dedup_last(&per_fault, FAULTS.len())));
+    row.note(&format!(
+        "{n} × 10; {}",
+        dedup_last(&per_fault, FAULTS.len())
+    ));
     Ok(row)
 }
 
@@ -123,7 +141,10 @@ fn dedup_last(per_fault: &[String], faults: usize) -> String {
 fn wait_repaired(stage: &Stage, targets: &[Expect], limit: Duration) -> anyhow::Result<bool> {
     let start = Instant::now();
     while start.elapsed() < limit {
-        let v = stage.net.client.block_on(async { Ok(served(targets, 1).await) })?;
+        let v = stage
+            .net
+            .client
+            .block_on(async { Ok(served(targets, 1).await) })?;
         if v.iter().all(|s| *s == Served::New) {
             return Ok(true);
         }
@@ -197,7 +218,10 @@ fn delete_kube_chains(stage: &Stage, ipt: &str) -> anyhow::Result<()> {
         for c in &chains {
             input.push_str(&format!(":{c} - [0:0]\n"));
         }
-        for line in save.lines().filter(|l| l.starts_with("-A ") && l.contains("-j KUBE-")) {
+        for line in save
+            .lines()
+            .filter(|l| l.starts_with("-A ") && l.contains("-j KUBE-"))
+        {
             let rule = line.trim_start_matches("-A ");
             if !rule.starts_with("KUBE-") {
                 input.push_str(&format!("-D {rule}\n"));
@@ -209,7 +233,10 @@ fn delete_kube_chains(stage: &Stage, ipt: &str) -> anyhow::Result<()> {
         input.push_str("COMMIT\n");
         let file = stage.stage.join(format!("delete-{table}.rules"));
         std::fs::write(&file, input)?;
-        node.exec(&format!("{ipt}-restore"), ["--noflush", &file.display().to_string()])?;
+        node.exec(
+            &format!("{ipt}-restore"),
+            ["--noflush", &file.display().to_string()],
+        )?;
     }
     Ok(())
 }
@@ -225,13 +252,31 @@ fn install_cni(stage: &Stage, mode: Mode) -> anyhow::Result<()> {
     std::fs::write(&file, CNI_TABLE)?;
     node.exec("nft", ["-f", &file.display().to_string()])?;
     if let Some(ipt) = mode.iptables() {
-        if node.exec_status(ipt, ["-t", "filter", "-S", "CNI-FORWARD"])?.0 {
+        if node
+            .exec_status(ipt, ["-t", "filter", "-S", "CNI-FORWARD"])?
+            .0
+        {
             node.exec(ipt, ["-t", "filter", "-F", "CNI-FORWARD"])?;
         } else {
             node.exec(ipt, ["-t", "filter", "-N", "CNI-FORWARD"])?;
         }
-        node.exec(ipt, ["-t", "filter", "-A", "CNI-FORWARD", "-s", "10.64.0.0/12", "-j", "ACCEPT"])?;
-        if !node.exec_status(ipt, ["-t", "filter", "-C", "FORWARD", "-j", "CNI-FORWARD"])?.0 {
+        node.exec(
+            ipt,
+            [
+                "-t",
+                "filter",
+                "-A",
+                "CNI-FORWARD",
+                "-s",
+                "10.64.0.0/12",
+                "-j",
+                "ACCEPT",
+            ],
+        )?;
+        if !node
+            .exec_status(ipt, ["-t", "filter", "-C", "FORWARD", "-j", "CNI-FORWARD"])?
+            .0
+        {
             node.exec(ipt, ["-t", "filter", "-A", "FORWARD", "-j", "CNI-FORWARD"])?;
         }
     }

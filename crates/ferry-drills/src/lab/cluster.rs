@@ -49,7 +49,11 @@ pub enum Extra {
 
 impl Extra {
     /// Every extra, in index order after the N plain Services.
-    pub const ALL: [Extra; 3] = [Extra::NodePortCluster, Extra::NodePortLocal, Extra::Affinity];
+    pub const ALL: [Extra; 3] = [
+        Extra::NodePortCluster,
+        Extra::NodePortLocal,
+        Extra::Affinity,
+    ];
 
     /// Node ports (http, stream), for the NodePort extras.
     pub fn node_ports(self) -> Option<(u16, u16)> {
@@ -162,7 +166,11 @@ impl Cluster {
         match extra {
             Extra::NodePortCluster | Extra::NodePortLocal => {
                 let (http, stream) = extra.node_ports().unwrap_or_default();
-                let policy = if extra == Extra::NodePortLocal { "Local" } else { "Cluster" };
+                let policy = if extra == Extra::NodePortLocal {
+                    "Local"
+                } else {
+                    "Cluster"
+                };
                 s["spec"]["type"] = json!("NodePort");
                 s["spec"]["externalTrafficPolicy"] = json!(policy);
                 s["spec"]["ports"][0]["nodePort"] = json!(http);
@@ -179,7 +187,11 @@ impl Cluster {
 
     /// Service `i`'s EndpointSlice as the API serves it.
     pub fn slice_object(&self, i: usize) -> Value {
-        let addresses: Vec<String> = self.endpoints_of(i).iter().map(ToString::to_string).collect();
+        let addresses: Vec<String> = self
+            .endpoints_of(i)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         let nodes: Vec<String> = (0..self.endpoints).map(|j| self.node_of(i, j)).collect();
         let endpoints: Vec<(&str, bool, &str)> = addresses
             .iter()
@@ -207,7 +219,11 @@ impl Cluster {
     pub fn node_objects(&self) -> Vec<Value> {
         (0..NODES)
             .map(|n| {
-                let ip = if n == 1 { super::net::NODE_IP.to_owned() } else { format!("10.200.0.1{n}") };
+                let ip = if n == 1 {
+                    super::net::NODE_IP.to_owned()
+                } else {
+                    format!("10.200.0.1{n}")
+                };
                 let cidr = format!("10.{}.0.0/14", 64 + 4 * n);
                 ferry_testkit::objects::node(&format!("node-{n}"), &ip, &cidr)
             })

@@ -43,7 +43,11 @@ impl Ns {
     }
 
     /// Like [`Ns::exec`], whatever the exit status: (success, stdout, stderr).
-    pub fn exec_status<I, S>(&self, program: &str, args: I) -> anyhow::Result<(bool, String, String)>
+    pub fn exec_status<I, S>(
+        &self,
+        program: &str,
+        args: I,
+    ) -> anyhow::Result<(bool, String, String)>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
@@ -73,7 +77,10 @@ impl Ns {
 impl Drop for Ns {
     fn drop(&mut self) {
         if let Err(e) = netns::destroy(std::slice::from_ref(&self.name)) {
-            eprintln!("warning: could not delete network namespace {}: {e}", self.name);
+            eprintln!(
+                "warning: could not delete network namespace {}: {e}",
+                self.name
+            );
         }
     }
 }
@@ -107,15 +114,19 @@ impl Net {
     fn wire(&self) -> anyhow::Result<()> {
         let (node, client, pods) = (self.node.name(), self.client.name(), self.pods.name());
         let mut n = IpBatch::new(Some(node));
-        n.line(format!("link add eth-c type veth peer name eth0 netns {client}"))
-            .line(format!("link add eth-p type veth peer name eth0 netns {pods}"))
-            .line(format!("addr add {NODE_IP}/24 dev eth-c"))
-            .line("addr add 10.201.0.1/24 dev eth-p")
-            .line("link set lo up")
-            .line("link set eth-c up")
-            .line("link set eth-p up")
-            .line(format!("route add {POD_RANGE} via 10.201.0.2"))
-            .line(format!("route add unreachable {SERVICE_RANGE}"));
+        n.line(format!(
+            "link add eth-c type veth peer name eth0 netns {client}"
+        ))
+        .line(format!(
+            "link add eth-p type veth peer name eth0 netns {pods}"
+        ))
+        .line(format!("addr add {NODE_IP}/24 dev eth-c"))
+        .line("addr add 10.201.0.1/24 dev eth-p")
+        .line("link set lo up")
+        .line("link set eth-c up")
+        .line("link set eth-p up")
+        .line(format!("route add {POD_RANGE} via 10.201.0.2"))
+        .line(format!("route add unreachable {SERVICE_RANGE}"));
         n.run()?;
         let mut c = IpBatch::new(Some(client));
         c.line(format!("addr add {CLIENT_IP}/24 dev eth0"))

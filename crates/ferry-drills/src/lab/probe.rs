@@ -88,11 +88,17 @@ pub async fn served(expect: &[Expect], asks: usize) -> Vec<Served> {
 }
 
 fn verdict(e: &Expect, replies: &[io::Result<Ipv4Addr>]) -> Served {
-    let answered: Vec<Ipv4Addr> = replies.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
+    let answered: Vec<Ipv4Addr> = replies
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
     if answered.is_empty() {
         return Served::Nothing;
     }
-    if answered.iter().any(|a| !e.old.contains(a) && !e.new.contains(a)) {
+    if answered
+        .iter()
+        .any(|a| !e.old.contains(a) && !e.new.contains(a))
+    {
         return Served::Wrong;
     }
     if answered.len() < replies.len() {

@@ -17,8 +17,11 @@ const ECHO_TIMEOUT: Duration = Duration::from_secs(2);
 /// Streams kept open from the client namespace until [`Streams::finish`].
 pub struct Streams {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<anyhow::Result<Vec<Result<(), String>>>>>,
+    thread: Option<JoinHandle<anyhow::Result<Outcomes>>>,
 }
+
+/// Each stream's fate: `Err` says how it broke.
+type Outcomes = Vec<Result<(), String>>;
 
 impl Streams {
     /// Opens one stream to each target (from namespace `client`); fails if one cannot be
@@ -30,7 +33,9 @@ impl Streams {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
         let thread = std::thread::spawn(move || {
             ferry_lab::netns::run_in(&ns, move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
                 rt.block_on(async move {
                     let mut opened = Vec::new();
                     for t in &targets {
@@ -69,7 +74,9 @@ impl Streams {
     pub fn finish(mut self) -> anyhow::Result<Vec<Result<(), String>>> {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| anyhow::anyhow!("stream thread panicked"))?,
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("stream thread panicked"))?,
             None => Ok(Vec::new()),
         }
     }

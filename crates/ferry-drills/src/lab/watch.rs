@@ -36,7 +36,9 @@ impl Watch {
         let ns = client.to_owned();
         let thread = std::thread::spawn(move || {
             ferry_lab::netns::run_in(&ns, move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
                 Ok(rt.block_on(rounds(&targets, every, start, &flag)))
             })?
         });
@@ -56,7 +58,9 @@ impl Watch {
     pub fn finish(mut self) -> anyhow::Result<Timeline> {
         self.stop.store(true, Ordering::Relaxed);
         let samples = match self.thread.take() {
-            Some(t) => t.join().map_err(|_| anyhow::anyhow!("watch thread panicked"))??,
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("watch thread panicked"))??,
             None => Vec::new(),
         };
         Ok(Timeline { samples })
@@ -72,7 +76,12 @@ impl Drop for Watch {
     }
 }
 
-async fn rounds(targets: &[Expect], every: Duration, start: Instant, stop: &AtomicBool) -> Vec<Sample> {
+async fn rounds(
+    targets: &[Expect],
+    every: Duration,
+    start: Instant,
+    stop: &AtomicBool,
+) -> Vec<Sample> {
     let mut samples = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let at = start.elapsed();
@@ -83,7 +92,11 @@ async fn rounds(targets: &[Expect], every: Duration, start: Instant, stop: &Atom
                 failed += 1;
             }
         }
-        samples.push(Sample { at, ok: failed == 0, failed });
+        samples.push(Sample {
+            at,
+            ok: failed == 0,
+            failed,
+        });
         tokio::time::sleep(every).await;
     }
     samples
@@ -100,7 +113,11 @@ impl Timeline {
     /// The time without working Services from `from` to `to`: from the first failed round to
     /// the first good round after the last failed one (zero without a failure).
     pub fn outage(&self, from: Duration, to: Duration) -> Duration {
-        let window: Vec<&Sample> = self.samples.iter().filter(|s| s.at >= from && s.at < to).collect();
+        let window: Vec<&Sample> = self
+            .samples
+            .iter()
+            .filter(|s| s.at >= from && s.at < to)
+            .collect();
         let Some(first) = window.iter().position(|s| !s.ok) else {
             return Duration::ZERO;
         };
@@ -111,7 +128,10 @@ impl Timeline {
 
     /// Rounds that failed between `from` and `to`.
     pub fn failed(&self, from: Duration, to: Duration) -> usize {
-        self.samples.iter().filter(|s| s.at >= from && s.at < to && !s.ok).count()
+        self.samples
+            .iter()
+            .filter(|s| s.at >= from && s.at < to && !s.ok)
+            .count()
     }
 
     /// Connections made, and those that failed.
@@ -122,6 +142,9 @@ impl Timeline {
 
     /// Rounds between `from` and `to`.
     pub fn rounds(&self, from: Duration, to: Duration) -> usize {
-        self.samples.iter().filter(|s| s.at >= from && s.at < to).count()
+        self.samples
+            .iter()
+            .filter(|s| s.at >= from && s.at < to)
+            .count()
     }
 }
