@@ -213,17 +213,6 @@ impl Stage {
     /// frontend `programmed`, the mode's objects present, nothing stray) and Ferry programs
     /// `frontends` frontends; else what differs.
     pub fn differences(&self, ferry: &Path, frontends: usize) -> anyhow::Result<Option<String>> {
-        self.differences_but(ferry, frontends, &[])
-    }
-
-    /// [`Stage::differences`], leaving out the frontends of the Services named in `except`
-    /// (`namespace/name`, as `ferry status` names them).
-    pub fn differences_but(
-        &self,
-        ferry: &Path,
-        frontends: usize,
-        except: &[String],
-    ) -> anyhow::Result<Option<String>> {
         let status = self.status(ferry)?;
         let mut out = Vec::new();
         for f in status["families"].as_array().into_iter().flatten() {
@@ -251,7 +240,6 @@ impl Stage {
         let bad: Vec<&Value> = frontends
             .iter()
             .filter(|f| f["kernel"]["state"] != "programmed")
-            .filter(|f| !except.iter().any(|e| f["service"] == e.as_str()))
             .collect();
         if let Some(first) = bad.first() {
             out.push(format!(

@@ -34,12 +34,12 @@ fn every_drill_keeps_its_promises_in_the_short_mode() {
         .output()
         .expect("running ferry-drills");
     let table = String::from_utf8_lossy(&out.stdout);
-    // The table is the drills' figures: show it even when they pass (`--nocapture`).
-    println!("{table}");
     assert!(
         out.status.success(),
         "ferry-drills --quick: {}\n{table}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    // The table is the drills' figures: `--nocapture` shows it when they pass.
+    println!("{table}");
 }

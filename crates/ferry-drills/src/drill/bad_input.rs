@@ -13,7 +13,7 @@ use ferry_testkit::FakeApiServer;
 
 use crate::drill::hostile::{self, KINDS};
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::{Cluster, NAMESPACE};
+use crate::lab::cluster::Cluster;
 use crate::lab::probe::{served, Served};
 use crate::lab::Ferry;
 use crate::report::Row;
@@ -79,13 +79,6 @@ pub fn run(o: &Options, from: From) -> anyhow::Result<Row> {
         "{n} good × 10, {bad} bad; named more than once: {}",
         named.twice
     ));
-    if !input.conflicts.is_empty() {
-        row.note(&format!(
-            "known defect, not counted: {} ClusterIP conflicts resolved silently \
-             (one of the two Services loses, neither is named; docs/reliability.md)",
-            input.conflicts.len()
-        ));
-    }
     if from == From::Api {
         row.note("only schema-valid bad values via the API (it refuses wrong types, garbled YAML, invalid UTF-8)");
     }
@@ -96,8 +89,6 @@ pub fn run(o: &Options, from: From) -> anyhow::Result<Row> {
 struct BadInput {
     /// Bad objects Ferry must name (their `k`).
     named: Vec<usize>,
-    /// Good Services whose ClusterIP a bad one claims (`namespace/name`), with the bad `k`.
-    conflicts: Vec<(String, usize)>,
     /// The bad objects the API server serves.
     api: Vec<serde_json::Value>,
 }
@@ -113,7 +104,6 @@ fn write_bad(
     let taken = |k: usize| stage.cluster.cluster_ip(k % n).to_string();
     let mut input = BadInput {
         named: Vec::new(),
-        conflicts: Vec::new(),
         api: Vec::new(),
     };
     for k in 0..bad {
@@ -123,17 +113,11 @@ fn write_bad(
                 std::fs::write(file, hostile::manifest(k, &taken(k), rng))?;
                 Some(Vec::new())
             }
-            From::Api => hostile::api_objects(k, &taken(k)),
+            From::Api => hostile::api_objects(k),
         };
         let Some(objects) = objects else { continue };
         input.api.extend(objects);
-        if KINDS[k % KINDS.len()] == hostile::CONFLICT {
-            input
-                .conflicts
-                .push((format!("{NAMESPACE}/{}", stage.cluster.name(k % n)), k));
-        } else {
-            input.named.push(k);
-        }
+        input.named.push(k);
     }
     Ok(input)
 }
@@ -168,8 +152,8 @@ impl Named {
     }
 }
 
-/// What is wrong with the good Services: each programmed (but those a conflict displaced, a
-/// known defect), a sample answering from its endpoints.
+/// What is wrong with the good Services: each programmed, a sample answering from its
+/// endpoints.
 fn check_good(
     o: &Options,
     stage: &Stage,
@@ -178,33 +162,19 @@ fn check_good(
 ) -> anyhow::Result<Vec<String>> {
     let n = stage.cluster.all().len();
     let mut why = Vec::new();
-    // Bad Services that are valid on their own are programmed too: a conflicting one, and one
-    // whose only EndpointSlice is refused.
-    let valid_bad = input.conflicts.len()
-        + input
-            .named
-            .iter()
-            .filter(|&&k| KINDS[k % KINDS.len()] == hostile::BAD_SLICE)
-            .count();
-    let displaced: Vec<String> = input
-        .conflicts
+    // A bad Service valid on its own (its only EndpointSlice is refused) is programmed too.
+    let valid_bad = input
+        .named
         .iter()
-        .flat_map(|(s, k)| {
-            [
-                s.clone(),
-                format!("{}/{}", hostile::NAMESPACE, hostile::name(*k)),
-            ]
-        })
-        .collect();
-    if let Some(d) = stage.differences_but(&o.ferry, n + valid_bad, &displaced)? {
+        .filter(|&&k| KINDS[k % KINDS.len()] == hostile::BAD_SLICE)
+        .count();
+    if let Some(d) = stage.differences(&o.ferry, n + valid_bad)? {
         why.push(format!("good Services: {d}"));
     }
-    let victims: BTreeSet<usize> = input.conflicts.iter().map(|(_, k)| k % n).collect();
     let sample: Vec<_> = stage
         .cluster
         .sample(20, rng)
         .into_iter()
-        .filter(|i| !victims.contains(i))
         .map(|i| stage.expect(i, None))
         .collect();
     let v = stage

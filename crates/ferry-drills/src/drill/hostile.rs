@@ -21,8 +21,6 @@ pub const KINDS: [&str; 11] = [
     "alias bomb (10^9 nodes)",
 ];
 
-/// The kind whose Service claims a good Service's ClusterIP.
-pub const CONFLICT: &str = KINDS[8];
 /// The kind whose Service is valid and whose only EndpointSlice is not.
 pub const BAD_SLICE: &str = KINDS[9];
 
@@ -116,8 +114,9 @@ fn slice_yaml(service: &str, address: &str) -> String {
 }
 
 /// Bad object `k` as the API could serve it (schema-valid JSON: the API server refuses wrong
-/// types, so only bad values reach a client), or `None` for kinds only a file can carry.
-pub fn api_objects(k: usize, taken_ip: &str) -> Option<Vec<Value>> {
+/// types, so only bad values reach a client), or `None` for kinds only a file can carry (the
+/// API server also allocates each ClusterIP once: no conflict reaches a client).
+pub fn api_objects(k: usize) -> Option<Vec<Value>> {
     let name = name(k);
     let free_ip = format!("10.111.{}.{}", k / 250, k % 250 + 1);
     let svc = |ip: &str, port: i64| {
@@ -143,7 +142,6 @@ pub fn api_objects(k: usize, taken_ip: &str) -> Option<Vec<Value>> {
             s["spec"]["ports"][0]["protocol"] = json!("FOO");
             vec![s]
         }
-        8 => vec![svc(taken_ip, 80), slice("10.64.255.1")],
         9 => vec![svc(&free_ip, 80), slice("300.1.1.1")],
         _ => return None,
     })

@@ -53,7 +53,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         10_000
     };
     let n = o.services(100, full_n);
-    let reps = o.repetitions(6, 100);
+    let reps = o.repetitions(3, 100);
     let cluster = Cluster::new(n, 10, false)?;
     let mut stage = Stage::new(o, &format!("kill-{}", mode.name()), cluster)?;
     let mut row = Row::new("1. kill -9 mid-sync", mode.name());

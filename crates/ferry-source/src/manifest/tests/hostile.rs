@@ -73,3 +73,37 @@ fn deep_nesting_and_invalid_utf8_are_refused_per_file() {
     assert_eq!(names(&scan.objects), ["Service dev/a"]);
     assert_eq!(scan.errors.len(), 2, "{:?}", scan.errors);
 }
+
+#[test]
+fn a_clusterip_written_twice_stays_with_the_first_service_and_the_second_is_named() {
+    // Found by drill 5: both were programmed and which one answered was left to chance.
+    let dir = temp_dir();
+    write(
+        dir.path(),
+        "a.yaml",
+        &service_yaml("dev", "a", "10.96.0.10", 80),
+    );
+    write(
+        dir.path(),
+        "b.yaml",
+        &service_yaml("dev", "b", "10.96.0.10", 81),
+    );
+    write(
+        dir.path(),
+        "c.yaml",
+        &service_yaml("dev", "c", "10.96.0.11", 80),
+    );
+    let scan = load(dir.path());
+    assert_eq!(names(&scan.objects), ["Service dev/a", "Service dev/c"]);
+    let [error] = &scan.errors[..] else {
+        panic!("one error expected: {:?}", scan.errors)
+    };
+    let text = error.to_string();
+    assert!(text.contains("b.yaml"), "{text}");
+    assert!(text.contains("Service dev/b"), "{text}");
+    assert!(text.contains("spec.clusterIP"), "{text}");
+    assert!(
+        text.contains("10.96.0.10 is already Service dev/a's"),
+        "{text}"
+    );
+}
