@@ -87,21 +87,25 @@ pub fn manifest(k: usize, taken_ip: &str, rng: &mut fastrand::Rng) -> Vec<u8> {
             t.push_str(&slice_yaml(&name, "300.1.1.1"));
             t.into_bytes()
         }
-        _ => {
-            // Billion laughs: nine levels of ten aliases each.
-            let mut t = format!(
-                "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\n  \
-                 annotations:\n    l0: &l0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
-            );
-            for level in 1..10 {
-                let prev = format!("*l{}", level - 1);
-                let items = [prev.as_str(); 10].join(",");
-                t.push_str(&format!("    l{level}: &l{level} [{items}]\n"));
-            }
-            t.push_str(&format!("spec:\n  clusterIP: {free_ip}\n  ports:\n  - port: 80\n"));
-            t.into_bytes()
-        }
+        _ => alias_bomb(&name, &free_ip).into_bytes(),
     }
+}
+
+/// A Service whose annotations hold a billion laughs: nine levels of ten aliases each.
+fn alias_bomb(name: &str, free_ip: &str) -> String {
+    let mut t = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {NAMESPACE}\n  \
+         annotations:\n    l0: &l0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+    );
+    for level in 1..10 {
+        let prev = format!("*l{}", level - 1);
+        let items = [prev.as_str(); 10].join(",");
+        t.push_str(&format!("    l{level}: &l{level} [{items}]\n"));
+    }
+    t.push_str(&format!(
+        "spec:\n  clusterIP: {free_ip}\n  ports:\n  - port: 80\n"
+    ));
+    t
 }
 
 fn slice_yaml(service: &str, address: &str) -> String {
