@@ -14,7 +14,10 @@
 //! - sources in files that cannot be read right now keep the identity's last good version;
 //! - an identity without sources (its documents removed) is gone, and so are its objects;
 //! - of two identities giving objects the same key (a slice named like one mirrored from an
-//!   Endpoints object), the first written wins and the other is reported.
+//!   Endpoints object), the first written wins and the other is reported;
+//! - of two Services claiming one ClusterIP, the first written keeps it and the other is
+//!   refused whole and reported, until the address is free (`addresses`, with its index
+//!   address → Services).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -26,6 +29,7 @@ use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
 use super::load::{Doc, FileRead};
 use crate::{InvalidObject, SourceEvent};
 
+mod addresses;
 mod output;
 mod resolve;
 
@@ -60,6 +64,9 @@ struct Entry {
     good: Option<Arc<[Object]>>,
     /// The Services the first valid source's slices belong to (its pairs in `Store::refs`).
     refs: Box<[ServiceName]>,
+    /// A Service refused because a Service written before it holds one of its ClusterIPs:
+    /// it contributes nothing (see `addresses`).
+    refused: bool,
 }
 
 impl Entry {
@@ -69,6 +76,11 @@ impl Entry {
             .iter()
             .find(|(_, o)| !matches!(o, Outcome::Unread))
             .or_else(|| self.sources.first())
+    }
+
+    /// What it contributes now: its last good objects, unless it is refused.
+    fn gives(&self) -> Option<&Arc<[Object]>> {
+        self.good.as_ref().filter(|_| !self.refused)
     }
 
     /// Whether a Service with this identity is "in the manifests": written in a file read now,
@@ -86,6 +98,7 @@ impl Entry {
 /// An identity's state before an update, to tell what the update changed.
 #[derive(Debug)]
 struct Before {
+    /// What it contributed ([`Entry::gives`]).
     good: Option<Arc<[Object]>>,
     position: Option<Position>,
     /// For a Service: whether it was in the manifests.
@@ -115,6 +128,8 @@ pub(super) struct Store {
     /// Keys of objects that are not their identity's own key (slices mirrored from Endpoints),
     /// with the identities giving them.
     foreign: BTreeMap<ObjectKey, Vec<Id>>,
+    /// The Services' ClusterIPs, with the Services claiming each.
+    addresses: addresses::Addresses,
 }
 
 /// Errors tagged with where they were found, for sorting.
@@ -149,6 +164,7 @@ impl Store {
         for id in touched.keys() {
             self.resolve(id, &mut found);
         }
+        self.settle_addresses(&mut touched, &mut found);
         let was_foreign = output::foreign_before(&touched);
         self.reindex_foreign(&touched);
         let events = if emit {
@@ -178,7 +194,7 @@ impl Store {
         }
         let entry = self.entries.get(id);
         let before = Before {
-            good: entry.and_then(|e| e.good.clone()),
+            good: entry.and_then(Entry::gives).cloned(),
             position: entry.and_then(Entry::winner).map(|(p, _)| p.clone()),
             counted: entry.is_some_and(Entry::counts),
         };
@@ -268,6 +284,7 @@ impl Store {
             sources: Vec::new(),
             good: None,
             refs: Box::default(),
+            refused: false,
         });
         let at = entry.sources.partition_point(|(p, _)| *p < position);
         // Nearly every identity is written once: no room for four.
@@ -312,7 +329,7 @@ impl Store {
     pub fn objects(&self) -> Vec<Object> {
         let mut all: BTreeMap<ObjectKey, Object> = BTreeMap::new();
         for (id, entry) in &self.entries {
-            for object in entry.good.iter().flat_map(|g| g.iter()) {
+            for object in entry.gives().iter().flat_map(|g| g.iter()) {
                 let key = object.key();
                 if self.owner(&key).is_some_and(|(owner, _)| owner == id) {
                     all.insert(key, object.clone());

@@ -8,6 +8,7 @@ use ferry_model::Object;
 use crate::InvalidObject;
 
 mod events;
+mod hostile;
 mod load;
 mod memory;
 mod refresh;

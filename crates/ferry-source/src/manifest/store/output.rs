@@ -65,7 +65,7 @@ impl Store {
     ) -> Vec<SourceEvent> {
         let mut keys: BTreeSet<ObjectKey> = BTreeSet::new();
         for (id, before) in touched {
-            let now = self.entries.get(id).and_then(|e| e.good.as_ref());
+            let now = self.entries.get(id).and_then(Entry::gives);
             for good in before.good.iter().chain(now) {
                 keys.extend(good.iter().map(Object::key));
             }
@@ -89,7 +89,7 @@ impl Store {
     /// Reports every identity among `ids` that gives an object another identity holds.
     pub(super) fn check_claims<'a>(&self, ids: impl Iterator<Item = &'a Id>, found: &mut Found) {
         for id in ids {
-            let Some(good) = self.entries.get(id).and_then(|e| e.good.clone()) else {
+            let Some(good) = self.entries.get(id).and_then(Entry::gives).cloned() else {
                 continue;
             };
             for key in good.iter().map(Object::key) {
@@ -112,8 +112,7 @@ impl Store {
                 continue;
             };
             let gives = entry
-                .good
-                .as_ref()
+                .gives()
                 .is_some_and(|g| g.iter().any(|o| has_key(o, key)));
             let Some((position, _)) = entry.winner().filter(|_| gives) else {
                 continue;
@@ -132,7 +131,7 @@ impl Store {
     /// Updates the index of foreign objects for the identities an update touched.
     pub(super) fn reindex_foreign(&mut self, touched: &BTreeMap<Id, Before>) {
         for (id, before) in touched {
-            let now = self.entries.get(id).and_then(|e| e.good.clone());
+            let now = self.entries.get(id).and_then(Entry::gives).cloned();
             let unchanged = match (&before.good, &now) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                 (None, None) => true,
@@ -168,7 +167,7 @@ pub(super) fn foreign_before(touched: &BTreeMap<Id, Before>) -> BTreeMap<ObjectK
 }
 
 fn claim<'a>((id, entry): (&'a Id, &'a Entry)) -> Claim<'a> {
-    (id, entry.winner().map(|(p, _)| p), entry.good.as_ref())
+    (id, entry.winner().map(|(p, _)| p), entry.gives())
 }
 
 /// Of `claims`, the first written that gives `key`, with its object.

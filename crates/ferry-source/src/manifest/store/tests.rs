@@ -6,11 +6,16 @@ use ferry_model::fixtures::{mk_endpoint, mk_service, mk_slice};
 use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
 
 use super::{Store, Update};
+
+mod addresses;
 use crate::manifest::load::{Doc, FileRead};
 use crate::{InvalidObject, SourceEvent};
 
+/// Service `dev/name`, on a ClusterIP of its own (derived from its name).
 fn service(name: &str, port: u16) -> Object {
-    Object::Service(mk_service("dev", name, "10.96.0.10", port))
+    let n: usize = name.bytes().map(usize::from).sum();
+    let ip = format!("10.96.{}.{}", n / 250, n % 250 + 1);
+    Object::Service(mk_service("dev", name, &ip, port))
 }
 
 /// Slice `<svc>-abc` of Service `svc`, one endpoint `addr`.

@@ -237,3 +237,41 @@ fn symlink(target: &str, link: &Path) {
     std::os::unix::fs::symlink(target, link)
         .unwrap_or_else(|e| panic!("ln -s {target} {}: {e}", link.display()));
 }
+
+#[tokio::test]
+async fn a_service_refused_for_a_taken_clusterip_is_sent_once_its_holder_is_removed() {
+    let dir = temp_dir();
+    write(
+        dir.path(),
+        "a.yaml",
+        &service_file("a", "10.96.0.10", "10.0.0.1"),
+    );
+    write(
+        dir.path(),
+        "b.yaml",
+        &service_file("b", "10.96.0.10", "10.0.0.2"),
+    );
+    let (mut rx, _task, errors) = start(dir.path());
+    let mut view = View::default();
+    // a and both slices: b's slice has its Service in the manifests, refused or not.
+    let objects = view_until(&mut rx, &mut view, "the initial set", |o| o.len() == 3).await;
+    let mut names = names(&objects);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "EndpointSlice dev/a-abc",
+            "EndpointSlice dev/b-abc",
+            "Service dev/a"
+        ]
+    );
+    assert_eq!(errors.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    fs::remove_file(dir.path().join("a.yaml")).unwrap_or_else(|e| panic!("rm: {e}"));
+    let b = ObjectKey::Service(ferry_model::ServiceName::new("dev", "b"));
+    let objects = view_until(&mut rx, &mut view, "b taken in", |o| {
+        o.len() == 2 && o.iter().any(|o| o.key() == b)
+    })
+    .await;
+    assert_eq!(service_port(&objects, "b"), Some(80));
+}
