@@ -12,6 +12,7 @@
 pub mod config;
 pub mod conntrack;
 pub mod iptables;
+pub mod ipvs;
 pub mod nft;
 mod node;
 pub mod plan;

@@ -89,6 +89,9 @@ pub struct ServicePlan {
     pub port: u16,
     /// Node port, if any.
     pub node_port: Option<u16>,
+    /// `healthCheckNodePort` (Local external policy): the node answers kube-proxy's health
+    /// check there; IPVS mode lists it in `KUBE-HEALTH-CHECK-NODE-PORT`.
+    pub health_check_node_port: Option<u16>,
     /// External IPs.
     pub external_ips: Vec<IpAddr>,
     /// Load-balancer IPs (`status.loadBalancer.ingress[].ip`, `ipMode: Proxy` entries left
@@ -349,6 +352,7 @@ impl ServicePlan {
             cluster_ip: sp.cluster_ip,
             port: sp.port,
             node_port: sp.node_port,
+            health_check_node_port: sp.health_check_node_port,
             external_ips: sp.external_ips.clone(),
             load_balancer_ips: sp.load_balancer_ips.clone(),
             firewall: firewall(sp, ctx),

@@ -1,7 +1,9 @@
 //! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
-//! `<case>/<node>.nft` and `<case>/<node>.iptables` (IPv4), and for IPv6 cases
-//! `<case>/<node>.ip6.nft` and `<case>/<node>.ip6tables` (the `ip6 ferry` table and the
-//! `ip6tables-restore` input), checked into git.
+//! `<case>/<node>.nft`, `<case>/<node>.iptables` and `<case>/<node>.ipvs` (IPv4), and for IPv6
+//! cases `<case>/<node>.ip6.nft`, `<case>/<node>.ip6tables` and `<case>/<node>.ip6.ipvs` (the
+//! `ip6 ferry` table, the `ip6tables-restore` input, and IPVS mode's state: kube-ipvs0's
+//! addresses, `ipvsadm -Ln`, `ipset save` and the chains), checked into git. IPVS mode is
+//! compiled for a node whose only addresses are its Node object's InternalIPs.
 //! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden` rewrites them; review the diff. As
 //! root, each nft file is also checked with `nft -c -f`, and each iptables file loaded with
 //! `iptables-restore --noflush` (both backends), inside a throw-away network namespace.
@@ -11,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::{iptables, nft};
+use ferry_compile::{iptables, ipvs, nft};
 use ferry_compile::{CompileConfig, Plan};
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView};
 
@@ -31,6 +33,8 @@ impl Case {
             (IpFamily::V4, Backend::Iptables) => format!("{}.iptables", self.node),
             (IpFamily::V6, Backend::Nft) => format!("{}.ip6.nft", self.node),
             (IpFamily::V6, Backend::Iptables) => format!("{}.ip6tables", self.node),
+            (IpFamily::V4, Backend::Ipvs) => format!("{}.ipvs", self.node),
+            (IpFamily::V6, Backend::Ipvs) => format!("{}.ip6.ipvs", self.node),
         };
         golden_dir().join(self.dir).join(name)
     }
@@ -145,6 +149,7 @@ fn golden_dir() -> PathBuf {
 enum Backend {
     Nft,
     Iptables,
+    Ipvs,
 }
 
 fn compile(case: &Case, backend: Backend) -> String {
@@ -162,6 +167,11 @@ fn compile(case: &Case, backend: Backend) -> String {
     match backend {
         Backend::Nft => nft::render(&plan).to_string(),
         Backend::Iptables => iptables::render(&plan).to_string(),
+        Backend::Ipvs => {
+            let ctx =
+                ipvs::RenderContext::new(&plan, &case.config, ipvs::Scheduler::Rr, &plan.node_ips);
+            ipvs::render(&plan, &case.config, &ctx).to_string()
+        }
     }
 }
 
@@ -171,7 +181,7 @@ fn rulesets_match_the_golden_files() {
     let mut failures = Vec::new();
     for (case, backend) in cases()
         .into_iter()
-        .flat_map(|c| [Backend::Nft, Backend::Iptables].map(|b| (c.clone(), b)))
+        .flat_map(|c| [Backend::Nft, Backend::Iptables, Backend::Ipvs].map(|b| (c.clone(), b)))
     {
         let got = compile(&case, backend);
         assert_eq!(

@@ -50,6 +50,7 @@ pub mod pod;
 pub mod process;
 pub mod spec;
 pub mod state;
+pub mod vm;
 
 pub use echo::{
     echo_body, serve_echo, serve_echo_listener, serve_echo_tcp_and_udp, serve_echo_udp,
