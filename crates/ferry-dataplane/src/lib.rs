@@ -12,6 +12,7 @@
 
 pub mod conntrack;
 pub mod iptables;
+pub mod ipvs;
 mod netlink;
 mod nft;
 mod pins;
