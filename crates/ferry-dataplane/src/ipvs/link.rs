@@ -48,7 +48,13 @@ impl Links {
     ) -> io::Result<Vec<RouteNetlinkMessage>> {
         self.seq = self.seq.wrapping_add(1);
         let mut header = NetlinkHeader::default();
-        header.flags = NLM_F_REQUEST | flags;
+        // A request that is not a dump is acknowledged, so its reply is known to be complete
+        // (a GET answers with one message and no end marker otherwise).
+        header.flags = if flags & NLM_F_DUMP == 0 {
+            NLM_F_REQUEST | NLM_F_ACK | flags
+        } else {
+            NLM_F_REQUEST | flags
+        };
         header.sequence_number = self.seq;
         let mut nl = NetlinkMessage::new(header, NetlinkPayload::from(msg));
         nl.finalize();
