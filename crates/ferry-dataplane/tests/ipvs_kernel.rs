@@ -82,18 +82,33 @@ mod guest {
     #[ignore = "needs root: qemu IPVS guest"]
     fn the_client_programs_what_ipvsadm_shows() {
         in_guest_netns(|| {
+            // IPVS refuses (EINVAL) an IPv4 real server the node has no route to.
+            sh(
+                "ip link add pods type dummy && ip addr add 10.0.0.1/24 dev pods \
+                && ip link set pods up",
+            );
             let mut c = IpvsClient::open().expect("IPVS family");
             let web = va(Protocol::Tcp, "10.96.0.10:80");
             let dns = va(Protocol::Udp, "[fd00:96::10]:53");
             let sticky = VirtualServer::new(Scheduler::Mh, Some(10800), IpFamily::V6);
             let changes = vec![
                 Change::AddService(web, VirtualServer::new(Scheduler::Rr, None, IpFamily::V4)),
-                Change::AddReal(web, RealServer::endpoint("10.0.0.5:8080".parse().unwrap())),
-                Change::AddReal(web, RealServer::endpoint("10.0.0.6:8080".parse().unwrap())),
+                Change::AddReal(
+                    web,
+                    RealServer::endpoint("10.0.0.5:8080".parse().expect("address")),
+                ),
+                Change::AddReal(
+                    web,
+                    RealServer::endpoint("10.0.0.6:8080".parse().expect("address")),
+                ),
                 Change::AddService(dns, sticky.clone()),
-                Change::AddReal(dns, RealServer::endpoint("[fd00::5]:53".parse().unwrap())),
+                Change::AddReal(
+                    dns,
+                    RealServer::endpoint("[fd00::5]:53".parse().expect("address")),
+                ),
             ];
-            assert!(c.apply(&changes).expect("apply").is_empty());
+            let refused = c.apply(&changes).expect("apply");
+            assert!(refused.is_empty(), "{refused:?}");
             let table = c.table().expect("dump");
             assert_eq!(table.len(), 2);
             assert_eq!(table[&dns].0, sticky);
@@ -116,7 +131,7 @@ mod guest {
             assert_eq!(theirs.lines().next(), ours.lines().next(), "header");
             assert_eq!(blocks(&theirs), blocks(&ours));
             // An existing service is refused, the rest of the batch still applies.
-            let mut drained = RealServer::endpoint("10.0.0.6:8080".parse().unwrap());
+            let mut drained = RealServer::endpoint("10.0.0.6:8080".parse().expect("address"));
             drained.weight = 0;
             let refused = c
                 .apply(&[
@@ -147,13 +162,15 @@ mod guest {
                 (index, false)
             );
             for a in ["10.96.0.1", "10.96.0.10", "fd00:96::1", "10.96.0.1"] {
-                links.add_address(index, a.parse().unwrap()).expect("add");
+                links
+                    .add_address(index, a.parse().expect("address"))
+                    .expect("add");
             }
             links
-                .delete_address(index, "10.96.0.10".parse().unwrap())
+                .delete_address(index, "10.96.0.10".parse().expect("address"))
                 .expect("del");
             links
-                .delete_address(index, "10.96.0.10".parse().unwrap())
+                .delete_address(index, "10.96.0.10".parse().expect("address"))
                 .expect("del again");
             let shown = sh("ip addr show kube-ipvs0");
             println!("{shown}");
@@ -215,7 +232,8 @@ mod guest {
 
     /// Connects and reads the pod's name (the connection stays open while the stream lives).
     fn ask(addr: &str) -> Result<(String, TcpStream), std::io::Error> {
-        let mut s = TcpStream::connect_timeout(&addr.parse().unwrap(), Duration::from_secs(2))?;
+        let mut s =
+            TcpStream::connect_timeout(&addr.parse().expect("address"), Duration::from_secs(2))?;
         s.set_read_timeout(Some(Duration::from_secs(2)))?;
         let mut buf = [0u8; 16];
         let n = s.read(&mut buf)?;
@@ -236,7 +254,7 @@ mod guest {
         let cfg = CompileConfig {
             local_detector: ferry_compile::config::LocalDetector::ClusterCidr(vec!["10.0.0.0/16"
                 .parse()
-                .unwrap()]),
+                .expect("cidr")]),
             ..CompileConfig::default()
         };
         let plan = Plan::build(&NodeView::build(&state, &ctx), &cfg);
