@@ -76,6 +76,6 @@ fn ipvsadm_lines_match_seed_004() {
     let sticky = VirtualServer::new(Scheduler::Mh, Some(10800), IpFamily::V4);
     assert_eq!(
         service_line(&va, &sticky),
-        "TCP  10.96.198.86:8080 mh mh-port persistent 10800"
+        "TCP  10.96.198.86:8080 mh (mh-port) persistent 10800"
     );
 }

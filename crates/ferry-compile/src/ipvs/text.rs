@@ -36,7 +36,7 @@ pub fn service_line(addr: &VirtualAddress, vs: &VirtualServer) -> String {
     let proto = addr.protocol.as_str().to_ascii_uppercase();
     let mut line = format!("{proto}  {} {}", addr.socket(), vs.scheduler);
     if vs.flags & FLAG_SOURCE_HASH_PORT != 0 && matches!(vs.scheduler.as_str(), "sh" | "mh") {
-        let _ = write!(line, " {}-port", vs.scheduler);
+        let _ = write!(line, " ({}-port)", vs.scheduler);
     }
     if vs.persistent() {
         let _ = write!(line, " persistent {}", vs.timeout);
