@@ -1,20 +1,14 @@
-//! The compile step (state → node view → plan → ruleset) and the agent's incremental path,
-//! both without I/O.
-//!
-//! [`incremental_changes`] does what `ferry`'s `Syncer::sync` does for an incremental sync, with
-//! the same [`NodeCompiler`]: prepare the node-level plan, check that the installed base still
-//! matches, then recompile only the dirty services (`NodeView::build_service_ports` →
-//! `ServicePlan::build` → `render_service`). [`full_resync`] is the agent's full branch.
+//! The compile step without I/O: the benchmark's node and configuration, the cluster state,
+//! and the nftables staged compile (state → node view → plan → ruleset) with its sizes. The
+//! agent's own path (compile and apply per sync) is measured through the mode's applier.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use ferry_compile::config::LocalDetector;
-use ferry_compile::nft::{render, Ruleset, ServiceRules, Transaction};
-use ferry_compile::{CompileConfig, NodeCompiler, Plan};
-use ferry_dataplane::NftDataplane;
-use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName};
+use ferry_compile::nft::{render, Ruleset, Transaction};
+use ferry_compile::{CompileConfig, Plan};
+use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object};
 
 use crate::cluster::{BENCH_NODE, CLUSTER_CIDR};
 
@@ -122,57 +116,4 @@ impl RulesetSize {
             script_bytes: Transaction::skeleton(rs).text.len(),
         }
     }
-}
-
-/// What the agent would do for a set of dirty services.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Incremental {
-    /// Recompiled rules of each dirty service (`None`: the service is gone), ready for
-    /// `NftDataplane::apply_changes`.
-    Changes(BTreeMap<ServiceName, Option<ServiceRules>>),
-    /// Nothing installed yet, or the node-wide part changed: the agent would sync fully.
-    NeedsFull,
-}
-
-/// The agent's incremental sync up to the kernel call (`Syncer::sync`): node compiler and base
-/// check, then recompile each dirty service alone.
-pub fn incremental_changes(
-    state: &ClusterState,
-    ctx: &NodeContext,
-    cfg: &CompileConfig,
-    installed: Option<&Ruleset>,
-    dirty: &BTreeSet<ServiceName>,
-) -> Incremental {
-    let compiler = NodeCompiler::new(state, ctx, cfg);
-    if !installed.is_some_and(|i| i.same_base(&compiler.base_ruleset())) {
-        return Incremental::NeedsFull;
-    }
-    let changes = dirty
-        .iter()
-        .map(|name| (name.clone(), compiler.service(state, name)))
-        .collect();
-    Incremental::Changes(changes)
-}
-
-/// The agent's full sync up to the kernel call (`Syncer::sync` with `full`): node compiler,
-/// base check (its result does not matter for a forced full sync, but the agent computes it),
-/// whole-node compile.
-/// Like the agent, it frees the installed ruleset before compiling the new one.
-pub fn full_resync(
-    state: &ClusterState,
-    ctx: &NodeContext,
-    cfg: &CompileConfig,
-    dataplane: &mut NftDataplane,
-) -> Ruleset {
-    let compiler = NodeCompiler::new(state, ctx, cfg);
-    let installed = dataplane.installed();
-    std::hint::black_box(installed.is_none_or(|i| !i.same_base(&compiler.base_ruleset())));
-    dataplane.forget_installed();
-    compiler.full(state)
-}
-
-/// The agent's whole-node compile (`NodeCompiler::full`: service by service, never the whole
-/// node's view and plan at once), what a full sync holds in memory.
-pub fn compile_agent(state: &ClusterState, ctx: &NodeContext, cfg: &CompileConfig) -> Ruleset {
-    NodeCompiler::new(state, ctx, cfg).full(state)
 }

@@ -26,7 +26,11 @@ use ferry_bench::cluster::{ClusterSpec, BENCH_NODE, NODES};
 use ferry_bench::measure::{self, MeasureOptions};
 use ferry_bench::netns::{self, Netns, NftSnapshot};
 use ferry_bench::report::{self, Figures, Outcome};
-use ferry_dataplane::iptables::Backend;
+use ferry_bench::sizes;
+use ferry_bench::stats::Figure;
+use ferry_compile::mode::ProxyMode;
+use ferry_dataplane::iptables::IptablesBackend;
+use ferry_dataplane::mode::ModeOptions;
 
 /// Measures Ferry's compile time, full sync, incremental sync, resync and memory for
 /// generated clusters, each N in a fresh network namespace and a fresh process. Needs root.
@@ -118,42 +122,54 @@ fn dispatch(cli: &Cli) -> anyhow::Result<bool> {
             netns,
             outside_netns,
             dump_dir,
-            mode,
+            mode: name,
         }) => {
+            let (mode, mode_options) = self::mode(name)?;
             let opts = MeasureOptions {
                 spec: ClusterSpec::new(*services, *endpoints)?,
+                mode,
+                mode_options,
                 changes: *changes,
                 compile_runs: *compile_runs,
                 dump_dir: dump_dir.clone(),
             };
-            child(&opts, netns, *outside_netns, mode)?;
+            child(&opts, netns, *outside_netns, name)?;
             Ok(true)
         }
     }
 }
 
-/// The iptables backend of a mode, `None` for nftables.
-fn backend(mode: &str) -> anyhow::Result<Option<Backend>> {
-    match mode {
-        "nftables" => Ok(None),
-        "iptables-nft" => Ok(Some(Backend::Nft)),
-        "iptables-legacy" => Ok(Some(Backend::Legacy)),
-        other => {
-            anyhow::bail!("unknown mode {other:?} (want nftables, iptables-nft, iptables-legacy)")
-        }
+/// The proxy mode and its options of a `--modes` entry (iptables modes name their backend).
+fn mode(name: &str) -> anyhow::Result<(ProxyMode, ModeOptions)> {
+    let iptables = |backend| {
+        let options = ModeOptions {
+            iptables_backend: Some(backend),
+            ..ModeOptions::default()
+        };
+        Ok((ProxyMode::Iptables, options))
+    };
+    match name {
+        "nftables" => Ok((ProxyMode::Nftables, ModeOptions::default())),
+        "iptables-nft" => iptables(IptablesBackend::Nft),
+        "iptables-legacy" => iptables(IptablesBackend::Legacy),
+        "ipvs" => Ok((ProxyMode::Ipvs, ModeOptions::default())),
+        other => anyhow::bail!(
+            "unknown mode {other:?} (want nftables, iptables-nft, iptables-legacy, ipvs)"
+        ),
     }
 }
 
 /// The measuring process: inside its namespace, one N, one mode.
-fn child(opts: &MeasureOptions, ns: &str, outside: u64, mode: &str) -> anyhow::Result<()> {
+fn child(opts: &MeasureOptions, ns: &str, outside: u64, name: &str) -> anyhow::Result<()> {
     netns::ensure_inside(ns, outside)?;
     let services = opts.spec.services;
-    let print = |figures: &[measure::Figure]| println!("{}", report::result_line(figures));
-    let progress = |msg: &str| eprintln!("  [{mode} N={services}] {msg}");
-    match backend(mode)? {
-        None => measure::run(opts, print, progress),
-        Some(b) => ferry_bench::iptables::run(opts, b, print, progress),
-    }
+    let print = |figures: &[Figure]| println!("{}", report::result_line(figures));
+    let mut progress = |msg: &str| eprintln!("  [{name} N={services}] {msg}");
+    let state = measure::run(opts, print, &mut progress)?;
+    // Static figures of what the mode renders (the staged compile holds the whole node's view,
+    // plan and rules at once, so it runs after the memory figures), on the final state.
+    print(&sizes::figures(opts, &state, &mut progress)?);
+    Ok(())
 }
 
 fn nft_here(args: &[&str]) -> Command {
@@ -176,8 +192,8 @@ fn parent(cli: &Cli) -> anyhow::Result<bool> {
     }
     let before = netns::nft_snapshot(nft_here).context("reading nftables (are you root?)")?;
 
-    for mode in &cli.modes {
-        backend(mode)?;
+    for name in &cli.modes {
+        mode(name)?;
     }
     let mut outcomes = Vec::new();
     let mut run = 0;
@@ -313,7 +329,7 @@ fn measure_in_namespace(
         (false, _) => "STARTING NAMESPACE'S NFTABLES CHANGED",
     };
     // The chains Ferry holds in the namespace: its table (nftables), or its nat chains.
-    let held = match backend(&outcome.mode)? {
+    let held = match mode(&outcome.mode)?.1.iptables_backend {
         None => inside.has_ferry.then_some(inside.chains.len()),
         Some(b) => {
             let save = netns::run(&mut ns.command(b.program("-save"), ["-t", "nat"]))?;

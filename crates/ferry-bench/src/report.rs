@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::measure::Figure;
+use crate::stats::Figure;
 
 /// Prefix of the lines a measuring child prints on stdout.
 pub const RESULT_PREFIX: &str = "RESULT ";
@@ -171,7 +171,6 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
                     "render_ms",
                     "full_nft_ms",
                     "incr_compile_p50_ms",
-                    "incr_delta_p50_ms",
                     "incr_nft_p50_ms",
                     "incr_via_netlink",
                     "incr_full",
@@ -203,9 +202,8 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
             "view",
             "plan",
             "render",
-            "full: nft",
+            "full: apply",
             "incr: compile",
-            "incr: delta",
             "incr: apply",
             "incr via netlink",
             "incr → full",
@@ -228,23 +226,21 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
     );
     let _ = writeln!(
         out,
-        "\n  compile = NodeView::build + Plan::build + nft::render (median). full sync / resync = \
-         NftDataplane::apply_full\n  (nftables: `nft -f` of the skeleton + one netlink batch with the \
-         dispatch chains and all elements); resync ms also includes the\n  full recompile \
-         (NodeCompiler::full), as the agent's periodic resync does.\n  incr = state.apply(slice) + \
-         base check + recompile of the one service + delta + netlink batch (agent path);\n  \
-         'nft' columns = time inside the kernel transaction (nft tool + netlink batch); 'delta' = the rest of \
-         apply_changes;\n  'incr new chain' = changes that created a dispatch chain in their batch (a new endpoint count), 'new chain ms' = the slowest of them.\n  iptables modes: compile = NodeView::build + Plan::build + iptables::render; full sync = \
-         iptables-restore --noflush + the\n  jump rules (-C, -I); incr = one partial sync (shared top-level \
-         chains + the changed service's chains), agent path,\n  'delta' = the canary check (two \
-         `iptables -S`), 'nft' = iptables-restore; chains = nat + filter chains.\n  peak RSS = VmHWM of the measuring process (one process per N), at the \
-         end, reset after the generator and the staged compile runs (nftables: so it is the\n  \
-         agent's path: state + NodeCompiler::full + syncs); HWM generator = the peak before that reset;\n  agent compile = NodeCompiler::full, ms (the ruleset the full sync applies); \
-         nft peak RSS (nftables) = the nft tool's\n  VmHWM polled while it applies the skeleton \
-         to the loaded table (iptables: largest child, getrusage);\n  RSS start = VmRSS before the cluster \
-         is generated (binary, libraries);\n  RSS loaded = VmRSS with the state loaded (also holds \
-         the generator's freed memory, which the compile reuses); HWM compiled/full/incr = VmHWM after compiling, the full sync, the \
-         incremental syncs (MiB)."
+        "\n  Every mode is measured along the agent's path, with the mode table's applier: full sync / resync = \
+         Applier::sync_full (NodeCompiler + the mode's\n  render + the kernel transaction); incr = state.apply(slice) + \
+         Applier::needs_full + Applier::sync_partial of the changed service.\n  'apply' columns = time \
+         inside the kernel transaction (nftables: the nft tool + the netlink batch; iptables: \
+         iptables-restore and the\n  jump rules); 'compile' = the rest (view, plan, render, delta, \
+         canary check); agent compile = full sync - full: apply.\n  compile/view/plan/render = the staged \
+         compile of the final state (median; NodeView::build + Plan::build + the mode's render), run \
+         last.\n  'incr new chain' = nftables changes that created a dispatch chain in their batch (a new \
+         endpoint count), 'new chain ms' = the slowest of them;\n  'incr -> full' = changes the applier \
+         could only make as a full sync. chains (iptables) = nat + filter chains.\n  peak RSS = VmHWM of the \
+         measuring process (one process per N) after the syncs, reset after the generator: the agent's path \
+         (state +\n  syncs); HWM generator = the peak before that reset; nft peak RSS (nftables) = the nft \
+         tool's VmHWM polled while it applies the skeleton\n  to the loaded table (iptables: largest child, \
+         getrusage); RSS start = VmRSS before the cluster is generated (binary, libraries);\n  RSS loaded = \
+         VmRSS with the state loaded; HWM full/incr = VmHWM after the full sync, the incremental syncs (MiB)."
     );
     for o in outcomes {
         if let Some(v) = &o.verification {
@@ -300,16 +296,11 @@ pub fn targets(outcomes: &[Outcome]) -> String {
         format!(" (measured with M={})", o.m)
     };
     let full = o.num("full_sync_ms");
-    // The agent's compile (nftables: NodeCompiler::full) where measured, else the staged one.
-    let compile = o.num("agent_compile_ms").or_else(|| o.num("compile_ms"));
-    let e2e = full.zip(compile).map(|(a, b)| a + b);
     let _ = writeln!(
         out,
-        "  full sync of 10000 x 10 <= 1 s{note}: apply_full {} -> {}; with compile {} -> {}",
+        "  full sync of 10000 x 10 <= 1 s{note}: compile and apply {} -> {}",
         show(full, "ms"),
         verdict(full, 1000.0),
-        show(e2e, "ms"),
-        verdict(e2e, 1000.0)
     );
     let p50 = o.num("incr_p50_ms");
     let p90 = o.num("incr_p90_ms");

@@ -1,6 +1,6 @@
 //! Small statistics over timings.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Milliseconds, as a float.
 pub fn ms(d: Duration) -> f64 {
@@ -32,6 +32,31 @@ fn sorted(values: &[f64]) -> Vec<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     v
+}
+
+/// One reported figure.
+pub type Figure = (&'static str, String);
+
+/// A figure with two decimals.
+pub fn f2(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+/// The median with two decimals, `-` for none.
+pub fn med(v: &[f64]) -> String {
+    median(v).map_or_else(|| "-".to_owned(), f2)
+}
+
+/// The `p`th percentile with two decimals, `-` for none.
+pub fn pct(v: &[f64], p: f64) -> String {
+    percentile(v, p).map_or_else(|| "-".to_owned(), f2)
+}
+
+/// Time of a closure.
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t = Instant::now();
+    let out = f();
+    (out, t.elapsed())
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@ use ipnet::IpNet;
 
 use ferry_model::IpFamily;
 
+use crate::ipvs::Scheduler;
+
 /// Where NodePorts are opened (`nodePortAddresses`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodePortAddresses {
@@ -48,6 +50,8 @@ pub struct CompileConfig {
     pub masquerade_bit: u8,
     /// `nodePortAddresses`.
     pub node_port_addresses: NodePortAddresses,
+    /// `ipvs.scheduler` (IPVS mode's virtual servers).
+    pub ipvs_scheduler: Scheduler,
 }
 
 impl Default for CompileConfig {
@@ -58,6 +62,7 @@ impl Default for CompileConfig {
             masquerade_all: false,
             masquerade_bit: 14,
             node_port_addresses: NodePortAddresses::default(),
+            ipvs_scheduler: Scheduler::Rr,
         }
     }
 }

@@ -15,6 +15,7 @@ pub(crate) mod base;
 mod load_balancer;
 mod model;
 pub(crate) mod names;
+mod node;
 mod render;
 mod restore;
 
@@ -25,6 +26,7 @@ pub use names::{
     KUBE_PROXY_FIREWALL, KUBE_SERVICES, LOCAL_PREFIX, NON_POD_MASQ, SEP_PREFIX,
     SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
 };
+pub use node::NodeRules;
 pub use render::{
     jump_rules, render, render_base, render_service, RenderContext, LARGE_CLUSTER_ENDPOINTS,
 };

@@ -12,6 +12,7 @@
 
 pub mod chains;
 mod model;
+mod node;
 mod render;
 mod ruleset;
 pub mod sets;
@@ -21,8 +22,9 @@ pub use model::{
     host_netmask, Forward, FrontendKind, RealServer, Scheduler, VirtualAddress, VirtualServer,
     VirtualService, FLAG_HASHED, FLAG_PERSISTENT, FLAG_SOURCE_HASH_PORT,
 };
+pub use node::NodeRules;
 pub use render::{node_port_addresses, render, render_service, RenderContext};
-pub use ruleset::{NodeRules, Ruleset, ServiceIpvs};
+pub use ruleset::{NodeSettings, Ruleset, ServiceIpvs};
 pub use text::{ipvsadm_list, real_server_line, service_line, RealServerLine, IPVSADM_HEADER};
 
 /// The dummy interface holding the service addresses, so the kernel takes them as local and

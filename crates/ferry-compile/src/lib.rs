@@ -1,18 +1,33 @@
 //! Ferry's rule compiler.
 //!
 //! Place in the data flow (source → cluster state → node view → **compile** → applier): a
-//! [`NodeView`](ferry_model::NodeView) and a [`CompileConfig`] become a backend-neutral
-//! [`Plan`] (what each service port's traffic must do: forward to which endpoint set, masquerade
-//! when, drop or reject), and the plan is rendered into a backend's desired state
-//! ([`nft::Ruleset`]) and into the text transactions that install it ([`nft::script`]).
+//! [`NodeView`](ferry_model::NodeView) and a [`CompileConfig`] become a mode-neutral [`Plan`]
+//! (what each service port's traffic must do: forward to which endpoint set, masquerade when,
+//! drop or reject), compiled for a node by [`NodeCompiler`] (whole, or one service at a time
+//! for incremental syncs). Each proxy mode then renders the plan into its own objects.
+//!
+//! # The mode seam
+//! [`mode`] holds [`ProxyMode`](mode::ProxyMode) and the [`Renderer`](mode::Renderer) trait:
+//! a mode's pure half, which turns a node's plan into the text `ferry rules` prints and names
+//! the mode's objects in [`trace`]s ([`mode::NftRenderer`], [`mode::IptablesRenderer`]). Each
+//! mode renders its rules in one module here:
+//! - [`nft`]: nftables, Ferry's own table (`ip ferry` / `ip6 ferry`) and its transactions
+//!   ([`nft::Transaction`], [`nft::Delta`]);
+//! - [`iptables`]: upstream kube-proxy's iptables layout, as `iptables-restore` input.
+//!
+//! The kernel half of each mode (its applier) lives in `ferry-dataplane`, whose mode table
+//! joins both halves. A new mode is a module here with its rendering and a renderer in
+//! [`mode`], a module there with an applier, and one line in that table.
 //!
 //! Everything here is pure and deterministic: the same input gives byte-identical output, so
 //! golden files and diffs mean something. It must never do I/O.
 
 pub mod config;
 pub mod conntrack;
+pub mod family;
 pub mod iptables;
 pub mod ipvs;
+pub mod mode;
 pub mod nft;
 mod node;
 pub mod plan;

@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use crate::config::{CompileConfig, LocalDetector, NodePortAddresses};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
-use crate::trace::{trace, Backend, Frontend, Packet, StepKind, Trace, Verdict};
+use crate::trace::{trace, Frontend, Packet, StepKind, Trace, Verdict};
 
 const LB_IP: &str = "203.0.113.10";
 
@@ -262,10 +262,7 @@ fn explain_follows_the_firewall() {
             && text.contains("chain firewall-allow-check"),
         "{text}"
     );
-    let ipt = denied
-        .clone()
-        .for_backend(Backend::Iptables)
-        .to_text_for(Backend::Iptables);
+    let ipt = denied.clone().for_iptables().to_text();
     assert!(ipt.contains("filter KUBE-PROXY-FIREWALL (DROP"), "{ipt}");
 
     // The NodePort is not subject to the ranges, and is not opened on the load-balancer IP.
@@ -290,7 +287,7 @@ fn explain_of_a_firewalled_service_without_endpoints_differs_by_backend() {
         Verdict::Dropped,
         "nftables: the firewall runs first"
     );
-    let ipt = denied.for_backend(Backend::Iptables);
+    let ipt = denied.for_iptables();
     assert_eq!(
         ipt.verdict,
         Verdict::Rejected,
@@ -326,7 +323,7 @@ fn node_traffic_to_a_local_policy_load_balancer_ip_without_local_endpoint_differ
         "{}",
         t.to_text()
     );
-    let ipt = t.for_backend(Backend::Iptables);
+    let ipt = t.for_iptables();
     assert!(
         matches!(ipt.verdict, Verdict::Forwarded { .. }),
         "iptables short-circuits"

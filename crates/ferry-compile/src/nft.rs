@@ -10,6 +10,7 @@ pub(crate) mod affinity;
 pub(crate) mod dispatch;
 mod element;
 mod model;
+mod node;
 mod render;
 mod rule;
 mod script;
@@ -18,6 +19,7 @@ mod text;
 pub use model::{
     BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict, NODE_LEVEL_SETS,
 };
+pub use node::NodeRules;
 pub use render::{render, render_base, render_service, RenderContext};
 pub use rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 pub use script::{Delta, Transaction, TABLE};

@@ -1,11 +1,11 @@
-//! `NodeCompiler`: compiles a whole node, or one service on its own (incremental syncs).
+//! `NodeCompiler`: one node's plan, whole or one service at a time (incremental syncs). Mode
+//! neutral: each mode renders the plans it gives (see [`crate::mode`]).
 
 use std::collections::BTreeMap;
 
-use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName};
+use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, ServiceName};
 
 use crate::config::CompileConfig;
-use crate::nft::{render_base, render_service, RenderContext, Ruleset, ServiceRules};
 use crate::plan::{Plan, PlanContext, ServicePlan};
 
 /// The node-level part of the plan (this node's Node object and the configuration), ready to
@@ -16,7 +16,6 @@ pub struct NodeCompiler {
     config: CompileConfig,
     base: Plan,
     plan_ctx: PlanContext,
-    render_ctx: RenderContext,
 }
 
 impl NodeCompiler {
@@ -32,54 +31,46 @@ impl NodeCompiler {
             context: context.clone(),
             config: config.clone(),
             plan_ctx: base.context(config),
-            render_ctx: RenderContext::of(&base),
             base,
         }
     }
 
-    /// The ruleset without any service: what an incremental sync requires to be unchanged.
-    pub fn base_ruleset(&self) -> Ruleset {
-        render_base(&self.base)
+    /// The IP family compiled for.
+    pub fn family(&self) -> IpFamily {
+        self.context.family
     }
 
-    /// The whole node's ruleset.
-    ///
-    /// Compiled service by service, with the same per-service path as an incremental sync, so
-    /// the whole node's view and plan are never held at once: memory is the ruleset plus one
-    /// service's view and plan.
-    pub fn full(&self, state: &ClusterState) -> Ruleset {
-        let mut ruleset = render_base(&self.base);
-        for svc in state.services() {
-            if let Some(rules) = self.service(state, &svc.name) {
-                ruleset.set_service(svc.name.clone(), Some(rules));
-            }
-        }
-        ruleset
+    /// The compiler's settings.
+    pub fn config(&self) -> &CompileConfig {
+        &self.config
     }
 
-    /// The node-level plan (no services): what every backend renders its base from.
+    /// The node-level plan (no services): what every mode renders its base from.
     pub fn base_plan(&self) -> &Plan {
         &self.base
     }
 
-    /// The whole node's plan.
-    pub fn plan(&self, state: &ClusterState) -> Plan {
-        Plan::build(&NodeView::build(state, &self.context), &self.config)
+    /// The whole node's view (every service port's endpoints, categorised).
+    pub fn view(&self, state: &ClusterState) -> NodeView {
+        NodeView::build(state, &self.context)
     }
 
-    /// One service's port plans; empty when it has nothing to program on this node.
+    /// The plan of a view built by [`view`](Self::view).
+    pub fn plan_of(&self, view: &NodeView) -> Plan {
+        Plan::build(view, &self.config)
+    }
+
+    /// The whole node's plan.
+    pub fn plan(&self, state: &ClusterState) -> Plan {
+        self.plan_of(&self.view(state))
+    }
+
+    /// One service's port plans; empty when it has nothing to program on this node (deleted,
+    /// or no ClusterIP of this family).
     pub fn service_plans(&self, state: &ClusterState, name: &ServiceName) -> Vec<ServicePlan> {
         NodeView::build_service_ports(state, &self.context, name)
             .iter()
             .map(|view| ServicePlan::build(view, &self.plan_ctx))
             .collect()
-    }
-
-    /// One service's rules, or `None` when it has nothing to program on this node (deleted,
-    /// or no ClusterIP of this family).
-    pub fn service(&self, state: &ClusterState, name: &ServiceName) -> Option<ServiceRules> {
-        let plans = self.service_plans(state, name);
-        let refs: Vec<&ServicePlan> = plans.iter().collect();
-        (!refs.is_empty()).then(|| render_service(&refs, &self.render_ctx))
     }
 }

@@ -18,10 +18,13 @@ use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
 
 mod affinity;
 mod iptables;
+mod ipvs;
 mod pre_dnat;
 mod steps;
 mod text;
 mod topology;
+
+pub use ipvs::EMPTY_VIRTUAL_SERVER;
 
 use pre_dnat::firewall;
 use steps::{external, internal, Objects};
@@ -90,15 +93,6 @@ pub enum Verdict {
     NotAService,
 }
 
-/// Which dataplane's objects an explanation names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// nftables (`nft list table ip ferry`).
-    Nft,
-    /// iptables (`iptables -t nat -vnL …`).
-    Iptables,
-}
-
 /// What a step is, so each backend can name its own objects for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepKind {
@@ -137,7 +131,7 @@ pub struct Step {
     pub what: String,
     /// Why (the Kubernetes rule).
     pub why: String,
-    /// The nftables objects involved, as `nft list` names them.
+    /// The mode's objects involved, as its tools name them (`nft list`, `iptables -vnL`).
     pub objects: Vec<String>,
 }
 
@@ -156,6 +150,8 @@ pub struct Trace {
     pub frontend: Option<Frontend>,
     /// The steps, in packet order.
     pub steps: Vec<Step>,
+    /// What the steps' objects are (`nft`, `iptables`): the label they are printed with.
+    pub objects_label: &'static str,
     /// Every endpoint of the service port with why it is in or out.
     pub candidates: Vec<Candidate>,
     /// Why the packet is masqueraded (`None`: its source is kept). Hairpin traffic (a pod
@@ -200,6 +196,7 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         service: None,
         frontend: None,
         steps: Vec::new(),
+        objects_label: "nft",
         candidates: Vec::new(),
         masquerade: None,
         verdict: Verdict::NotAService,
@@ -377,31 +374,27 @@ fn not_a_service(plan: &Plan, p: &Packet, t: &mut Trace) {
 }
 
 impl Trace {
-    /// The explanation as the given backend programs it. iptables mode (like upstream's) has no
-    /// rule rejecting unknown ports of a ClusterIP: such a packet is routed as is.
-    pub fn for_backend(mut self, backend: Backend) -> Trace {
-        if backend == Backend::Iptables {
-            if let Some(variant) = self.iptables_variant.take() {
-                return variant.for_backend(backend);
-            }
+    /// The explanation as iptables mode programs it, each step naming iptables chains. iptables
+    /// mode (like upstream's) has no rule rejecting unknown ports of a ClusterIP: such a
+    /// packet is routed as is.
+    pub fn for_iptables(mut self) -> Trace {
+        if let Some(variant) = self.iptables_variant.take() {
+            return variant.for_iptables();
         }
-        if backend == Backend::Iptables
-            && self.steps.iter().any(|s| s.kind == StepKind::UnknownPort)
-        {
+        if self.steps.iter().any(|s| s.kind == StepKind::UnknownPort) {
             self.verdict = Verdict::NotAService;
         }
-        if backend == Backend::Iptables {
-            self.reject_without_firewall();
+        self.reject_without_firewall();
+        let objects: Vec<Vec<String>> = self
+            .steps
+            .iter()
+            .map(|s| self.iptables_objects(s))
+            .collect();
+        for (step, objects) in self.steps.iter_mut().zip(objects) {
+            step.objects = objects;
         }
+        self.objects_label = "iptables";
         self
-    }
-
-    /// The objects of one step, named by `backend`.
-    pub fn objects(&self, step: &Step, backend: Backend) -> Vec<String> {
-        match backend {
-            Backend::Nft => step.objects.clone(),
-            Backend::Iptables => self.iptables_objects(step),
-        }
     }
 }
 

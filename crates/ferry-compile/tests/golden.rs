@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::{iptables, ipvs, nft};
-use ferry_compile::{CompileConfig, Plan};
-use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView};
+use ferry_compile::mode::{IptablesRenderer, IpvsRenderer, NftRenderer, ProxyMode, Renderer};
+use ferry_compile::{CompileConfig, NodeCompiler};
+use ferry_model::{ClusterState, IpFamily, NodeContext};
 
 #[derive(Clone)]
 struct Case {
@@ -25,16 +25,16 @@ struct Case {
 }
 
 impl Case {
-    /// The golden file of a backend: `<node>.nft` / `<node>.iptables` for IPv4,
-    /// `<node>.ip6.nft` / `<node>.ip6tables` for IPv6.
-    fn file(&self, backend: Backend) -> PathBuf {
-        let name = match (self.config.family, backend) {
-            (IpFamily::V4, Backend::Nft) => format!("{}.nft", self.node),
-            (IpFamily::V4, Backend::Iptables) => format!("{}.iptables", self.node),
-            (IpFamily::V6, Backend::Nft) => format!("{}.ip6.nft", self.node),
-            (IpFamily::V6, Backend::Iptables) => format!("{}.ip6tables", self.node),
-            (IpFamily::V4, Backend::Ipvs) => format!("{}.ipvs", self.node),
-            (IpFamily::V6, Backend::Ipvs) => format!("{}.ip6.ipvs", self.node),
+    /// The golden file of a mode: `<node>.nft` / `<node>.iptables` / `<node>.ipvs` for IPv4,
+    /// `<node>.ip6.nft` / `<node>.ip6tables` / `<node>.ip6.ipvs` for IPv6.
+    fn file(&self, mode: ProxyMode) -> PathBuf {
+        let name = match (self.config.family, mode) {
+            (IpFamily::V4, ProxyMode::Nftables) => format!("{}.nft", self.node),
+            (IpFamily::V4, ProxyMode::Iptables) => format!("{}.iptables", self.node),
+            (IpFamily::V6, ProxyMode::Nftables) => format!("{}.ip6.nft", self.node),
+            (IpFamily::V6, ProxyMode::Iptables) => format!("{}.ip6tables", self.node),
+            (IpFamily::V4, ProxyMode::Ipvs) => format!("{}.ipvs", self.node),
+            (IpFamily::V6, ProxyMode::Ipvs) => format!("{}.ip6.ipvs", self.node),
         };
         golden_dir().join(self.dir).join(name)
     }
@@ -144,15 +144,16 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-/// The backend of a golden file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backend {
-    Nft,
-    Iptables,
-    Ipvs,
+/// The renderer of a mode (what `ferry rules` prints).
+fn renderer(mode: ProxyMode) -> &'static dyn Renderer {
+    match mode {
+        ProxyMode::Nftables => &NftRenderer,
+        ProxyMode::Iptables => &IptablesRenderer,
+        ProxyMode::Ipvs => &IpvsRenderer,
+    }
 }
 
-fn compile(case: &Case, backend: Backend) -> String {
+fn compile(case: &Case, mode: ProxyMode) -> String {
     let scan = ferry_source::manifest::load(&golden_dir().join(case.dir).join("input.yaml"));
     assert!(scan.errors.is_empty(), "{}: {:?}", case.dir, scan.errors);
     let mut state = ClusterState::new();
@@ -163,34 +164,26 @@ fn compile(case: &Case, backend: Backend) -> String {
         node_name: case.node.into(),
         family: case.config.family,
     };
-    let plan = Plan::build(&NodeView::build(&state, &ctx), &case.config);
-    match backend {
-        Backend::Nft => nft::render(&plan).to_string(),
-        Backend::Iptables => iptables::render(&plan).to_string(),
-        Backend::Ipvs => {
-            let ctx =
-                ipvs::RenderContext::new(&plan, &case.config, ipvs::Scheduler::Rr, &plan.node_ips);
-            ipvs::render(&plan, &case.config, &ctx).to_string()
-        }
-    }
+    let compiler = NodeCompiler::new(&state, &ctx, &case.config);
+    renderer(mode).render(&compiler, &state)
 }
 
 #[test]
 fn rulesets_match_the_golden_files() {
     let bless = std::env::var_os("FERRY_BLESS").is_some();
     let mut failures = Vec::new();
-    for (case, backend) in cases()
+    for (case, mode) in cases()
         .into_iter()
-        .flat_map(|c| [Backend::Nft, Backend::Iptables, Backend::Ipvs].map(|b| (c.clone(), b)))
+        .flat_map(|c| ProxyMode::ALL.map(|m| (c.clone(), m)))
     {
-        let got = compile(&case, backend);
+        let got = compile(&case, mode);
         assert_eq!(
             got,
-            compile(&case, backend),
+            compile(&case, mode),
             "{}: output must be deterministic",
             case.dir
         );
-        let path = case.file(backend);
+        let path = case.file(mode);
         if bless {
             std::fs::write(&path, &got).expect("write golden file");
             continue;
@@ -237,14 +230,15 @@ impl Netns {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn golden_files_are_valid_nftables() {
-    if !running_as_root() || Command::new("nft").arg("--version").output().is_err() {
-        eprintln!("skipping: needs root and nft");
-        return;
-    }
+    assert!(
+        running_as_root(),
+        "needs root: run the ignored tests as root"
+    );
     let ns = Netns::create("nft");
     for case in cases() {
-        let path = case.file(Backend::Nft);
+        let path = case.file(ProxyMode::Nftables);
         let mut text = std::fs::read_to_string(&path).expect("golden file");
         if case.config.family == IpFamily::V6 {
             // nft 1.0.6 cannot generate the IPv6 session affinity `update` rules (an
@@ -280,22 +274,23 @@ fn golden_files_are_valid_nftables() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn golden_files_load_with_iptables_restore_on_both_backends() {
-    if !running_as_root() {
-        eprintln!("skipping: needs root");
-        return;
-    }
+    assert!(
+        running_as_root(),
+        "needs root: run the ignored tests as root"
+    );
     for backend in ["nft", "legacy"] {
         for case in cases() {
             let restore = case.restore(backend);
             let restore = restore.as_str();
-            if Command::new(restore).arg("--version").output().is_err() {
-                eprintln!("skipping {restore}: not installed");
-                continue;
-            }
+            assert!(
+                Command::new(restore).arg("--version").output().is_ok(),
+                "{restore} is not installed (CI installs iptables)"
+            );
             // A fresh namespace per file: each must load on its own, as a first sync does.
             let ns = Netns::create(case.node);
-            let path = case.file(Backend::Iptables);
+            let path = case.file(ProxyMode::Iptables);
             let input = std::fs::File::open(&path).expect("open golden file");
             let out = Command::new("ip")
                 .args(["netns", "exec", &ns.0, restore, "--noflush"])

@@ -1,5 +1,5 @@
-//! The iptables applier: `iptables-restore --noflush` of Ferry's chains, in the layout of
-//! upstream kube-proxy's iptables mode (see docs/iptables-layout.md).
+//! iptables mode's kernel half: `iptables-restore --noflush` of Ferry's chains, in the layout
+//! of upstream kube-proxy's iptables mode (see docs/iptables-layout.md).
 //!
 //! The first sync of a process (and the one after a failure, or after the canary chain
 //! vanished) is full: every Ferry chain is rewritten, chains no longer wanted are deleted, and
@@ -7,23 +7,122 @@
 //! that nothing Ferry did not create is ever touched. Later syncs are partial: the shared
 //! top-level chains plus the chains of the services that changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::iptables::{
-    jump_rules, Restore, Ruleset, ServiceRules, Table, CANARY, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
+    jump_rules, NodeRules, Restore, Ruleset, ServiceRules, Table, CANARY, LARGE_CLUSTER_ENDPOINTS,
+    NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
 };
-use ferry_model::ServiceName;
+use ferry_compile::mode::{IptablesRenderer, ProxyMode};
+use ferry_compile::trace::Trace;
+use ferry_compile::NodeCompiler;
+use ferry_model::{ClusterState, IpFamily, ServiceName};
 
-use crate::nft::{ApplyError, SyncKind, SyncReport};
+use crate::live::LiveReport;
+use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::{Applier, Error, SyncKind, SyncReport};
 
 mod cleanup;
 mod cli;
 mod detect;
+mod live;
 
+pub use crate::mode::IptablesBackend;
 pub use cleanup::cleanup;
-pub use cli::{Backend, IptablesCli, IptablesRunner};
+pub(crate) use cleanup::{remove_chains, save_tables};
+pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
+
+/// iptables mode's line in the mode table.
+pub(crate) const MODE: ModeEntry = ModeEntry {
+    mode: ProxyMode::Iptables,
+    renderer: &IptablesRenderer,
+    open: |options: &ModeOptions| Box::new(IptablesMode::open(options)),
+    cleanup,
+    sync_failures: FailureCounter::IptablesRestore,
+};
+
+/// iptables mode on this node, with the backend it programs.
+struct IptablesMode {
+    backend: IptablesBackend,
+}
+
+impl IptablesMode {
+    /// The backend forced by the options, or the one that already holds Kubernetes' rules.
+    fn open(options: &ModeOptions) -> Self {
+        Self {
+            backend: options.iptables_backend.unwrap_or_else(detect_backend),
+        }
+    }
+}
+
+impl NodeMode for IptablesMode {
+    fn describe(&self) -> String {
+        format!("iptables mode, {} backend", self.backend.as_str())
+    }
+
+    /// Upstream: `utiliptables.Present()`.
+    fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
+        kernel_has(family)?;
+        let program = self.backend.program_for(family, "");
+        succeeds(&program, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
+    }
+
+    fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
+        Box::new(IptablesDataplane::for_family(self.backend, family))
+    }
+
+    fn live(
+        &self,
+        trace: &Trace,
+        compiler: &NodeCompiler,
+        _state: &ClusterState,
+    ) -> Result<LiveReport, Error> {
+        let save = live::read_back(self.backend, compiler.family())?;
+        Ok(live::check(trace, &save))
+    }
+}
+
+impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
+    /// Nothing installed by this process yet, the top-level chains changed, or a canary chain
+    /// is gone (see [`canary_gone`](IptablesDataplane::canary_gone)).
+    fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error> {
+        let base = NodeRules::new(compiler).base();
+        if !self.installed.as_ref().is_some_and(|i| i.same_base(&base)) {
+            return Ok(true);
+        }
+        self.canary_gone()
+    }
+
+    fn sync_full(
+        &mut self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+    ) -> Result<SyncReport, Error> {
+        self.apply_full(NodeRules::new(compiler).full(state))
+    }
+
+    fn sync_partial(
+        &mut self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        dirty: &BTreeSet<ServiceName>,
+    ) -> Result<SyncReport, Error> {
+        let large = self.installed.as_ref().is_some_and(|i| i.large_cluster);
+        let rules = NodeRules::new(compiler);
+        let changes: BTreeMap<_, _> = dirty
+            .iter()
+            .map(|name| (name.clone(), rules.service(state, name, large)))
+            .collect();
+        if self.crosses_large_cluster_threshold(&changes, large) {
+            // Upstream's large-cluster mode changes every service's rules.
+            return self.sync_full(compiler, state);
+        }
+        self.apply_changes(changes)
+    }
+}
 
 /// Keeps Ferry's iptables chains (one family, one backend) equal to the desired ruleset.
 pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {
@@ -34,12 +133,12 @@ pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {
 
 impl IptablesDataplane<IptablesCli> {
     /// An applier using `backend`'s tools in the current network namespace.
-    pub fn new(backend: Backend) -> Self {
+    pub fn new(backend: IptablesBackend) -> Self {
         Self::with_runner(IptablesCli::new(backend))
     }
 
     /// An applier of `family`'s chains (`ip6tables` for IPv6) using `backend`'s tools.
-    pub fn for_family(backend: Backend, family: ferry_model::IpFamily) -> Self {
+    pub fn for_family(backend: IptablesBackend, family: ferry_model::IpFamily) -> Self {
         Self::with_runner(IptablesCli::for_family(backend, family))
     }
 }
@@ -70,16 +169,12 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         self.installed.as_ref()
     }
 
-    /// True when the next sync must be full: nothing installed by this process yet, or a
-    /// canary chain is gone (someone flushed or deleted the tables, so what Ferry installed is
-    /// no longer there). Checks the canaries of mangle (upstream's signal: a firewall reload
+    /// True when a canary chain is gone: someone flushed or deleted the tables, so what Ferry
+    /// installed is no longer there (and is then forgotten). Checks the canaries of mangle (upstream's signal: a firewall reload
     /// deletes every table's chains) and filter. Not nat's: listing one nat chain makes
     /// iptables-legacy read the whole nat table (0.25 s at 10 000 services × 10 endpoints);
     /// a partial restore into a nat table emptied by hand fails and is retried as a full sync.
-    pub fn needs_full(&mut self) -> Result<bool, ApplyError> {
-        if self.installed.is_none() {
-            return Ok(true);
-        }
+    fn canary_gone(&mut self) -> Result<bool, Error> {
         for table in [Table::Mangle, Table::Filter] {
             if !self
                 .runner
@@ -96,8 +191,28 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         Ok(false)
     }
 
+    /// True when applying `changes` would move the endpoint count across upstream's
+    /// large-cluster threshold.
+    fn crosses_large_cluster_threshold(
+        &self,
+        changes: &BTreeMap<ServiceName, Option<ServiceRules>>,
+        large: bool,
+    ) -> bool {
+        let Some(installed) = &self.installed else {
+            return false;
+        };
+        let before: usize = changes
+            .keys()
+            .filter_map(|n| installed.services.get(n))
+            .map(|s| s.endpoints)
+            .sum();
+        let after: usize = changes.values().flatten().map(|s| s.endpoints).sum();
+        let total = installed.endpoint_count() - before + after;
+        (total > LARGE_CLUSTER_ENDPOINTS) != large
+    }
+
     /// Per-service nat chains the kernel holds that `desired` does not want.
-    fn stale_chains(&mut self, desired: &Ruleset) -> Result<Vec<String>, ApplyError> {
+    fn stale_chains(&mut self, desired: &Ruleset) -> Result<Vec<String>, Error> {
         let keep = desired.nat_chain_names();
         let existing: Vec<String> = match &self.installed {
             Some(old) => old
@@ -120,7 +235,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     }
 
     /// Makes Ferry's chains equal to `desired` and ensures the jumps into them.
-    pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
+    pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, Error> {
         let start = Instant::now();
         let result = self.full(&desired);
         match result {
@@ -135,7 +250,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         }
     }
 
-    fn full(&mut self, desired: &Ruleset) -> Result<Restore, ApplyError> {
+    fn full(&mut self, desired: &Ruleset) -> Result<Restore, Error> {
         let stale = self.stale_chains(desired)?;
         let restore = Restore::full(desired, &stale);
         self.runner.restore(&restore.text)?;
@@ -152,13 +267,13 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     }
 
     /// Replaces the given services' rules. Requires a previous successful sync; the caller
-    /// checks [`needs_full`](Self::needs_full) first.
+    /// checks [`Applier::needs_full`] first.
     pub fn apply_changes(
         &mut self,
         changes: BTreeMap<ServiceName, Option<ServiceRules>>,
-    ) -> Result<SyncReport, ApplyError> {
+    ) -> Result<SyncReport, Error> {
         let Some(installed) = self.installed.as_mut() else {
-            return Err(ApplyError::NoBaseline);
+            return Err(Error::NoBaseline);
         };
         let start = Instant::now();
         let mut previous = BTreeMap::new();

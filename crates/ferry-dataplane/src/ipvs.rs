@@ -1,24 +1,46 @@
-//! IPVS mode's kernel side: Ferry's own IPVS client over generic netlink ([`IpvsClient`]), the
+//! IPVS mode's kernel half: Ferry's own IPVS client over generic netlink ([`IpvsClient`]), the
 //! `kube-ipvs0` dummy interface ([`Links`]), upstream's ipsets ([`ipset`]), the sysctls upstream
 //! sets ([`sysctl`]), and the applier that keeps all of them, plus the iptables chains of IPVS
-//! mode, equal to the compiler's desired state ([`IpvsApplier`]).
+//! mode, equal to the compiler's desired state ([`IpvsApplier`]); its line in the mode table,
+//! its cleanup and its `explain --live` reading. See docs/ipvs.md.
 //!
 //! Everything works in the network namespace of the calling thread (IPVS tables, links,
 //! ipsets and iptables are all per namespace).
 
 mod applier;
+mod cleanup;
 mod client;
 mod genl;
 pub mod ipset;
 mod link;
+mod live;
+mod mode;
+mod node;
+mod sync;
 pub mod sysctl;
 
 use std::io;
 
+use ferry_compile::mode::{IpvsRenderer, ProxyMode};
+
+use crate::mode::{FailureCounter, ModeEntry, ModeOptions};
+
 pub use applier::{IpvsApplier, IpvsReport};
+pub use cleanup::cleanup;
 pub use client::{Change, IpvsClient, Refused, Table};
 pub use genl::LiveRealServer;
 pub use link::Links;
+pub use node::local_addresses;
+
+/// IPVS mode's line in the mode table. Failed syncs count as upstream counts them in IPVS
+/// mode: as `iptables-restore` failures.
+pub(crate) const MODE: ModeEntry = ModeEntry {
+    mode: ProxyMode::Ipvs,
+    renderer: &IpvsRenderer,
+    open: |options: &ModeOptions| Box::new(mode::IpvsMode::open(options)),
+    cleanup,
+    sync_failures: FailureCounter::IptablesRestore,
+};
 
 /// Why an IPVS-mode operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +75,4 @@ pub enum IpvsError {
     /// A sysctl could not be set.
     #[error("sysctl: {0}")]
     Sysctl(#[source] io::Error),
-    /// The iptables chains of IPVS mode could not be written.
-    #[error(transparent)]
-    Iptables(#[from] crate::ApplyError),
 }

@@ -28,8 +28,6 @@ use nix::sys::socket::{
 use ferry_compile::nft::{Delta, Ruleset, NODE_LEVEL_SETS, TABLE};
 use ferry_model::IpFamily;
 
-pub use encode::Unsupported;
-
 /// Why a netlink transaction failed. The kernel holds what it held before.
 #[derive(Debug, thiserror::Error)]
 pub enum NetlinkError {
@@ -39,12 +37,18 @@ pub enum NetlinkError {
     /// The kernel rejected the batch.
     #[error("the kernel rejected the netlink batch: {0}")]
     Rejected(nix::errno::Errno),
-    /// The ruleset holds something the encoder does not write.
+    /// The ruleset holds something the encoder does not write; nothing was sent.
     #[error("not encodable over netlink: {0}")]
     Unencodable(&'static str),
     /// The kernel answered something unexpected.
     #[error("unexpected nfnetlink answer: {0}")]
     Protocol(&'static str),
+}
+
+impl From<encode::Unencodable> for NetlinkError {
+    fn from(u: encode::Unencodable) -> Self {
+        NetlinkError::Unencodable(u.0)
+    }
 }
 
 /// A long-lived `NETLINK_NETFILTER` socket in the current network namespace.
@@ -84,13 +88,10 @@ impl NetlinkSocket {
     }
 
     /// Applies a delta as one atomic batch: new dispatch chains and their rules, element
-    /// deletions and additions, then the chains whose last user went. `Err(Unsupported)`
-    /// (nothing sent) when it has elements this encoder does not handle.
-    pub fn apply(
-        &mut self,
-        family: IpFamily,
-        delta: &Delta<'_>,
-    ) -> Result<Result<(), NetlinkError>, Unsupported> {
+    /// deletions and additions, then the chains whose last user went.
+    /// [`NetlinkError::Unencodable`] (nothing sent) when it has elements this encoder does not
+    /// write.
+    pub fn apply(&mut self, family: IpFamily, delta: &Delta<'_>) -> Result<(), NetlinkError> {
         let mut batch = encode::Batch::new(self.seq, family, TABLE);
         for c in &delta.add_chains {
             batch.add_chain(&c.name);
@@ -111,7 +112,7 @@ impl NetlinkSocket {
         }
         let (bytes, acks, next_seq) = batch.finish();
         self.seq = next_seq;
-        Ok(self.send_batch(&bytes, acks))
+        self.send_batch(&bytes, acks)
     }
 
     /// The chains of Ferry's table in the kernel (empty when there is no table).
@@ -141,7 +142,7 @@ impl NetlinkSocket {
         &mut self,
         desired: &Ruleset,
         existing: &[String],
-    ) -> Result<Result<usize, NetlinkError>, Unsupported> {
+    ) -> Result<usize, NetlinkError> {
         let wanted: std::collections::BTreeSet<&str> = desired.chain_names().collect();
         let mut batch = encode::Batch::new(self.seq, desired.family, TABLE);
         for c in desired.dispatch_chains() {
@@ -175,7 +176,7 @@ impl NetlinkSocket {
         }
         let (bytes, acks, next_seq) = batch.finish();
         self.seq = next_seq;
-        Ok(self.send_batch(&bytes, acks).map(|()| written))
+        self.send_batch(&bytes, acks).map(|()| written)
     }
 
     fn send_batch(&mut self, bytes: &[u8], acks: usize) -> Result<(), NetlinkError> {

@@ -1,74 +1,78 @@
-//! The nftables applier.
+//! nftables mode's kernel half: keeps Ferry's table of one family (`ip ferry`, `ip6 ferry`)
+//! equal to the compiled ruleset.
+//!
+//! A full sync writes the table's skeleton with `nft -f` and everything else (dispatch chains,
+//! elements) in one netlink batch; an incremental sync writes only the changed services'
+//! elements and the dispatch chains that come or go, in one batch. See docs/nft-layout.md.
 
-use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::Instant;
 
-use ferry_compile::nft::{Delta, Key, Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::family::nft_family;
+use ferry_compile::mode::{NftRenderer, ProxyMode};
+use ferry_compile::nft::{Delta, Key, NodeRules, Ruleset, ServiceRules, Transaction, TABLE};
+use ferry_compile::trace::Trace;
+use ferry_compile::NodeCompiler;
+use ferry_model::{ClusterState, IpFamily, ServiceName};
 
+use crate::live::LiveReport;
+use crate::mode::{FailureCounter, ModeEntry, NodeMode};
 use crate::netlink::{NetlinkError, NetlinkSocket};
-use crate::pins;
+use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::{Applier, Error, SyncKind, SyncReport};
 
 mod cli;
+mod live;
+mod pins;
+mod read_back;
+
 pub use cli::{NftCli, NftRunner};
-use ferry_model::{IpFamily, ServiceName};
+pub use read_back::{read_back, LiveTable};
 
-/// Why a transaction was not applied. The kernel holds what it held before.
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    /// `nft` could not be started.
-    #[error("could not run {program}")]
-    Spawn {
-        /// The program.
-        program: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An incremental sync was asked for before any full sync succeeded.
-    #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
-    NoBaseline,
-    /// No netlink socket is open.
-    #[error("no nfnetlink socket")]
-    NoNetlink,
-    /// The kernel rejected a batch sent over netlink.
-    #[error("netlink batch failed: {0}")]
-    Netlink(#[from] NetlinkError),
-    /// `nft` rejected the transaction.
-    #[error("{program} -f - failed ({status}): {stderr}")]
-    Rejected {
-        /// The program.
-        program: String,
-        /// Its exit status.
-        status: String,
-        /// What it printed.
-        stderr: String,
-    },
-}
+/// nftables mode's line in the mode table.
+pub(crate) const MODE: ModeEntry = ModeEntry {
+    mode: ProxyMode::Nftables,
+    renderer: &NftRenderer,
+    open: |_| Box::new(NftMode),
+    cleanup,
+    sync_failures: FailureCounter::NftablesSync,
+};
 
-/// Full or incremental.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncKind {
-    /// Everything rewritten.
-    Full,
-    /// Only changed services.
-    Partial,
-}
+/// nftables mode on this node: nothing to choose at start-up.
+struct NftMode;
 
-/// What one applied sync did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyncReport {
-    /// Full or partial.
-    pub kind: SyncKind,
-    /// Chains whose rules were written.
-    pub chains_written: usize,
-    /// Set and map elements added or deleted.
-    pub elements_changed: usize,
-    /// Bytes of nft script (0 when sent over netlink).
-    pub script_bytes: usize,
-    /// True when the change went over Ferry's netlink socket instead of `nft -f`.
-    pub netlink: bool,
-    /// Time spent in the kernel transaction (including the nft tool).
-    pub apply_time: Duration,
+impl NodeMode for NftMode {
+    fn describe(&self) -> String {
+        "nftables mode".to_owned()
+    }
+
+    /// Upstream: `knftables.New` checking `nft --check add table <family> kube-proxy`.
+    fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
+        kernel_has(family)?;
+        succeeds(
+            "nft",
+            &["--check", "add", "table", nft_family(family), TABLE],
+        )
+    }
+
+    fn applier(&self, _family: IpFamily) -> Box<dyn Applier> {
+        Box::new(NftDataplane::new())
+    }
+
+    fn live(
+        &self,
+        trace: &Trace,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+    ) -> Result<LiveReport, Error> {
+        let table = read_back(compiler.family())?;
+        let plan = compiler.plan(state);
+        Ok(live::check(
+            trace,
+            &ferry_compile::nft::render(&plan),
+            table.as_ref(),
+        ))
+    }
 }
 
 /// Keeps Ferry's table of one family in the kernel equal to the desired ruleset.
@@ -104,6 +108,40 @@ impl Default for NftDataplane<NftCli> {
     }
 }
 
+impl<R: NftRunner> Applier for NftDataplane<R> {
+    fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error> {
+        Ok(match &self.installed {
+            Some(installed) => !installed.same_base(&NodeRules::new(compiler).base()),
+            None => true,
+        })
+    }
+
+    fn sync_full(
+        &mut self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+    ) -> Result<SyncReport, Error> {
+        // Free the installed ruleset before compiling the new one: the kernel keeps its
+        // rules until the new ones replace them, and the next sync is full if this one fails.
+        self.forget_installed();
+        self.apply_full(NodeRules::new(compiler).full(state))
+    }
+
+    fn sync_partial(
+        &mut self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        dirty: &BTreeSet<ServiceName>,
+    ) -> Result<SyncReport, Error> {
+        let rules = NodeRules::new(compiler);
+        let changes = dirty
+            .iter()
+            .map(|name| (name.clone(), rules.service(state, name)))
+            .collect();
+        self.apply_changes(changes)
+    }
+}
+
 impl<R: NftRunner> NftDataplane<R> {
     /// An applier with a given runner.
     pub fn with_runner(runner: R) -> Self {
@@ -131,18 +169,13 @@ impl<R: NftRunner> NftDataplane<R> {
         self.installed = None;
     }
 
-    /// True when the next sync must be full (start-up, or after a failure).
-    pub fn needs_full(&self) -> bool {
-        self.installed.is_none()
-    }
-
     /// Makes the table equal to `desired`: `nft -f` writes the skeleton (table, base and fixed
     /// chains with their rules, set declarations), then one netlink batch swaps in the
     /// dispatch chains and every element and deletes chains no longer wanted. Until the batch
     /// commits, the kernel keeps the dispatch chains and elements it had (or, on a fresh node,
     /// has none yet). Falls back to one `nft -f` run that recreates the table when the
     /// skeleton's declarations conflict with the table's (an upgrade), or without netlink.
-    pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, ApplyError> {
+    pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, Error> {
         // Forget the old state first: it is stale whatever happens below, and freeing it
         // keeps a resync from holding two whole rulesets.
         self.installed = None;
@@ -158,33 +191,7 @@ impl<R: NftRunner> NftDataplane<R> {
         if sweep {
             pins::sweep(&mut self.runner, desired.family, &backing);
         }
-        let report = if self.netlink.is_none() {
-            self.recreate(&desired, start)?
-        } else {
-            match self.in_place(&desired, start) {
-                Ok(report) => report,
-                Err(e) => {
-                    // E.g. a set declared with another type by an older version, or a chain
-                    // something else still refers to: start from a clean table (the pins
-                    // go with it).
-                    tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
-                    match self.recreate(&desired, start) {
-                        Ok(report) => report,
-                        // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session
-                        // affinity's `update`, see docs/nft-layout.md): delete the table,
-                        // then the usual skeleton and netlink batch.
-                        Err(e) => {
-                            tracing::warn!(error = %e, "recreating the table with nft failed: deleting it, then skeleton and netlink");
-                            let f = cli::family_name(desired.family);
-                            self.runner.run(&format!(
-                                "add table {f} {TABLE}\ndelete table {f} {TABLE}\n"
-                            ))?;
-                            self.in_place(&desired, start)?
-                        }
-                    }
-                }
-            }
-        };
+        let report = self.write_full(&desired, start)?;
         if sweep {
             pins::sweep(&mut self.runner, desired.family, &backing);
         }
@@ -193,15 +200,40 @@ impl<R: NftRunner> NftDataplane<R> {
         Ok(report)
     }
 
+    /// In place when netlink is open; otherwise, or when that fails, by recreating the table.
+    fn write_full(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, Error> {
+        if self.netlink.is_none() {
+            return self.recreate(desired, start);
+        }
+        let e = match self.in_place(desired, start) {
+            Ok(report) => return Ok(report),
+            Err(e) => e,
+        };
+        // E.g. a set declared with another type by an older version, or a chain something
+        // else still refers to: start from a clean table (the pins go with it).
+        tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
+        let e = match self.recreate(desired, start) {
+            Ok(report) => return Ok(report),
+            Err(e) => e,
+        };
+        // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session affinity's
+        // `update`, see docs/nft-layout.md): delete the table, then the usual skeleton and
+        // netlink batch.
+        tracing::warn!(error = %e, "recreating the table with nft failed: deleting it, then skeleton and netlink");
+        let f = nft_family(desired.family);
+        self.runner.run(&format!(
+            "add table {f} {TABLE}\ndelete table {f} {TABLE}\n"
+        ))?;
+        self.in_place(desired, start)
+    }
+
     /// The skeleton through `nft -f`, then everything else in one netlink batch.
-    fn in_place(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, ApplyError> {
+    fn in_place(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, Error> {
         let skeleton = Transaction::skeleton(desired);
         self.runner.run(&skeleton.text)?;
-        let sock = self.netlink.as_mut().ok_or(ApplyError::NoNetlink)?;
+        let sock = self.netlink.as_mut().ok_or(Error::NoNetlink)?;
         let existing = sock.chains(desired.family)?;
-        let elements = sock
-            .apply_full(desired, &existing)
-            .map_err(|u| NetlinkError::Unencodable(u.0))??;
+        let elements = sock.apply_full(desired, &existing)?;
         Ok(SyncReport {
             kind: SyncKind::Full,
             chains_written: skeleton.chains_written + desired.dispatch_chains().count(),
@@ -214,7 +246,7 @@ impl<R: NftRunner> NftDataplane<R> {
 
     /// The whole table in one `nft -f` run that deletes and recreates it (nft 1.0.6 can write
     /// the dispatch rules only together with their maps).
-    fn recreate(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, ApplyError> {
+    fn recreate(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, Error> {
         let tx = Transaction::full(desired, &[], true);
         let mut report = self.run(SyncKind::Full, &tx)?;
         report.apply_time = start.elapsed();
@@ -222,128 +254,76 @@ impl<R: NftRunner> NftDataplane<R> {
     }
 
     /// Replaces the given services' rules, touching nothing else. Requires a previous
-    /// successful sync (see [`needs_full`](Self::needs_full)). Over netlink, new dispatch
-    /// chains, elements and chains that lost their last user go in one batch; without
-    /// netlink a new dispatch chain means recreating the table.
+    /// successful sync ([`Error::NoBaseline`] otherwise). Over netlink, new dispatch chains,
+    /// elements and chains that lost their last user go in one batch; without netlink a new
+    /// dispatch chain means recreating the table.
     pub fn apply_changes(
         &mut self,
         changes: BTreeMap<ServiceName, Option<ServiceRules>>,
-    ) -> Result<SyncReport, ApplyError> {
-        let Some(installed) = self.installed.as_ref() else {
-            return Err(ApplyError::NoBaseline);
-        };
+    ) -> Result<SyncReport, Error> {
+        // Taken out while the change is applied: if it fails, the kernel keeps its old state
+        // but this process no longer knows it, and the next sync is full.
+        let mut installed = self.installed.take().ok_or(Error::NoBaseline)?;
         let family = installed.family;
-        // Unknown until this sync succeeds.
-        let mut backing = self.pin_backing.take();
-        if let Some(b) = backing.as_mut() {
-            let old = changes.keys().filter_map(|n| installed.services.get(n));
-            for key in old.flat_map(pins::service_record_keys) {
-                b.remove(&key);
-            }
-            b.extend(
-                changes
-                    .values()
-                    .flatten()
-                    .flat_map(pins::service_record_keys),
-            );
+        let pins = pins::Update::plan(&installed, self.pin_backing.take(), &changes);
+        pins.sweep(&mut self.runner, family);
+        let delta = Delta::between(&installed, &changes);
+        let written = self.write_delta(family, &delta)?;
+        drop(delta);
+        for (name, rules) in changes {
+            installed.set_service(name, rules);
         }
-        // Pins to endpoints about to go are deleted before they go (a pinned client must not be
-        // sent to a removed endpoint), and again after, for pins recorded meanwhile.
-        let sweep = pins::may_go_stale(
-            changes.keys().filter_map(|n| installed.services.get(n)),
-            changes.values().flatten(),
-        )
-        .then(|| {
-            let mut valid = pins::record_keys(installed);
-            for name in changes.keys() {
-                if let Some(old) = installed.services.get(name) {
-                    for e in &old.elements {
-                        valid.remove(&e.key);
-                    }
-                }
-            }
-            let new = changes.values().flatten();
-            valid.extend(new.flat_map(|r| r.elements.iter().map(|e| e.key.clone())));
-            valid
-        });
-        if let Some(valid) = &sweep {
-            pins::sweep(&mut self.runner, family, valid);
-        }
-        let Some(installed) = self.installed.as_ref() else {
-            return Err(ApplyError::NoBaseline);
+        let Some(report) = written else {
+            // Without netlink a dispatch chain's rules can only be written together with the
+            // maps (see apply_full): a full sync of the updated ruleset.
+            return self.apply_full(installed);
         };
-        let delta = Delta::between(installed, &changes);
-        let start = Instant::now();
-        let mut report = None;
+        pins.sweep(&mut self.runner, family);
+        self.installed = Some(installed);
+        self.pin_backing = pins.backing;
+        Ok(report)
+    }
+
+    /// Writes a delta: over netlink when open and the delta is encodable, else with `nft -f`.
+    /// `None` when it adds dispatch chains and only `nft` can write it: the caller rewrites
+    /// the whole table.
+    fn write_delta(
+        &mut self,
+        family: IpFamily,
+        delta: &Delta<'_>,
+    ) -> Result<Option<SyncReport>, Error> {
         if delta.add.is_empty() && delta.delete.is_empty() && delta.elements_only() {
-            report = Some(SyncReport {
-                kind: SyncKind::Partial,
-                chains_written: 0,
-                elements_changed: 0,
-                script_bytes: 0,
-                netlink: false,
-                apply_time: Duration::ZERO,
-            });
-        } else if let Some(sock) = self.netlink.as_mut() {
-            match sock.apply(installed.family, &delta) {
-                Ok(Ok(())) => {
-                    report = Some(SyncReport {
+            return Ok(Some(SyncReport::nothing(SyncKind::Partial)));
+        }
+        let start = Instant::now();
+        if let Some(sock) = self.netlink.as_mut() {
+            match sock.apply(family, delta) {
+                Ok(()) => {
+                    return Ok(Some(SyncReport {
                         kind: SyncKind::Partial,
                         chains_written: delta.add_chains.len(),
                         elements_changed: delta.elements_changed(),
                         script_bytes: 0,
                         netlink: true,
                         apply_time: start.elapsed(),
-                    });
+                    }))
                 }
-                Ok(Err(e)) => {
-                    // The kernel kept its old state, but ours may be out of date: resync fully.
-                    self.installed = None;
-                    return Err(e.into());
+                Err(NetlinkError::Unencodable(what)) => {
+                    tracing::debug!(what, "delta not encodable over netlink: using nft -f");
                 }
-                // Elements this encoder does not write: handled below.
-                Err(_unsupported) => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        let report = match report {
-            Some(r) => r,
-            None if !delta.add_chains.is_empty() => {
-                // Without netlink a dispatch chain's rules can only be written together with
-                // the maps (see apply_full): a full sync of the updated ruleset.
-                drop(delta);
-                let Some(mut desired) = self.installed.take() else {
-                    return Err(ApplyError::NoBaseline);
-                };
-                for (name, rules) in changes {
-                    desired.set_service(name, rules);
-                }
-                return self.apply_full(desired);
-            }
-            None => {
-                let tx = delta.transaction(installed.family);
-                self.run(SyncKind::Partial, &tx)?
-            }
-        };
-        if let Some(installed) = self.installed.as_mut() {
-            for (name, rules) in changes {
-                installed.set_service(name, rules);
-            }
+        if !delta.add_chains.is_empty() {
+            return Ok(None);
         }
-        if let Some(valid) = &sweep {
-            pins::sweep(&mut self.runner, family, valid);
-        }
-        self.pin_backing = backing;
-        Ok(report)
+        self.run(SyncKind::Partial, &delta.transaction(family))
+            .map(Some)
     }
 
-    fn run(&mut self, kind: SyncKind, tx: &Transaction) -> Result<SyncReport, ApplyError> {
+    fn run(&mut self, kind: SyncKind, tx: &Transaction) -> Result<SyncReport, Error> {
         let start = Instant::now();
-        let result = self.runner.run(&tx.text);
-        if result.is_err() {
-            // The kernel kept its old state, but ours may be out of date: resync fully.
-            self.installed = None;
-        }
-        result?;
+        self.runner.run(&tx.text)?;
         Ok(SyncReport {
             kind,
             chains_written: tx.chains_written,
@@ -357,13 +337,10 @@ impl<R: NftRunner> NftDataplane<R> {
 
 /// Removes Ferry's tables (both families) from the current network namespace. Absent tables
 /// are not an error.
-pub fn cleanup() -> Result<(), ApplyError> {
+pub fn cleanup() -> Result<(), Error> {
     let mut cli = NftCli::default();
     for family in [IpFamily::V4, IpFamily::V6] {
-        let name = match family {
-            IpFamily::V4 => "ip",
-            IpFamily::V6 => "ip6",
-        };
+        let name = nft_family(family);
         // "add" first makes "delete" succeed whether or not the table exists.
         cli.run(&format!(
             "add table {name} {TABLE}\ndelete table {name} {TABLE}\n"

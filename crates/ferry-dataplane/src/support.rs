@@ -1,25 +1,24 @@
-//! Which IP families this node can program: upstream kube-proxy's `platformCheckSupported`.
+//! Which IP families this node can program: the shared half of upstream kube-proxy's
+//! `platformCheckSupported` (each mode adds its tool's check, see
+//! `NodeMode::supports`).
 //!
 //! kube-proxy runs dual-stack when both families' proxiers can work (their tool and kernel
 //! support are present), else single-stack; it does not look at the node's addresses. Ferry
 //! does the same per family: IPv6 is programmed when the kernel has IPv6 in this network
-//! namespace (`/proc/net/if_inet6` exists: it is absent with `ipv6.disable=1`) and the
-//! family's tool accepts it: `nft --check` of an `ip6` table, or `ip6tables -t nat -S
-//! POSTROUTING` for iptables mode.
+//! namespace (`/proc/net/if_inet6` exists: it is absent with `ipv6.disable=1`) and the mode's
+//! tool accepts it.
 
 use std::process::Command;
 
-use ferry_compile::nft::TABLE;
 use ferry_model::IpFamily;
-
-use crate::iptables::Backend;
 
 /// Why a family cannot be programmed here.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct Unsupported(pub String);
 
-fn kernel_has(family: IpFamily) -> Result<(), Unsupported> {
+/// Whether the kernel has `family` in this network namespace.
+pub(crate) fn kernel_has(family: IpFamily) -> Result<(), Unsupported> {
     match family {
         IpFamily::V4 => Ok(()),
         IpFamily::V6 if std::path::Path::new("/proc/net/if_inet6").exists() => Ok(()),
@@ -30,7 +29,8 @@ fn kernel_has(family: IpFamily) -> Result<(), Unsupported> {
     }
 }
 
-fn succeeds(program: &str, args: &[&str]) -> Result<(), Unsupported> {
+/// Whether `program args…` runs and succeeds.
+pub(crate) fn succeeds(program: &str, args: &[&str]) -> Result<(), Unsupported> {
     match Command::new(program).args(args).output() {
         Ok(out) if out.status.success() => Ok(()),
         Ok(out) => Err(Unsupported(format!(
@@ -40,23 +40,4 @@ fn succeeds(program: &str, args: &[&str]) -> Result<(), Unsupported> {
         ))),
         Err(e) => Err(Unsupported(format!("cannot run {program}: {e}"))),
     }
-}
-
-/// Whether nftables mode can program `family` (upstream: `knftables.New` checking
-/// `nft --check add table <family> kube-proxy`).
-pub fn nft_supports(family: IpFamily) -> Result<(), Unsupported> {
-    kernel_has(family)?;
-    let name = match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    };
-    succeeds("nft", &["--check", "add", "table", name, TABLE])
-}
-
-/// Whether iptables mode can program `family` with `backend`'s tools (upstream:
-/// `utiliptables.Present()`).
-pub fn iptables_supports(backend: Backend, family: IpFamily) -> Result<(), Unsupported> {
-    kernel_has(family)?;
-    let program = backend.program_for(family, "");
-    succeeds(&program, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
 }

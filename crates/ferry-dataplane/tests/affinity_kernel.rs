@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
-use ferry_dataplane::{NftDataplane, SyncKind};
+use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::SyncKind;
 use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
 use ferry_model::{
     ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName, SessionAffinity,
@@ -190,11 +191,13 @@ fn case(net: &Net) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn ipv4_pins_survive_full_syncs_and_go_with_their_endpoint() {
     in_new_netns(|| case(&V4));
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn ipv6_pins_survive_full_syncs_and_go_with_their_endpoint() {
     in_new_netns(|| case(&V6));
 }
@@ -203,6 +206,7 @@ fn ipv6_pins_survive_full_syncs_and_go_with_their_endpoint() {
 /// affinity nft 1.0.6 cannot write the pin-recording rule itself, so the table is deleted and
 /// written again by the usual skeleton and netlink batch.
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn an_ipv6_table_with_conflicting_declarations_is_recreated_with_its_affinity_rules() {
     in_new_netns(|| {
         nft(&["add table ip6 ferry; add set ip6 ferry cluster-ips { type inet_service; }"]);

@@ -23,7 +23,7 @@ mod guest {
         self, ipvsadm_list, RealServer, RealServerLine, Scheduler, VirtualAddress, VirtualServer,
     };
     use ferry_compile::{CompileConfig, Plan};
-    use ferry_dataplane::iptables::{Backend, IptablesCli};
+    use ferry_dataplane::iptables::{IptablesBackend, IptablesCli};
     use ferry_dataplane::ipvs::{Change, IpvsApplier, IpvsClient, Links};
     use ferry_model::fixtures::{ip, mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
     use ferry_model::{
@@ -261,12 +261,26 @@ mod guest {
         };
         let plan = Plan::build(&NodeView::build(&state, &ctx), &cfg);
         let local = [ip("10.1.1.17")];
-        let rctx = ipvs::RenderContext::new(&plan, &cfg, Scheduler::Rr, &local);
+        let rctx = ipvs::RenderContext::new(&plan, &cfg, &local);
         ipvs::render(&plan, &cfg, &rctx)
     }
 
+    fn changes(
+        rs: &ipvs::Ruleset,
+        names: &BTreeSet<ServiceName>,
+    ) -> std::collections::BTreeMap<ServiceName, Option<ipvs::ServiceIpvs>> {
+        names
+            .iter()
+            .map(|n| (n.clone(), rs.services.get(n).cloned()))
+            .collect()
+    }
+
     fn applier() -> IpvsApplier {
-        IpvsApplier::new(IpFamily::V4, IptablesCli::new(Backend::Nft))
+        IpvsApplier::new(
+            IpFamily::V4,
+            IptablesCli::new(IptablesBackend::Nft),
+            Default::default(),
+        )
     }
 
     #[test]
@@ -299,7 +313,9 @@ mod guest {
             // pod2 leaves while connections to it are open: weight 0, kept until they end.
             let after = ruleset(&["10.0.1.5"], TrafficPolicy::Cluster);
             let changed = BTreeSet::from([ServiceName::new("dev", "web")]);
-            let report = dp.apply_changes(&after, &changed).expect("incremental");
+            let report = dp
+                .apply_changes(changes(&after, &changed))
+                .expect("incremental");
             println!("{report:?}\n{}", sh("ipvsadm -Ln"));
             assert!(report.drained >= 1, "{report:?}");
             let pod2 = sh("ipvsadm -Ln -t 10.96.0.10:80");
@@ -319,7 +335,7 @@ mod guest {
                 ..after.clone()
             };
             drop(open);
-            dp.apply_changes(&empty, &changed).expect("delete");
+            dp.apply_changes(changes(&empty, &changed)).expect("delete");
             assert_eq!(sh("ipvsadm -Ln | tail -n +4"), "");
             assert!(!sh("ip addr show kube-ipvs0").contains("10.96.0.10"));
             assert!(!sh("ipset list KUBE-CLUSTER-IP").contains("10.96.0.10"));

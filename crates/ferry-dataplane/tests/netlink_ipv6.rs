@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
-use ferry_dataplane::{NftDataplane, SyncKind};
+use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::SyncKind;
 use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
 use ferry_model::{
     ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName, TrafficPolicy,
@@ -52,6 +53,7 @@ fn list() -> String {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn ipv6_endpoint_changes_go_over_netlink_and_nft_lists_them() {
     in_new_netns(|| {
         let mut dp = NftDataplane::new();

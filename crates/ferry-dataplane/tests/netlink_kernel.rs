@@ -10,7 +10,8 @@ use std::process::Command;
 use ferry_compile::config::LocalDetector;
 use ferry_compile::nft::{render, Ruleset};
 use ferry_compile::{CompileConfig, Plan};
-use ferry_dataplane::{NftDataplane, SyncKind};
+use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::SyncKind;
 use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
 use ferry_model::{
     ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName, TrafficPolicy,
@@ -105,6 +106,7 @@ fn list_family(family: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn endpoint_changes_go_over_netlink_and_nft_lists_them() {
     in_new_netns(|| {
         let mut dp = NftDataplane::new();
@@ -171,6 +173,7 @@ fn endpoint_changes_go_over_netlink_and_nft_lists_them() {
 /// Every kind of dispatch rule, written over netlink, lists exactly as `ferry rules` renders it;
 /// a resync replaces a changed table in place and deletes chains nobody uses any more.
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn netlink_rules_list_as_rendered_and_full_syncs_replace_in_place() {
     in_new_netns(|| {
         let cidr = |s: &str| s.parse().expect("cidr");
@@ -210,6 +213,7 @@ fn netlink_rules_list_as_rendered_and_full_syncs_replace_in_place() {
 /// The same for the `ip6 ferry` table: 16-byte addresses in the payload loads, prefix matches,
 /// interval sets, DNAT keys and values (whose fields span several 32-bit registers).
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn ipv6_netlink_rules_list_as_rendered() {
     in_new_netns(|| {
         let cidr = |s: &str| s.parse().expect("cidr");
@@ -263,6 +267,7 @@ fn ipv6_netlink_rules_list_as_rendered() {
 /// A full sync writes nothing but the skeleton through nft: a table left by a run that used a
 /// different chain set keeps working until the batch swaps everything at once.
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn a_full_sync_over_an_existing_table_removes_stale_chains() {
     in_new_netns(|| {
         let mut first = NftDataplane::new();
@@ -283,6 +288,7 @@ fn a_full_sync_over_an_existing_table_removes_stale_chains() {
 /// A table whose declarations conflict with Ferry's (a set of another type, as an older version
 /// might have left) is recreated in one nft run rather than left half-synced.
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn conflicting_declarations_fall_back_to_recreating_the_table() {
     in_new_netns(|| {
         let out = Command::new("nft")

@@ -158,6 +158,8 @@ pub fn run_guest_tests(filter: &str) {
             filter.into(),
             "--include-ignored".into(),
             "--test-threads=1".into(),
+            // The console is only shown when the outer test fails or runs with --nocapture.
+            "--nocapture".into(),
         ],
         shares: exe.parent().map(Path::to_path_buf).into_iter().collect(),
         env: vec![("RUST_BACKTRACE".into(), "1".into())],

@@ -18,12 +18,13 @@ const IP_B: Ipv4Addr = Ipv4Addr::new(192, 168, 169, 168);
 const IP_M: Ipv4Addr = Ipv4Addr::new(192, 168, 235, 200);
 const PORT: u16 = 8080;
 
-fn skip() -> bool {
-    if running_as_root() {
-        return false;
-    }
-    eprintln!("skipping: ferry-lab tests need root to create network namespaces");
-    true
+/// Lab tests are `#[ignore = "needs root: network namespaces"]`; run without root (with
+/// `--include-ignored`) they fail here.
+fn need_root() {
+    assert!(
+        running_as_root(),
+        "ferry-lab tests need root to create network namespaces"
+    );
 }
 
 fn echo() -> PodProgram {
@@ -48,10 +49,9 @@ fn body(client: Ipv4Addr, name: &str, server: Ipv4Addr) -> CurlResult {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn seed_lab_end_to_end() {
-    if skip() {
-        return;
-    }
+    need_root();
     let t0 = Instant::now();
     let mut lab = Lab::seed004().expect("build lab");
     let built = t0.elapsed();
@@ -213,10 +213,9 @@ fn seed_lab_end_to_end() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn drop_cleans_up_even_on_panic() {
-    if skip() {
-        return;
-    }
+    need_root();
     let mut spec = LabSpec::seed004();
     spec.clients.clear();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -255,10 +254,9 @@ fn drop_cleans_up_even_on_panic() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn failed_build_removes_what_it_created() {
-    if skip() {
-        return;
-    }
+    need_root();
     let prefix = format!("fb{}", std::process::id());
     let mut spec = LabSpec::seed004();
     spec.prefix = Some(prefix.clone());
@@ -275,10 +273,9 @@ fn failed_build_removes_what_it_created() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn processes_log_restart_and_pod_errors() {
-    if skip() {
-        return;
-    }
+    need_root();
     let mut spec = LabSpec::seed004();
     spec.nodes.truncate(1);
     let mut lab = Lab::build(&spec).expect("build lab");
@@ -366,10 +363,9 @@ fn processes_log_restart_and_pod_errors() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn cleanup_stale_removes_leftovers() {
-    if skip() {
-        return;
-    }
+    need_root();
     let prefix = format!("st{}", std::process::id());
     let names = vec![format!("{prefix}-lan"), format!("{prefix}-n0")];
     ferry_lab::netns::add(&names).expect("add");
@@ -388,10 +384,9 @@ fn cleanup_stale_removes_leftovers() {
 /// The topology is fit for a proxy: hand-written nft DNAT + masquerade on k8s-node2 gives
 /// the seed's behaviour (hairpin through the Service, SNAT to the node's eth0 address).
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn hand_written_dnat_hairpin_works() {
-    if skip() {
-        return;
-    }
+    need_root();
     let mut lab = Lab::seed004().expect("build lab");
     lab.add_echo_pod(NODE2, POD_A, IP_A, PORT, &echo())
         .expect("pod A");

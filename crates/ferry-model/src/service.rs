@@ -69,6 +69,14 @@ impl IpFamily {
             IpFamily::V6
         }
     }
+
+    /// Kubernetes' spelling (`IPv4`, `IPv6`): `addressType`, `ipFamilies`, metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IpFamily::V4 => "IPv4",
+            IpFamily::V6 => "IPv6",
+        }
+    }
 }
 
 /// `spec.type`. `ExternalName` and headless Services never reach the model.

@@ -6,9 +6,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{
     check_masquerade_bit, hostname, parse_bind_address, parse_cidrs, parse_duration,
-    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, FileConfig, IptablesBackend,
-    ProxyMode,
+    parse_iptables_backend, parse_node_port_addresses, Config, ConfigError, DetectLocalMode,
+    FileConfig, IpvsArgs, ProxyMode,
 };
+
+/// EX_USAGE: bad flags or configuration.
+pub const EXIT_USAGE: u8 = 64;
 
 /// Ferry: a Kubernetes service proxy that can explain itself.
 #[derive(Debug, Parser)]
@@ -62,8 +65,8 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = crate::explain::Output::Text)]
-    pub output: crate::explain::Output,
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     /// Also read the rules in the kernel (this network namespace) and say where they differ
     /// from what Ferry would program.
     #[arg(long)]
@@ -71,6 +74,17 @@ pub struct ExplainArgs {
     /// Everything `ferry run` takes (manifests, config, cluster CIDR …).
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+/// `ferry explain --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// For people.
+    Text,
+    /// For tools.
+    Json,
+    /// A Mermaid flowchart.
+    Mermaid,
 }
 
 /// Log output format.
@@ -101,10 +115,10 @@ pub struct RunArgs {
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
-    /// Proxy mode: nftables (default) or iptables.
+    /// Proxy mode: nftables (default), iptables or ipvs.
     #[arg(long, value_name = "MODE")]
     pub proxy_mode: Option<String>,
-    /// iptables mode: which iptables to program, nft, legacy or auto (the one that already
+    /// iptables and IPVS modes: which iptables to program, nft, legacy or auto (the one that already
     /// holds Kubernetes' rules).
     #[arg(long, value_name = "BACKEND")]
     pub iptables_backend: Option<String>,
@@ -141,6 +155,9 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// IPVS mode's flags.
+    #[command(flatten)]
+    pub ipvs: IpvsArgs,
 }
 
 impl RunArgs {
@@ -171,7 +188,7 @@ impl RunArgs {
         }
         if let Some(b) = &self.iptables_backend {
             cfg.iptables_backend =
-                IptablesBackend::parse(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
+                parse_iptables_backend(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
         }
         if let Some(cidrs) = &self.cluster_cidr {
             cfg.cluster_cidrs = parse_cidrs("--cluster-cidr", cidrs)?;
@@ -204,6 +221,7 @@ impl RunArgs {
         if let Some(a) = &self.metrics_bind_address {
             cfg.metrics_bind_address = parse_bind_address("--metrics-bind-address", a)?;
         }
+        self.ipvs.apply(&mut cfg.ipvs)?;
         if cfg.node_name.is_empty() {
             cfg.node_name = hostname();
         }
@@ -233,6 +251,30 @@ impl RunArgs {
             );
         }
         Ok((cfg, warnings))
+    }
+}
+
+/// The effective configuration and the manifest path, if any; `None` after printing the one
+/// message about a bad flag or value (the caller exits 64).
+pub fn resolve(
+    args: &RunArgs,
+    warn: impl Fn(&str),
+) -> Option<(Config, Option<std::path::PathBuf>)> {
+    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
+        eprintln!(
+            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
+        );
+        return None;
+    }
+    match args.resolve() {
+        Ok((config, warnings)) => {
+            warnings.iter().for_each(|w| warn(w));
+            Some((config, args.manifests.clone()))
+        }
+        Err(e) => {
+            eprintln!("ferry: {e}");
+            None
+        }
     }
 }
 
@@ -273,4 +315,5 @@ fn apply_file(cfg: &mut Config, file: FileConfig) {
     if let Some(v) = file.metrics_bind_address {
         cfg.metrics_bind_address = v;
     }
+    file.ipvs.apply(&mut cfg.ipvs);
 }

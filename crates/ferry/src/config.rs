@@ -11,14 +11,19 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use ferry_compile::config::LocalDetector;
+pub use ferry_compile::mode::ProxyMode;
 use ferry_compile::{CompileConfig, NodePortAddresses};
+use ferry_dataplane::iptables::IptablesBackend;
+use ferry_dataplane::mode::ModeOptions;
 use ferry_model::IpFamily;
 
 mod duration;
 mod file;
+mod ipvs;
 
 pub use duration::parse_duration;
 pub use file::FileConfig;
+pub use ipvs::{IpvsArgs, IpvsConfig, IpvsFileConfig};
 
 /// A configuration problem. Printed as `<where>: <what>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,62 +45,17 @@ impl ConfigError {
     }
 }
 
-/// The proxy mode (`mode`, `--proxy-mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProxyMode {
-    /// nftables (the default).
-    Nftables,
-    /// iptables, with upstream kube-proxy's chain layout.
-    Iptables,
-}
-
-impl ProxyMode {
-    /// Parses kube-proxy's spelling. Modes Ferry does not implement yet are a clear error.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "" | "nftables" => Ok(ProxyMode::Nftables),
-            "iptables" => Ok(ProxyMode::Iptables),
-            "ipvs" | "userspace" | "kernelspace" => Err(format!(
-                "proxy mode {s:?} is not implemented yet; use \"nftables\" or \"iptables\""
-            )),
-            other => Err(format!(
-                "unknown proxy mode {other:?} (want \"nftables\" or \"iptables\")"
-            )),
-        }
+/// Parses `--iptables-backend`: `auto` (`None`: the backend that already holds Kubernetes'
+/// rules, upstream's detection), `nft` or `legacy`.
+pub fn parse_iptables_backend(s: &str) -> Result<Option<IptablesBackend>, String> {
+    if s == "auto" {
+        return Ok(None);
     }
-
-    /// kube-proxy's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProxyMode::Nftables => "nftables",
-            ProxyMode::Iptables => "iptables",
-        }
-    }
-}
-
-/// Which iptables backend iptables mode uses (`--iptables-backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IptablesBackend {
-    /// The one that already holds Kubernetes' rules (upstream's detection); nft otherwise.
-    Auto,
-    /// `iptables-nft`.
-    Nft,
-    /// `iptables-legacy`.
-    Legacy,
-}
-
-impl IptablesBackend {
-    /// Parses `auto`, `nft` or `legacy`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(IptablesBackend::Auto),
-            "nft" => Ok(IptablesBackend::Nft),
-            "legacy" => Ok(IptablesBackend::Legacy),
-            other => Err(format!(
-                "unknown iptables backend {other:?} (want auto, nft or legacy)"
-            )),
-        }
-    }
+    IptablesBackend::ALL
+        .into_iter()
+        .find(|b| b.as_str() == s)
+        .map(Some)
+        .ok_or_else(|| format!("unknown iptables backend {s:?} (want auto, nft or legacy)"))
 }
 
 /// `detectLocalMode`.
@@ -130,8 +90,8 @@ pub struct Config {
     pub node_name: String,
     /// Proxy mode.
     pub mode: ProxyMode,
-    /// iptables backend (iptables mode only).
-    pub iptables_backend: IptablesBackend,
+    /// iptables backend (iptables mode only); `None`: detected.
+    pub iptables_backend: Option<IptablesBackend>,
     /// `clusterCIDR` (comma-separated in kube-proxy; a list here).
     pub cluster_cidrs: Vec<IpNet>,
     /// `detectLocalMode`.
@@ -154,6 +114,8 @@ pub struct Config {
     pub kubeconfig: Option<PathBuf>,
     /// `--master`: the API server's URL.
     pub master: Option<String>,
+    /// `ipvs.*` / `--ipvs-*` (IPVS mode).
+    pub ipvs: IpvsConfig,
 }
 
 impl Default for Config {
@@ -161,7 +123,7 @@ impl Default for Config {
         Self {
             node_name: String::new(),
             mode: ProxyMode::Nftables,
-            iptables_backend: IptablesBackend::Auto,
+            iptables_backend: None,
             cluster_cidrs: Vec::new(),
             detect_local_mode: DetectLocalMode::ClusterCidr,
             node_port_addresses: NodePortAddresses::default(),
@@ -173,11 +135,20 @@ impl Default for Config {
             metrics_bind_address: Some(SocketAddr::from(([127, 0, 0, 1], 10249))),
             kubeconfig: None,
             master: None,
+            ipvs: IpvsConfig::default(),
         }
     }
 }
 
 impl Config {
+    /// The run-time choices of the modes (the mode table opens the mode with them).
+    pub fn mode_options(&self) -> ModeOptions {
+        ModeOptions {
+            iptables_backend: self.iptables_backend,
+            ipvs: self.ipvs.options.clone(),
+        }
+    }
+
     /// The compiler's settings for one family.
     pub fn compile_config(&self, family: IpFamily) -> CompileConfig {
         let local_detector = match self.detect_local_mode {
@@ -191,6 +162,7 @@ impl Config {
             masquerade_all: self.masquerade_all,
             masquerade_bit: self.masquerade_bit,
             node_port_addresses: self.node_port_addresses.clone(),
+            ipvs_scheduler: self.ipvs.scheduler,
         }
     }
 }

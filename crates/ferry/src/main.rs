@@ -1,10 +1,14 @@
 //! The `ferry` binary: parse flags, set up logging, exit 64 on bad configuration, run.
 //!
-//! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (state + compile +
-//! apply, one sync at a time), [`run`] (the agent: sources, the bounded-frequency loop,
-//! signals), [`health`] (`/healthz`, `/livez`), [`healthcheck`] (service health-check
-//! NodePorts), [`metrics`] (`/metrics`), [`serve`] (their HTTP servers), [`check`]
-//! (`ferry check`).
+//! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (the cluster state
+//! and one family sync per IP family: compile + apply), [`round`] (one sync round and what
+//! follows it), [`run`] (the agent: sources, the bounded-frequency loop, signals), [`rules`]
+//! (`ferry rules`), [`explain`] (`ferry explain`), [`health`] (`/healthz`, `/livez`),
+//! [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`), [`serve`] (their
+//! HTTP servers), [`check`] (`ferry check`).
+//!
+//! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::modes`) gives the
+//! renderer (`rules`, `explain`), the appliers (`run`), the cleanup and the failure metric.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -16,19 +20,17 @@ mod check;
 mod cli;
 mod config;
 mod explain;
-mod families;
 mod health;
 mod healthcheck;
 mod lab_cmd;
 mod metrics;
+mod round;
+mod rules;
 mod run;
 mod serve;
 mod sync;
 
-use cli::{Cli, Command, LogFormat, RunArgs};
-
-/// EX_USAGE: bad flags or configuration.
-const EXIT_USAGE: u8 = 64;
+use cli::{resolve, Cli, Command, LogFormat, RunArgs, EXIT_USAGE};
 
 fn init_logging(args: &RunArgs) {
     let level = match args.verbosity {
@@ -45,30 +47,6 @@ fn init_logging(args: &RunArgs) {
     match args.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
-    }
-}
-
-/// The effective configuration and the manifest path, if any; `None` after printing the one
-/// message about a bad flag or value (the caller exits 64).
-fn resolve(
-    args: &RunArgs,
-    warn: impl Fn(&str),
-) -> Option<(config::Config, Option<std::path::PathBuf>)> {
-    if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
-        eprintln!(
-            "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
-        );
-        return None;
-    }
-    match args.resolve() {
-        Ok((config, warnings)) => {
-            warnings.iter().for_each(|w| warn(w));
-            Some((config, args.manifests.clone()))
-        }
-        Err(e) => {
-            eprintln!("ferry: {e}");
-            None
-        }
     }
 }
 
@@ -118,7 +96,7 @@ fn main() -> ExitCode {
             else {
                 return ExitCode::from(EXIT_USAGE);
             };
-            print!("{}", run::rules(&config, &manifests));
+            print!("{}", rules::render(&config, &rules::load(&manifests)));
             ExitCode::SUCCESS
         }
         Command::Check(args) => {
@@ -135,13 +113,13 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Cleanup => {
-            // Both modes: whatever this node ran last, nothing of Ferry's is left.
-            let nft = ferry_dataplane::cleanup();
-            let iptables = ferry_dataplane::iptables::cleanup();
+            // Every mode: whatever this node ran last, nothing of Ferry's is left.
             let mut code = ExitCode::SUCCESS;
-            for e in [nft.err(), iptables.err()].into_iter().flatten() {
-                eprintln!("ferry cleanup: {e}");
-                code = ExitCode::FAILURE;
+            for mode in &ferry_dataplane::modes::MODES {
+                if let Err(e) = (mode.cleanup)() {
+                    eprintln!("ferry cleanup: {} mode: {e}", mode.mode);
+                    code = ExitCode::FAILURE;
+                }
             }
             code
         }

@@ -5,6 +5,7 @@
 //! working. Ferry-only metrics are prefixed `ferry_`. The text is OpenMetrics (counters are
 //! declared without their `_total` suffix and sampled with it), which Prometheus negotiates.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,6 +20,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, linear_buckets,
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+use ferry_compile::mode::ProxyMode;
+use ferry_dataplane::mode::FailureCounter;
 use ferry_dataplane::SyncKind;
 use ferry_model::IpFamily;
 
@@ -33,14 +36,6 @@ pub const CONTENT_TYPE_OPENMETRICS: &str =
 
 /// Upstream's value of the `ip_family` label of IPv4 (the series created at start).
 const IPV4: &str = "IPv4";
-
-/// Upstream's value of the `ip_family` label of a family.
-fn family_name(f: IpFamily) -> &'static str {
-    match f {
-        IpFamily::V4 => IPV4,
-        IpFamily::V6 => "IPv6",
-    }
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FamilyLabel {
@@ -96,9 +91,11 @@ struct Set {
     no_local_endpoints: Family<PolicyLabels, Gauge>,
     healthz_total: Family<CodeLabel, Counter>,
     livez_total: Family<CodeLabel, Counter>,
-    nftables_sync_failures: Family<FamilyLabel, Counter>,
-    iptables_restore_failures: Family<FamilyLabel, Counter>,
-    iptables_mode: std::sync::atomic::AtomicBool,
+    /// Failed syncs, by the counter each mode names (all registered, as before a mode is
+    /// chosen dashboards may query any).
+    sync_failures: BTreeMap<FailureCounter, Family<FamilyLabel, Counter>>,
+    /// The counter of this process's mode.
+    failure_counter: FailureCounter,
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
     conntrack: conntrack::ConntrackMetrics,
@@ -117,19 +114,13 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 fn family() -> FamilyLabel {
     family_of(IpFamily::V4)
 }
 
 fn family_of(f: IpFamily) -> FamilyLabel {
     FamilyLabel {
-        ip_family: family_name(f).to_owned(),
+        ip_family: f.as_str().to_owned(),
     }
 }
 
@@ -140,8 +131,9 @@ fn seconds_since_epoch(t: SystemTime) -> f64 {
 }
 
 impl Metrics {
-    /// Registers every metric (all start at zero).
-    pub fn new() -> Self {
+    /// Registers every metric (all start at zero); failed syncs count in `failure_counter`,
+    /// the mode's (see [`ModeEntry::sync_failures`](ferry_dataplane::mode::ModeEntry)).
+    pub fn new(failure_counter: FailureCounter) -> Self {
         let h = || HistogramFamily::new_with_constructor(sync_histogram as fn() -> Histogram);
         let set = Set {
             sync_duration: h(),
@@ -157,9 +149,11 @@ impl Metrics {
             no_local_endpoints: Family::default(),
             healthz_total: Family::default(),
             livez_total: Family::default(),
-            nftables_sync_failures: Family::default(),
-            iptables_restore_failures: Family::default(),
-            iptables_mode: std::sync::atomic::AtomicBool::new(false),
+            sync_failures: FailureCounter::ALL
+                .into_iter()
+                .map(|c| (c, Family::default()))
+                .collect(),
+            failure_counter,
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
             conntrack: conntrack::ConntrackMetrics::new(),
@@ -232,16 +226,10 @@ impl Metrics {
             "Cumulative proxy livez HTTP status",
             set.livez_total.clone(),
         );
-        kp.register(
-            "sync_proxy_rules_nftables_sync_failures",
-            "Cumulative proxy nftables sync failures",
-            set.nftables_sync_failures.clone(),
-        );
-        kp.register(
-            "sync_proxy_rules_iptables_restore_failures",
-            "Cumulative proxy iptables restore failures",
-            set.iptables_restore_failures.clone(),
-        );
+        for (counter, family) in &set.sync_failures {
+            let (name, help) = counter.metric();
+            kp.register(name, help, family.clone());
+        }
         let ferry = registry.sub_registry_with_prefix("ferry");
         ferry.register("invalid_objects", "Objects rejected by the sources (each report), by kind (file: a whole file could not be read)", set.invalid_objects.clone());
         ferry.register(
@@ -255,8 +243,9 @@ impl Metrics {
         let f = family();
         let _ = set.last_timestamp.get_or_create(&f);
         let _ = set.last_queued_timestamp.get_or_create(&f);
-        let _ = set.nftables_sync_failures.get_or_create(&f);
-        let _ = set.iptables_restore_failures.get_or_create(&f);
+        for family in set.sync_failures.values() {
+            let _ = family.get_or_create(&f);
+        }
         for h in [
             &set.sync_duration,
             &set.sync_full_duration,
@@ -306,24 +295,12 @@ impl Metrics {
                 .sync_partial_duration
                 .get_or_create(&f)
                 .observe(secs),
-            None if self
-                .set
-                .iptables_mode
-                .load(std::sync::atomic::Ordering::Relaxed) =>
-            {
-                self.set.iptables_restore_failures.get_or_create(&f).inc();
-            }
             None => {
-                self.set.nftables_sync_failures.get_or_create(&f).inc();
+                if let Some(counter) = self.set.sync_failures.get(&self.set.failure_counter) {
+                    counter.get_or_create(&f).inc();
+                }
             }
         }
-    }
-
-    /// Failed syncs count as iptables restore failures from now on (iptables mode).
-    pub fn set_iptables_mode(&self, iptables: bool) {
-        self.set
-            .iptables_mode
-            .store(iptables, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A sync of `family`'s rules succeeded at wall-clock time `now`; `trigger_times` are the
@@ -367,7 +344,7 @@ impl Metrics {
             self.set
                 .no_local_endpoints
                 .get_or_create(&PolicyLabels {
-                    ip_family: family_name(family).to_owned(),
+                    ip_family: family.as_str().to_owned(),
                     traffic_policy: policy.to_owned(),
                 })
                 .set(count as i64);
@@ -426,7 +403,7 @@ fn catch_up(counter: &Counter, total: u64) {
 }
 
 /// The metrics server: `/metrics`, and `/proxyMode` as kube-proxy serves it.
-pub fn router(metrics: Metrics) -> Router {
+pub fn router(metrics: Metrics, mode: ProxyMode) -> Router {
     Router::new()
         .route(
             "/metrics",
@@ -435,7 +412,7 @@ pub fn router(metrics: Metrics) -> Router {
                 async move { ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], metrics.encode()) }
             }),
         )
-        .route("/proxyMode", get(|| async { "nftables" }))
+        .route("/proxyMode", get(move || async move { mode.as_str() }))
 }
 
 #[cfg(test)]

@@ -1,28 +1,32 @@
-//! One sync at a time: cluster state → node view → plan → ruleset → kernel.
+//! One node's syncs: cluster state → node view → plan → mode's rules → kernel, per IP family.
 //!
-//! [`Syncer`] owns the cluster state (single owner, events applied in order), remembers which
-//! services changed since the last successful sync, and decides between a full sync (start-up,
+//! [`Syncer`] owns the one cluster state (single owner, events applied in order). Like upstream
+//! kube-proxy's meta-proxier, each IP family has its own [`FamilySync`]: its compile
+//! configuration, its applier (`ip ferry` / `ip6 ferry`, or `iptables` / `ip6tables`), and what
+//! changed since its last successful sync, so that it chooses between a full sync (start-up,
 //! periodic resync, this node's Node changed, after a failure) and an incremental one that
-//! recompiles and rewrites only the changed services.
+//! recompiles and rewrites only the changed services. IPv4 is the primary family: its changes
+//! feed the pending-change metrics; health-check NodePorts count a service's local endpoints
+//! in the family that has more of them (a dual-stack pod is one endpoint in each).
 //!
 //! It also keeps what operators watch: the pending Service and EndpointSlice changes (for
 //! kube-proxy's `…_changes_pending` / `…_changes_total` metrics and the slices' trigger times),
 //! and, after each successful sync, per-service health-check and no-local-endpoint figures
 //! ([`status::ServiceStatus`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use ferry_compile::{CompileConfig, NodeCompiler};
-use ferry_dataplane::{ApplyError, SyncReport};
-use ferry_model::{ClusterState, NodeContext, Object, ObjectKey, ServiceName, Touched};
+use ferry_dataplane::{Applier, Error, SyncReport};
+use ferry_model::{
+    ClusterState, IpFamily, Node, NodeContext, Object, ObjectKey, ServiceName, Touched,
+};
 use ferry_source::SourceEvent;
 
 pub mod conntrack;
-mod dataplane;
 pub mod status;
 
-pub use dataplane::Dataplane;
-use status::ServiceStatus;
+use status::{HealthCheck, ServiceStatus};
 
 /// Changes received since the last successful sync, as upstream's change trackers count them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,10 +45,7 @@ pub struct PendingChanges {
 }
 
 impl PendingChanges {
-    fn record(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<String>) {
-        if touched.is_empty() {
-            return;
-        }
+    fn record(&mut self, key: &ObjectKey, trigger_time: Option<&str>) {
         match key {
             ObjectKey::Service(name) => {
                 self.services.insert(name.clone());
@@ -53,7 +54,7 @@ impl PendingChanges {
             ObjectKey::EndpointSlice { namespace, name } => {
                 self.slices.insert((namespace.clone(), name.clone()));
                 self.slices_total += 1;
-                self.trigger_times.extend(trigger_time);
+                self.trigger_times.extend(trigger_time.map(str::to_owned));
             }
             ObjectKey::Node(_) => {}
         }
@@ -66,12 +67,11 @@ impl PendingChanges {
     }
 }
 
-/// The sync engine for one IP family, over one dataplane (nftables or iptables).
-pub struct Syncer<D: Dataplane = Box<dyn Dataplane>> {
-    state: ClusterState,
+/// One IP family's syncs, over one applier.
+pub struct FamilySync<A: Applier = Box<dyn Applier>> {
     context: NodeContext,
     config: CompileConfig,
-    dataplane: D,
+    applier: A,
     dirty: BTreeSet<ServiceName>,
     full_pending: bool,
     changes: PendingChanges,
@@ -79,14 +79,13 @@ pub struct Syncer<D: Dataplane = Box<dyn Dataplane>> {
     stale_flows: conntrack::StaleFlows,
 }
 
-impl<D: Dataplane> Syncer<D> {
-    /// A syncer that has not synced yet.
-    pub fn new(context: NodeContext, config: CompileConfig, dataplane: D) -> Self {
+impl<A: Applier> FamilySync<A> {
+    /// A family that has not synced yet.
+    pub fn new(context: NodeContext, config: CompileConfig, applier: A) -> Self {
         Self {
-            state: ClusterState::new(),
             context,
             config,
-            dataplane,
+            applier,
             dirty: BTreeSet::new(),
             full_pending: true,
             changes: PendingChanges::default(),
@@ -95,64 +94,12 @@ impl<D: Dataplane> Syncer<D> {
         }
     }
 
-    /// Applies one source event to the cluster state. Returns true when something changed that
-    /// needs a sync.
-    pub fn handle(&mut self, event: SourceEvent) -> bool {
-        let touched = match event {
-            SourceEvent::Apply(obj) => self.apply(obj),
-            SourceEvent::Delete(key) => self.delete(&key),
-            SourceEvent::Resync(objects) => self.resync(objects),
-        };
-        self.note(touched)
+    /// The IP family.
+    pub fn family(&self) -> IpFamily {
+        self.context.family
     }
 
-    fn apply(&mut self, obj: Object) -> Touched {
-        let key = obj.key();
-        let trigger_time = match &obj {
-            Object::EndpointSlice(slice) => slice.trigger_time.clone(),
-            _ => None,
-        };
-        let touched = self.state.apply(obj);
-        self.changes.record(&key, &touched, trigger_time);
-        touched
-    }
-
-    fn delete(&mut self, key: &ObjectKey) -> Touched {
-        let touched = self.state.delete(key);
-        self.changes.record(key, &touched, None);
-        touched
-    }
-
-    fn resync(&mut self, objects: Vec<Object>) -> Touched {
-        let keep: BTreeSet<_> = objects.iter().map(Object::key).collect();
-        let mut touched = Touched::default();
-        for key in self.state.keys() {
-            if !keep.contains(&key) {
-                touched.merge(self.delete(&key));
-            }
-        }
-        for obj in objects {
-            touched.merge(self.apply(obj));
-        }
-        touched
-    }
-
-    fn note(&mut self, touched: Touched) -> bool {
-        if touched.nodes.contains(&self.context.node_name) {
-            // Node IPs, pod CIDRs and labels feed every service: recompile everything.
-            self.full_pending = true;
-        }
-        let changed = !touched.services.is_empty() || self.full_pending;
-        self.dirty.extend(touched.services);
-        changed
-    }
-
-    /// Services changed since the last successful sync.
-    pub fn pending_services(&self) -> usize {
-        self.dirty.len()
-    }
-
-    /// Changes received since the last successful sync.
+    /// Changes received since this family's last successful sync.
     pub fn pending_changes(&self) -> &PendingChanges {
         &self.changes
     }
@@ -173,48 +120,36 @@ impl<D: Dataplane> Syncer<D> {
         self.stale_flows.failed();
     }
 
-    /// The IP family this syncer programs.
-    pub fn family(&self) -> ferry_model::IpFamily {
-        self.context.family
+    /// Records what one event touched; true when it needs a sync of this family.
+    fn note(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<&str>) -> bool {
+        if !touched.is_empty() {
+            self.changes.record(key, trigger_time);
+        }
+        if touched.nodes.contains(&self.context.node_name) {
+            // Node IPs, pod CIDRs and labels feed every service: recompile everything.
+            self.full_pending = true;
+        }
+        self.dirty.extend(touched.services.iter().cloned());
+        !touched.services.is_empty() || self.full_pending
     }
 
-    /// True when this family has a service port to program on this node.
-    pub fn has_services(&self) -> bool {
-        !self.compiler().plan(&self.state).services.is_empty()
-    }
-
-    /// This node's Node object, when the sources delivered one.
-    pub fn this_node(&self) -> Option<&ferry_model::Node> {
-        self.state.node(&self.context.node_name)
-    }
-
-    fn compiler(&self) -> NodeCompiler {
-        NodeCompiler::new(&self.state, &self.context, &self.config)
-    }
-
-    /// The full rules for the current state, as the dataplane's input (what `ferry rules`
-    /// prints).
-    pub fn desired(&self) -> String {
-        self.dataplane.render(&self.compiler(), &self.state)
-    }
-
-    /// Syncs the kernel. `full` forces a full sync (the periodic resync).
-    pub fn sync(&mut self, full: bool) -> Result<SyncReport, ApplyError> {
-        let compiler = self.compiler();
-        let full = full || self.full_pending || self.dataplane.needs_full(&compiler)?;
+    /// Syncs this family's rules with `state`. `full` forces a full sync (the periodic
+    /// resync). On failure nothing is forgotten: the next sync carries the same changes.
+    pub fn sync(&mut self, state: &ClusterState, full: bool) -> Result<SyncReport, Error> {
+        let compiler = NodeCompiler::new(state, &self.context, &self.config);
+        let full = full || self.full_pending || self.applier.needs_full(&compiler)?;
         let report = if full {
-            self.dataplane.sync_full(&compiler, &self.state)?
+            self.applier.sync_full(&compiler, state)?
         } else {
-            self.dataplane
-                .sync_partial(&compiler, &self.state, &self.dirty)?
+            self.applier.sync_partial(&compiler, state, &self.dirty)?
         };
         if full {
-            self.status.rebuild(&self.state, &self.context);
+            self.status.rebuild(state, &self.context);
         } else {
-            self.status.update(&self.state, &self.context, &self.dirty);
+            self.status.update(state, &self.context, &self.dirty);
         }
         self.stale_flows
-            .synced(&self.state, &self.context, full, &self.dirty);
+            .synced(state, &self.context, full, &self.dirty);
         self.changes.clear();
         self.dirty.clear();
         self.full_pending = false;
@@ -222,5 +157,120 @@ impl<D: Dataplane> Syncer<D> {
     }
 }
 
+/// The sync engine of one node: the cluster state and one [`FamilySync`] per IP family.
+pub struct Syncer<A: Applier = Box<dyn Applier>> {
+    state: ClusterState,
+    node_name: String,
+    families: Vec<FamilySync<A>>,
+}
+
+impl<A: Applier> Syncer<A> {
+    /// The syncer of `families` (primary first). Panics on an empty list (there is always
+    /// IPv4).
+    pub fn new(families: Vec<FamilySync<A>>) -> Self {
+        let node_name = families
+            .first()
+            .map(|f| f.context.node_name.clone())
+            .expect("at least one IP family");
+        Self {
+            state: ClusterState::new(),
+            node_name,
+            families,
+        }
+    }
+
+    /// Applies one source event to the cluster state. Returns true when it changed something
+    /// a family needs to sync (or a family's full sync is still due).
+    pub fn handle(&mut self, event: SourceEvent) -> bool {
+        match event {
+            SourceEvent::Apply(obj) => self.apply(obj),
+            SourceEvent::Delete(key) => self.delete(&key),
+            SourceEvent::Resync(objects) => self.resync(objects),
+        }
+    }
+
+    fn apply(&mut self, obj: Object) -> bool {
+        let key = obj.key();
+        let trigger_time = match &obj {
+            Object::EndpointSlice(slice) => slice.trigger_time.clone(),
+            _ => None,
+        };
+        let touched = self.state.apply(obj);
+        let mut changed = false;
+        for f in &mut self.families {
+            changed |= f.note(&key, &touched, trigger_time.as_deref());
+        }
+        changed
+    }
+
+    fn delete(&mut self, key: &ObjectKey) -> bool {
+        let touched = self.state.delete(key);
+        let mut changed = false;
+        for f in &mut self.families {
+            changed |= f.note(key, &touched, None);
+        }
+        changed
+    }
+
+    fn resync(&mut self, objects: Vec<Object>) -> bool {
+        let keep: BTreeSet<_> = objects.iter().map(Object::key).collect();
+        let mut changed = false;
+        for key in self.state.keys() {
+            if !keep.contains(&key) {
+                changed |= self.delete(&key);
+            }
+        }
+        for obj in objects {
+            changed |= self.apply(obj);
+        }
+        changed
+    }
+
+    /// Services changed since the last successful sync, in any family.
+    pub fn pending_services(&self) -> usize {
+        self.families
+            .iter()
+            .map(|f| f.dirty.len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The primary family's syncs.
+    pub fn primary(&self) -> &FamilySync<A> {
+        &self.families[0]
+    }
+
+    /// The families, primary first.
+    pub fn families(&self) -> impl Iterator<Item = IpFamily> + '_ {
+        self.families.iter().map(FamilySync::family)
+    }
+
+    /// The state and every family's syncs, to sync them one by one.
+    pub fn split(&mut self) -> (&ClusterState, &mut [FamilySync<A>]) {
+        (&self.state, &mut self.families)
+    }
+
+    /// This node's Node object, when the sources delivered one.
+    pub fn this_node(&self) -> Option<&Node> {
+        self.state.node(&self.node_name)
+    }
+
+    /// Health-check NodePort servers wanted by any family, with the larger local endpoint
+    /// count.
+    pub fn health_checks(&self) -> BTreeMap<ServiceName, HealthCheck> {
+        let mut all: BTreeMap<ServiceName, HealthCheck> = BTreeMap::new();
+        for f in &self.families {
+            for (name, hc) in f.status.health_checks() {
+                all.entry(name)
+                    .and_modify(|have| {
+                        have.local_endpoints = have.local_endpoints.max(hc.local_endpoints)
+                    })
+                    .or_insert(hc);
+            }
+        }
+        all
+    }
+}
+
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

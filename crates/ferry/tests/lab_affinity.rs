@@ -33,8 +33,8 @@ every_mode!(
 );
 
 /// The seed lab with a second outside client and `timeoutSeconds` on the url-analysis service.
-fn start(mode: Mode, timeout: u32, extra: &[&str]) -> Option<SeedLab> {
-    let mut seed = SeedLab::start_with(mode, "Cluster", extra)?;
+fn start(mode: Mode, timeout: u32, extra: &[&str]) -> SeedLab {
+    let mut seed = SeedLab::start_with(mode, "Cluster", extra);
     seed.lab
         .add_client(&ClientSpec {
             name: CLIENT2.into(),
@@ -43,7 +43,7 @@ fn start(mode: Mode, timeout: u32, extra: &[&str]) -> Option<SeedLab> {
         })
         .expect("second client");
     seed.change(|m| m.affinity_timeout = Some(timeout));
-    Some(seed)
+    seed
 }
 
 /// The pod a request reached (its IP), checking that it is one of the seed's two.
@@ -198,9 +198,7 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
 }
 
 fn clients_stick_to_one_pod_each_across_full_syncs(mode: Mode) {
-    let Some(mut seed) = start(mode, 600, &["--sync-period", "2s"]) else {
-        return;
-    };
+    let mut seed = start(mode, 600, &["--sync-period", "2s"]);
     let client = Host::default_client();
     let client2 = Host::client(CLIENT2);
     let url = node_port_url(NODE1_IP);
@@ -260,9 +258,7 @@ fn clients_stick_to_one_pod_each_across_full_syncs(mode: Mode) {
 
 fn a_pin_expires_after_the_timeout_without_traffic(mode: Mode) {
     const TIMEOUT: u32 = 5;
-    let Some(seed) = start(mode, TIMEOUT, &[]) else {
-        return;
-    };
+    let seed = start(mode, TIMEOUT, &[]);
     let client = Host::default_client();
     let url = node_port_url(NODE1_IP);
     let pod = reached(&seed, &client, &url);
@@ -301,9 +297,7 @@ fn a_pin_expires_after_the_timeout_without_traffic(mode: Mode) {
 }
 
 fn removing_the_pinned_endpoint_moves_the_client_at_once(mode: Mode) {
-    let Some(mut seed) = start(mode, 600, &[]) else {
-        return;
-    };
+    let mut seed = start(mode, 600, &[]);
     let client = Host::default_client();
     let url = node_port_url(NODE1_IP);
     let pinned = sticks(&seed, &client, &url, 6);

@@ -29,7 +29,7 @@ const LATE_IP: &str = "10.96.0.54";
 /// k8s-node1: receives the NodePort traffic and has no endpoint itself (Cluster policy).
 const NODE1_IP: &str = "10.1.1.17";
 
-fn start(mode: Mode) -> Option<SeedLab> {
+fn start(mode: Mode) -> SeedLab {
     SeedLab::start_with(mode, "Cluster", &["--sync-period", "1h"])
 }
 
@@ -66,7 +66,7 @@ fn answer(seed: &SeedLab, sock: &UdpSocket, what: &str) -> String {
 /// very next datagram to the remaining one, and the nodes' conntrack tables hold no entry
 /// towards the removed endpoint for those tuples any more.
 fn udp_client_reaches_the_next_endpoint_once_its_endpoint_is_removed(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
+    let mut seed = start(mode);
     let (a, b) = (POD_A.1, POD_B.1);
     let file = "dns.yaml";
     apply(
@@ -156,7 +156,7 @@ fn udp_client_reaches_the_next_endpoint_once_its_endpoint_is_removed(mode: Mode)
 /// is refused ("connection refused", the service's reject rule) instead of still reaching the
 /// old pod through its conntrack entry.
 fn udp_client_is_refused_once_the_last_endpoint_is_removed(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
+    let mut seed = start(mode);
     let file = "dns.yaml";
     let dns = |eps: &[&str]| service("dns", DNS_IP, "UDP", 53, None, Some(eps));
     apply(&mut seed, file, &dns(&[POD_A.1]));
@@ -185,7 +185,7 @@ fn udp_client_is_refused_once_the_last_endpoint_is_removed(mode: Mode) {
 /// endpoints: still nothing answers. Its first endpoint appears: the same socket reaches it at
 /// once, because the entry that was never DNATed is deleted.
 fn udp_service_getting_its_first_endpoint_is_reached_at_once(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
+    let mut seed = start(mode);
     let src: SocketAddr = format!("{}:40054", MASTER_POD.1).parse().expect("addr");
     let pod = udp_client(
         &seed,

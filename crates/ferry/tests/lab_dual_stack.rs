@@ -103,8 +103,8 @@ fn services_yaml() -> String {
 }
 
 /// The seed lab with IPv6 everywhere, the manifests above, and every Ferry synced with them.
-fn dual_stack_lab(mode: Mode) -> Option<SeedLab> {
-    let mut seed = SeedLab::start_with(mode, "Cluster", &["--cluster-cidr", CIDRS])?;
+fn dual_stack_lab(mode: Mode) -> SeedLab {
+    let mut seed = SeedLab::start_with(mode, "Cluster", &["--cluster-cidr", CIDRS]);
     seed.lab.enable_ipv6().expect("enable IPv6 in the lab");
     let program = PodProgram::ferry(FERRY);
     for ((pod, _), ip6) in [(POD_A, POD_A6), (POD_B, POD_B6), (MASTER_POD, MASTER_POD6)] {
@@ -121,7 +121,7 @@ fn dual_stack_lab(mode: Mode) -> Option<SeedLab> {
     for ((node, _), n) in NODES.iter().zip(before) {
         seed.wait_synced(node, n + 1);
     }
-    Some(seed)
+    seed
 }
 
 /// What `ferry explain` predicts on `node` for `from` → `to:port` (verdict word, masqueraded),
@@ -182,9 +182,7 @@ fn until_both_pods(seed: &SeedLab, from: &Host, url: &str) -> Vec<Hello> {
 }
 
 fn ipv6_cluster_ip_from_a_pod_reaches_both_pods_with_the_pod_address(mode: Mode) {
-    let Some(seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let seed = dual_stack_lab(mode);
     let from = Host::pod(MASTER_POD.0);
     for h in until_both_pods(&seed, &from, &url(V6_CLUSTER_IP, 8080)) {
         assert_eq!(h.client_ip, MASTER_POD6, "{h:?}");
@@ -195,9 +193,7 @@ fn ipv6_cluster_ip_from_a_pod_reaches_both_pods_with_the_pod_address(mode: Mode)
 }
 
 fn ipv6_node_port_masquerades_with_cluster_and_keeps_the_client_with_local(mode: Mode) {
-    let Some(seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let seed = dual_stack_lab(mode);
     let client = Host::client(CLIENT);
     let client6 = seed.lab.ipv6_of(CLIENT).expect("client IPv6").to_string();
     // Cluster policy on a node without endpoints: SNAT to that node's IPv6 address.
@@ -217,9 +213,7 @@ fn ipv6_node_port_masquerades_with_cluster_and_keeps_the_client_with_local(mode:
 }
 
 fn dual_stack_service_answers_on_both_cluster_ips(mode: Mode) {
-    let Some(seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let seed = dual_stack_lab(mode);
     let from = Host::pod(MASTER_POD.0);
     for h in until_both_pods(&seed, &from, &url(DUAL_V4, 8080)) {
         assert_eq!(h.client_ip, MASTER_POD.1, "{h:?}");
@@ -233,9 +227,7 @@ fn dual_stack_service_answers_on_both_cluster_ips(mode: Mode) {
 }
 
 fn ipv6_service_without_endpoints_is_refused_at_once(mode: Mode) {
-    let Some(seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let seed = dual_stack_lab(mode);
     for from in [Host::pod(MASTER_POD.0), Host::node(NODE1)] {
         let got = seed.curl(&from, &url(V6_EMPTY, 8080));
         assert_eq!(got, CurlResult::Refused, "{from:?}\n{}", seed.logs());
@@ -245,9 +237,7 @@ fn ipv6_service_without_endpoints_is_refused_at_once(mode: Mode) {
 }
 
 fn node_port_does_not_answer_on_ipv6_loopback(mode: Mode) {
-    let Some(seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let seed = dual_stack_lab(mode);
     let node2 = Host::node(NODE2);
     // The same NodePort answers on the node's own address …
     let own = seed.lab.ipv6_of(NODE2).expect("node2 IPv6").to_string();
@@ -260,9 +250,7 @@ fn node_port_does_not_answer_on_ipv6_loopback(mode: Mode) {
 }
 
 fn ipv6_endpoint_changes_take_effect_without_a_restart(mode: Mode) {
-    let Some(mut seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let mut seed = dual_stack_lab(mode);
     let from = Host::pod(MASTER_POD.0);
     until_both_pods(&seed, &from, &url(V6_CLUSTER_IP, 8080));
     // POD_B's IPv6 endpoint of web6 goes away: only POD_A answers on the IPv6 ClusterIP,
@@ -355,9 +343,7 @@ fn pinned_to(seed: &SeedLab, node: &str, map: &str, client: &str) -> Option<Stri
 /// ClusterIP) each keep reaching one pod, and the kernel's own affinity state on the node that
 /// DNATed them names that pod for that client.
 fn ipv6_session_affinity_pins_each_client_to_one_pod(mode: Mode) {
-    let Some(seed) = dual_stack_lab(mode) else {
-        return;
-    };
+    let seed = dual_stack_lab(mode);
     let client = Host::client(CLIENT);
     let client6 = seed.lab.ipv6_of(CLIENT).expect("client IPv6").to_string();
     let node1 = seed.lab.ipv6_of(NODE1).expect("node1 IPv6").to_string();

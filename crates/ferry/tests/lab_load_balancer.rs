@@ -22,7 +22,7 @@ use lb::*;
 use seed::{Mode, NODES};
 
 fn load_balancer_ip_with_cluster_policy_is_masqueraded_and_node_ports_stay_off_it(mode: Mode) {
-    let Some(seed) = start(mode, &LB) else { return };
+    let seed = start(mode, &LB);
     let (c, ip) = client();
     assert_forwarded(&seed, (&c, ip), NODE2, LB_NODE2, 8080, NODE2_IP);
     assert_forwarded(&seed, (&c, ip), NODE1, LB_NODE1, 8080, NODE1_IP);
@@ -48,7 +48,7 @@ fn load_balancer_ip_with_local_policy_keeps_the_client_ip_and_drops_without_loca
         policy: "Local",
         ..LB
     };
-    let Some(seed) = start(mode, &lb) else { return };
+    let seed = start(mode, &lb);
     let (c, ip) = client();
     assert_forwarded(&seed, (&c, ip), NODE2, LB_NODE2, 8080, CLIENT_IP);
     assert_timed_out(&seed, (&c, ip), NODE1, LB_NODE1, 8080, "dropped");
@@ -67,9 +67,7 @@ fn source_ranges_admit_only_the_listed_clients(mode: Mode) {
         source_ranges: &["10.1.1.100/32"],
         ..LB
     };
-    let Some(mut seed) = start(mode, &lb) else {
-        return;
-    };
+    let mut seed = start(mode, &lb);
     let ((c1, ip1), (c2, ip2)) = (client(), client2());
     assert_forwarded(&seed, (&c1, ip1), NODE2, LB_NODE2, 8080, NODE2_IP);
     assert_timed_out(&seed, (&c2, ip2), NODE2, LB_NODE2, 8080, "dropped");
@@ -118,7 +116,7 @@ fn allocate_load_balancer_node_ports_false_serves_the_load_balancer_ip_only(mode
         node_port: false,
         ..LB
     };
-    let Some(seed) = start(mode, &lb) else { return };
+    let seed = start(mode, &lb);
     let (c, ip) = client();
     assert_forwarded(&seed, (&c, ip), NODE2, LB_NODE2, 8080, NODE2_IP);
     // No NodePort rule for the service, on any node.
@@ -148,9 +146,7 @@ fn external_ips_follow_the_external_traffic_policy(mode: Mode) {
         external_ips: true,
         ..LB
     };
-    let Some(mut seed) = start(mode, &lb) else {
-        return;
-    };
+    let mut seed = start(mode, &lb);
     let (c, ip) = client();
     assert_forwarded(&seed, (&c, ip), NODE1, EXT_NODE1, 8080, NODE1_IP);
     assert_forwarded(&seed, (&c, ip), NODE2, EXT_NODE2, 8080, NODE2_IP);
@@ -166,7 +162,7 @@ fn external_ips_follow_the_external_traffic_policy(mode: Mode) {
 }
 
 fn node_ports_never_answer_on_localhost_and_route_localnet_stays_off(mode: Mode) {
-    let Some(seed) = start(mode, &LB) else { return };
+    let seed = start(mode, &LB);
     for (node, node_ip) in NODES {
         for port in [seed::NODE_PORT, LB_NODE_PORT] {
             // Nothing listens on the node itself: refused at once, not DNATed.

@@ -59,10 +59,9 @@ fn local_endpoints(v: &Value) -> i64 {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn health_check_node_ports_answer_by_local_endpoints_and_follow_the_service() {
-    let Some(mut seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(Mode::Nftables, "Cluster");
     set_lb(&mut seed, Some(lb_manifest("Local", true)));
 
     let (status, v) = probe(&seed, &health_check_url("10.1.1.9"));
@@ -124,10 +123,9 @@ fn health_check_node_ports_answer_by_local_endpoints_and_follow_the_service() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn the_health_server_answers_on_every_node() {
-    let Some(seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(Mode::Nftables, "Cluster");
     for (node, ip) in NODES {
         let (status, v) = probe(&seed, &format!("http://{ip}:10256/healthz"));
         assert_eq!(status, 200, "{node}: {v}");
@@ -144,10 +142,9 @@ fn the_health_server_answers_on_every_node() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn a_node_tainted_for_deletion_fails_healthz_but_not_livez() {
-    let Some(mut seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(Mode::Nftables, "Cluster");
     let before = seed.syncs(NODE1);
     let nodes = std::fs::read_to_string(seed.manifests.path().join("nodes.yaml")).expect("read");
     let pod_cidr = "spec:\n  podCIDR: 192.168.36.64/26\n";
@@ -173,10 +170,9 @@ fn a_node_tainted_for_deletion_fails_healthz_but_not_livez() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn sigterm_stops_gracefully_and_leaves_the_rules_in_place() {
-    let Some(mut seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(Mode::Nftables, "Cluster");
     let before = seed
         .lab
         .exec(NODE1, ["nft", "list", "table", "ip", "ferry"])
@@ -205,10 +201,9 @@ fn sigterm_stops_gracefully_and_leaves_the_rules_in_place() {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces"]
 fn json_logs_have_one_info_line_per_sync_and_one_warning_per_rejected_object() {
-    let Some(mut seed) = SeedLab::start(Mode::Nftables, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(Mode::Nftables, "Cluster");
     seed.ferry(NODE1)
         .stop()
         .expect("stop the text-logging ferry");

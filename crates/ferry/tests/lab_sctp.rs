@@ -27,7 +27,7 @@ const SCTP_NODE_PORT: u16 = 30777;
 /// k8s-node1: receives the NodePort traffic and has no endpoint itself.
 const NODE1_IP: &str = "10.1.1.17";
 
-fn start(mode: Mode) -> Option<SeedLab> {
+fn start(mode: Mode) -> SeedLab {
     SeedLab::start(mode, "Cluster")
 }
 
@@ -77,7 +77,7 @@ fn init_to_pod_a(src: SocketAddrV4, tag: u32) -> sctp::Received {
 /// the endpoint pod captures it addressed to itself (port 56010, valid checksum after NAT,
 /// from the pod's own IP), and the client's node holds the DNATed SCTP entry.
 fn sctp_init_to_a_cluster_ip_is_dnated_to_the_endpoint(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
+    let mut seed = start(mode);
     let svc = service("sctp", SCTP_IP, "SCTP", SCTP_PORT, None, Some(&[POD_A.1]));
     apply(&mut seed, "sctp.yaml", &svc);
     let src: SocketAddrV4 = format!("{}:40055", MASTER_POD.1).parse().expect("addr");
@@ -101,7 +101,7 @@ fn sctp_init_to_a_cluster_ip_is_dnated_to_the_endpoint(mode: Mode) {
 /// The same from outside the cluster to the service's NodePort on k8s-node1 (no endpoint
 /// there, Cluster policy): DNATed to pod A and masqueraded to node1's address.
 fn sctp_init_to_a_node_port_is_dnated_and_masqueraded(mode: Mode) {
-    let Some(mut seed) = start(mode) else { return };
+    let mut seed = start(mode);
     let svc = service(
         "sctp",
         SCTP_IP,

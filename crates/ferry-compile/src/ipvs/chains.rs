@@ -22,6 +22,26 @@ pub const KUBE_IPVS_FILTER: &str = "KUBE-IPVS-FILTER";
 /// allow it.
 pub const KUBE_IPVS_OUT_FILTER: &str = "KUBE-IPVS-OUT-FILTER";
 
+/// Every nat chain IPVS mode may write (`iptables-restore` declares only the ones in use).
+pub const NAT_CHAINS: [&str; 6] = [
+    KUBE_SERVICES,
+    KUBE_POSTROUTING,
+    KUBE_NODE_PORT,
+    KUBE_LOAD_BALANCER,
+    KUBE_MARK_MASQ,
+    NON_POD_MASQ,
+];
+
+/// Every filter chain IPVS mode writes.
+pub const FILTER_CHAINS: [&str; 6] = [
+    KUBE_FORWARD,
+    KUBE_NODE_PORT,
+    KUBE_PROXY_FIREWALL,
+    KUBE_SOURCE_RANGES_FIREWALL,
+    KUBE_IPVS_FILTER,
+    KUBE_IPVS_OUT_FILTER,
+];
+
 /// The chains of IPVS mode, per table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chains {

@@ -35,13 +35,8 @@ pub struct RenderContext {
 impl RenderContext {
     /// The context of `plan` on a node whose interfaces (kube-ipvs0 aside) hold
     /// `local_addresses` (every family; the dataplane reads them from the kernel, tests give
-    /// them).
-    pub fn new(
-        plan: &Plan,
-        cfg: &CompileConfig,
-        scheduler: Scheduler,
-        local_addresses: &[IpAddr],
-    ) -> Self {
+    /// them), with `cfg`'s scheduler.
+    pub fn new(plan: &Plan, cfg: &CompileConfig, local_addresses: &[IpAddr]) -> Self {
         let local: BTreeSet<IpAddr> = local_addresses
             .iter()
             .copied()
@@ -49,7 +44,7 @@ impl RenderContext {
             .collect();
         Self {
             family: plan.family,
-            scheduler,
+            scheduler: cfg.ipvs_scheduler,
             node_port_addresses: node_port_addresses(plan, cfg, &local),
             local_addresses: local,
         }

@@ -29,7 +29,7 @@ pub struct ServiceIpvs {
 
 /// Node-level settings the iptables rules of IPVS mode need.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRules {
+pub struct NodeSettings {
     /// The masquerade mark.
     pub masquerade_mark: u32,
     /// `masqueradeAll`.
@@ -44,7 +44,7 @@ pub struct Ruleset {
     /// The family.
     pub family: IpFamily,
     /// Node-level settings.
-    pub node: NodeRules,
+    pub node: NodeSettings,
     /// Per-service state.
     pub services: BTreeMap<ServiceName, ServiceIpvs>,
 }
@@ -54,7 +54,7 @@ impl Ruleset {
     pub fn base(plan: &Plan, cfg: &CompileConfig) -> Self {
         Self {
             family: plan.family,
-            node: NodeRules {
+            node: NodeSettings {
                 masquerade_mark: plan.masquerade_mark,
                 masquerade_all: cfg.masquerade_all,
                 pod_cidrs: plan.pod_cidrs.clone(),

@@ -62,9 +62,10 @@ fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -
 
 /// Renders everything that does not depend on individual services.
 pub fn render_base(plan: &Plan) -> Ruleset {
-    let (ip, addr, loopback) = match plan.family {
-        IpFamily::V4 => ("ip", "ipv4_addr", "127.0.0.0/8"),
-        IpFamily::V6 => ("ip6", "ipv6_addr", "::1"),
+    let ip = crate::family::nft_family(plan.family);
+    let (addr, loopback) = match plan.family {
+        IpFamily::V4 => ("ipv4_addr", "127.0.0.0/8"),
+        IpFamily::V6 => ("ipv6_addr", "::1"),
     };
     let mark = format!("0x{:08x}", plan.masquerade_mark);
     let ct_new = "ct state new";

@@ -119,10 +119,7 @@ pub fn nft_duration(secs: u32) -> String {
 impl DispatchRule {
     /// `ip` or `ip6`.
     pub fn ip(&self) -> &'static str {
-        match self.family {
-            IpFamily::V4 => "ip",
-            IpFamily::V6 => "ip6",
-        }
+        crate::family::nft_family(self.family)
     }
 }
 

@@ -27,12 +27,7 @@ pub struct Transaction {
     pub elements_changed: usize,
 }
 
-fn family(f: IpFamily) -> &'static str {
-    match f {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    }
-}
+use crate::family::nft_family as family;
 
 struct Writer {
     prefix: String,

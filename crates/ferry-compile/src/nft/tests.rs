@@ -235,7 +235,11 @@ fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
             };
             let compiler = crate::NodeCompiler::new(&state, &ctx, &cfg());
             let whole = render(&Plan::build(&NodeView::build(&state, &ctx), &cfg()));
-            assert_eq!(compiler.full(&state), whole, "{node} {policy:?}");
+            assert_eq!(
+                super::NodeRules::new(&compiler).full(&state),
+                whole,
+                "{node} {policy:?}"
+            );
         }
     }
 }

@@ -7,7 +7,6 @@ use std::fmt::{self, Write as _};
 
 use super::model::Ruleset;
 use super::script::TABLE;
-use ferry_model::IpFamily;
 
 fn chain_block<R: fmt::Display>(out: &mut String, name: &str, rules: &[R], header: Option<String>) {
     let _ = writeln!(out, "\tchain {name} {{");
@@ -22,10 +21,7 @@ fn chain_block<R: fmt::Display>(out: &mut String, name: &str, rules: &[R], heade
 
 impl fmt::Display for Ruleset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let family = match self.family {
-            IpFamily::V4 => "ip",
-            IpFamily::V6 => "ip6",
-        };
+        let family = crate::family::nft_family(self.family);
         let mut out = String::new();
         let _ = writeln!(out, "table {family} {TABLE} {{");
         out.push_str("\tcomment \"rules for Ferry\"\n");

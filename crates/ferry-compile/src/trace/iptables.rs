@@ -12,7 +12,7 @@ use super::{Frontend, Step, StepKind, Trace, Verdict};
 
 impl Trace {
     /// The iptables chains involved in `step`.
-    pub fn iptables_objects(&self, step: &Step) -> Vec<String> {
+    pub(crate) fn iptables_objects(&self, step: &Step) -> Vec<String> {
         let Some(name) = &self.service else {
             return vec![format!("nat {KUBE_SERVICES} (no rule matches)")];
         };

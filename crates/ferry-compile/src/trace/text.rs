@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Backend, Frontend, Trace, Verdict};
+use super::{Frontend, Trace, Verdict};
 
 impl Trace {
     /// A one-word verdict: `forwarded`, `dropped`, `rejected`, `not-a-service`.
@@ -15,17 +15,9 @@ impl Trace {
         }
     }
 
-    /// The explanation for people, naming nftables objects.
+    /// The explanation for people, naming the mode's objects.
     pub fn to_text(&self) -> String {
-        self.to_text_for(Backend::Nft)
-    }
-
-    /// The explanation for people, naming `backend`'s objects.
-    pub fn to_text_for(&self, backend: Backend) -> String {
-        let label = match backend {
-            Backend::Nft => "nft",
-            Backend::Iptables => "iptables",
-        };
+        let label = self.objects_label;
         let p = &self.packet;
         let mut out = String::new();
         let _ = writeln!(
@@ -40,7 +32,7 @@ impl Trace {
         for (i, s) in self.steps.iter().enumerate() {
             let _ = writeln!(out, "{}. {}", i + 1, s.what);
             let _ = writeln!(out, "   why: {}", s.why);
-            for o in self.objects(s, backend) {
+            for o in &s.objects {
                 let _ = writeln!(out, "   {label}: {o}");
             }
         }
@@ -79,13 +71,8 @@ impl Trace {
     }
 
     /// A Mermaid flowchart: client → node → chain → endpoints (or the drop / reject), naming
-    /// nftables objects.
+    /// the mode's objects.
     pub fn to_mermaid(&self) -> String {
-        self.to_mermaid_for(Backend::Nft)
-    }
-
-    /// A Mermaid flowchart naming `backend`'s objects.
-    pub fn to_mermaid_for(&self, backend: Backend) -> String {
         let p = &self.packet;
         let mut out = String::from("flowchart LR\n");
         let _ = writeln!(out, "  src[\"{} ({})\"]", p.src, self.origin);
@@ -101,11 +88,7 @@ impl Trace {
         let mut last = "node".to_owned();
         for (i, s) in self.steps.iter().enumerate() {
             let id = format!("s{i}");
-            let label = self
-                .objects(s, backend)
-                .first()
-                .cloned()
-                .unwrap_or_else(|| s.what.clone());
+            let label = s.objects.first().cloned().unwrap_or_else(|| s.what.clone());
             let _ = writeln!(out, "  {id}[\"{}\"]", label.replace('"', "'"));
             let _ = writeln!(out, "  {last} --> {id}");
             last = id;

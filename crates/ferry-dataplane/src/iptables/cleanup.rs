@@ -1,20 +1,27 @@
 //! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends.
+//!
+//! iptables and IPVS modes share chain names (`KUBE-SERVICES`, `KUBE-POSTROUTING`, …, as
+//! upstream's do), so each mode's cleanup acts only where a chain that mode alone writes
+//! shows it ran ([`iptables_mode_ran`]): at start-up each mode removes the other's leftovers,
+//! never its own live chains.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ferry_compile::iptables::{
-    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, SERVICE_CHAIN_PREFIXES,
+    jump_rules, JumpRule, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY,
+    SERVICE_CHAIN_PREFIXES,
 };
 
 use ferry_model::IpFamily;
 
 use super::chains_in;
-use super::cli::{Backend, IptablesCli, IptablesRunner};
-use crate::nft::ApplyError;
+use super::cli::{IptablesCli, IptablesRunner};
+use crate::mode::IptablesBackend;
+use crate::Error;
 
 /// Chains of each table in an `iptables-save` output of several tables.
-fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn save_tables(save: &str) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut current = None;
     for line in save.lines() {
@@ -26,6 +33,14 @@ fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
         }
     }
     out
+}
+
+/// Whether iptables mode's rules are here: its canary, or a per-service chain.
+fn iptables_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
+    existing
+        .values()
+        .flatten()
+        .any(|c| c == CANARY || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p)))
 }
 
 fn ours(table: Table, chain: &str) -> bool {
@@ -40,10 +55,25 @@ fn ours(table: Table, chain: &str) -> bool {
         }
 }
 
-/// Removes Ferry's chains through one runner: the jumps from built-in chains first, then
-/// every chain of Ferry's in one restore. Tables that do not exist are not created.
-pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> {
-    let existing = tables(&runner.save(None)?);
+/// Removes Ferry's chains through one runner when iptables mode ran here: the jumps from
+/// built-in chains first, then every chain of Ferry's in one restore. Tables that do not exist
+/// are not created.
+pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), Error> {
+    let existing = save_tables(&runner.save(None)?);
+    if !iptables_mode_ran(&existing) {
+        return Ok(());
+    }
+    remove_chains(runner, &existing, &jump_rules(), ours)
+}
+
+/// Removes the jumps (every copy) into the chains `ours` selects among `existing` (chains per
+/// table, from [`save_tables`]), then those chains, in one restore.
+pub(crate) fn remove_chains(
+    runner: &mut impl IptablesRunner,
+    existing: &BTreeMap<String, Vec<String>>,
+    jumps: &[JumpRule],
+    ours: impl Fn(Table, &str) -> bool,
+) -> Result<(), Error> {
     let chains_of = |t: Table| -> Vec<&str> {
         existing
             .get(t.as_str())
@@ -55,7 +85,7 @@ pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> 
             })
             .unwrap_or_default()
     };
-    for jump in jump_rules() {
+    for jump in jumps {
         let target = jump.args.last().map(String::as_str).unwrap_or_default();
         if !chains_of(jump.table).contains(&target) {
             continue;
@@ -88,12 +118,12 @@ pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), ApplyError> 
 
 /// Removes Ferry's iptables and ip6tables chains and jumps from both backends in the current
 /// network namespace. A tool that is not installed is skipped.
-pub fn cleanup() -> Result<(), ApplyError> {
+pub fn cleanup() -> Result<(), Error> {
     for family in [IpFamily::V4, IpFamily::V6] {
-        for backend in Backend::ALL {
+        for backend in IptablesBackend::ALL {
             let mut cli = IptablesCli::for_family(backend, family);
             match cleanup_with(&mut cli) {
-                Err(ApplyError::Spawn { .. }) => continue,
+                Err(Error::Spawn { .. }) => continue,
                 other => other?,
             }
         }

@@ -6,77 +6,41 @@ use std::process::{Command, Stdio};
 use ferry_compile::iptables::Table;
 use ferry_model::IpFamily;
 
-use crate::nft::ApplyError;
-
-/// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
-/// can be installed side by side; rules in one are invisible to the other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Backend {
-    /// `iptables-nft` (`iptables` on current distributions).
-    Nft,
-    /// `iptables-legacy`.
-    Legacy,
-}
-
-impl Backend {
-    /// Both backends.
-    pub const ALL: [Backend; 2] = [Backend::Nft, Backend::Legacy];
-
-    /// `nft` or `legacy`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Nft => "nft",
-            Backend::Legacy => "legacy",
-        }
-    }
-
-    /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
-    pub fn program(self, tool: &str) -> String {
-        self.program_for(IpFamily::V4, tool)
-    }
-
-    /// The program for `tool` of `family`'s tools: `ip6tables-nft-restore` for IPv6, ….
-    pub fn program_for(self, family: IpFamily, tool: &str) -> String {
-        let base = match family {
-            IpFamily::V4 => "iptables",
-            IpFamily::V6 => "ip6tables",
-        };
-        format!("{base}-{}{tool}", self.as_str())
-    }
-}
+use crate::mode::IptablesBackend;
+use crate::Error;
 
 /// Runs iptables commands. The real one is [`IptablesCli`]; tests substitute a recorder.
 pub trait IptablesRunner: Send {
     /// `iptables-restore --noflush` with `input` (each table atomically).
-    fn restore(&mut self, input: &str) -> Result<(), ApplyError>;
+    fn restore(&mut self, input: &str) -> Result<(), Error>;
     /// Runs `iptables` with `args`: `Ok(true)` on success, `Ok(false)` when iptables says the
     /// rule or chain does not exist (exit status 1), an error otherwise.
-    fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError>;
+    fn iptables(&mut self, args: &[&str]) -> Result<bool, Error>;
     /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
     /// backend this does not create tables).
-    fn save(&mut self, table: Option<Table>) -> Result<String, ApplyError>;
+    fn save(&mut self, table: Option<Table>) -> Result<String, Error>;
 }
 
 /// Runs the tools of one backend in the current network namespace.
 #[derive(Debug, Clone)]
 pub struct IptablesCli {
-    backend: Backend,
+    backend: IptablesBackend,
     family: IpFamily,
 }
 
 impl IptablesCli {
     /// The IPv4 tools of `backend` (`iptables-nft`, …).
-    pub fn new(backend: Backend) -> Self {
+    pub fn new(backend: IptablesBackend) -> Self {
         Self::for_family(backend, IpFamily::V4)
     }
 
     /// The tools of `backend` for `family` (`ip6tables-legacy`, … for IPv6).
-    pub fn for_family(backend: Backend, family: IpFamily) -> Self {
+    pub fn for_family(backend: IptablesBackend, family: IpFamily) -> Self {
         Self { backend, family }
     }
 
     /// The backend.
-    pub fn backend(&self) -> Backend {
+    pub fn backend(&self) -> IptablesBackend {
         self.backend
     }
 
@@ -85,9 +49,9 @@ impl IptablesCli {
         tool: &str,
         args: &[&str],
         stdin: Option<&str>,
-    ) -> Result<std::process::Output, ApplyError> {
+    ) -> Result<std::process::Output, Error> {
         let program = self.backend.program_for(self.family, tool);
-        let spawn_err = |source| ApplyError::Spawn {
+        let spawn_err = |source| Error::Spawn {
             program: program.clone(),
             source,
         };
@@ -108,8 +72,8 @@ impl IptablesCli {
         child.wait_with_output().map_err(spawn_err)
     }
 
-    fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> ApplyError {
-        ApplyError::Rejected {
+    fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> Error {
+        Error::Rejected {
             program: format!(
                 "{} {}",
                 self.backend.program_for(self.family, tool),
@@ -125,7 +89,7 @@ impl IptablesCli {
 const WAIT: &str = "5";
 
 impl IptablesRunner for IptablesCli {
-    fn restore(&mut self, input: &str) -> Result<(), ApplyError> {
+    fn restore(&mut self, input: &str) -> Result<(), Error> {
         let args = ["-w", WAIT, "--noflush"];
         let out = self.run("-restore", &args, Some(input))?;
         if out.status.success() {
@@ -135,7 +99,7 @@ impl IptablesRunner for IptablesCli {
         }
     }
 
-    fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
+    fn iptables(&mut self, args: &[&str]) -> Result<bool, Error> {
         let mut all = vec!["-w", WAIT];
         all.extend_from_slice(args);
         let out = self.run("", &all, None)?;
@@ -146,7 +110,7 @@ impl IptablesRunner for IptablesCli {
         }
     }
 
-    fn save(&mut self, table: Option<Table>) -> Result<String, ApplyError> {
+    fn save(&mut self, table: Option<Table>) -> Result<String, Error> {
         let args: Vec<&str> = table.map(|t| vec!["-t", t.as_str()]).unwrap_or_default();
         let out = self.run("-save", &args, None)?;
         if out.status.success() {

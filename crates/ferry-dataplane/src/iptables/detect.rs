@@ -2,7 +2,8 @@
 //! the one that already holds Kubernetes' marker chains, else the one holding more rules, else
 //! nft.
 
-use super::cli::{Backend, IptablesCli, IptablesRunner};
+use super::cli::{IptablesCli, IptablesRunner};
+use crate::mode::IptablesBackend;
 
 /// Chains whose presence says "Kubernetes (kubelet, kube-proxy or Ferry) uses this backend".
 const MARKERS: [&str; 3] = [
@@ -21,21 +22,21 @@ fn rule_count(save: &str) -> usize {
 }
 
 /// Chooses from the two backends' `iptables-save` outputs (empty when a tool is missing).
-pub fn choose(nft_save: &str, legacy_save: &str) -> Backend {
+pub fn choose(nft_save: &str, legacy_save: &str) -> IptablesBackend {
     if has_marker(nft_save) {
-        Backend::Nft
+        IptablesBackend::Nft
     } else if has_marker(legacy_save) || rule_count(legacy_save) > rule_count(nft_save) {
-        Backend::Legacy
+        IptablesBackend::Legacy
     } else {
-        Backend::Nft
+        IptablesBackend::Nft
     }
 }
 
 /// Looks at both backends in the current network namespace. A tool that is missing or fails
 /// counts as holding nothing.
-pub fn detect() -> Backend {
-    let save = |b: Backend| IptablesCli::new(b).save(None).unwrap_or_default();
-    choose(&save(Backend::Nft), &save(Backend::Legacy))
+pub fn detect() -> IptablesBackend {
+    let save = |b: IptablesBackend| IptablesCli::new(b).save(None).unwrap_or_default();
+    choose(&save(IptablesBackend::Nft), &save(IptablesBackend::Legacy))
 }
 
 #[cfg(test)]
@@ -46,10 +47,14 @@ mod tests {
     fn marker_chains_decide_and_nft_wins_a_tie() {
         let hint = "*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n";
         let rules = "*filter\n-A INPUT -j ACCEPT\n-A INPUT -j DROP\nCOMMIT\n";
-        assert_eq!(choose(hint, rules), Backend::Nft);
-        assert_eq!(choose(rules, hint), Backend::Legacy);
-        assert_eq!(choose("", rules), Backend::Legacy, "more rules in legacy");
-        assert_eq!(choose(rules, ""), Backend::Nft);
-        assert_eq!(choose("", ""), Backend::Nft, "the default");
+        assert_eq!(choose(hint, rules), IptablesBackend::Nft);
+        assert_eq!(choose(rules, hint), IptablesBackend::Legacy);
+        assert_eq!(
+            choose("", rules),
+            IptablesBackend::Legacy,
+            "more rules in legacy"
+        );
+        assert_eq!(choose(rules, ""), IptablesBackend::Nft);
+        assert_eq!(choose("", ""), IptablesBackend::Nft, "the default");
     }
 }

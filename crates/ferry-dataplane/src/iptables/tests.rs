@@ -16,12 +16,12 @@ struct Fake {
 }
 
 impl IptablesRunner for Fake {
-    fn restore(&mut self, input: &str) -> Result<(), ApplyError> {
+    fn restore(&mut self, input: &str) -> Result<(), Error> {
         self.restores.push(input.to_owned());
         Ok(())
     }
 
-    fn iptables(&mut self, args: &[&str]) -> Result<bool, ApplyError> {
+    fn iptables(&mut self, args: &[&str]) -> Result<bool, Error> {
         let line = args.join(" ");
         self.commands.push(line.clone());
         let key = line
@@ -38,7 +38,7 @@ impl IptablesRunner for Fake {
         })
     }
 
-    fn save(&mut self, _table: Option<Table>) -> Result<String, ApplyError> {
+    fn save(&mut self, _table: Option<Table>) -> Result<String, Error> {
         Ok(self.save.clone())
     }
 }
@@ -108,14 +108,15 @@ fn the_first_full_sync_deletes_leftover_service_chains_and_inserts_each_jump_onc
 #[test]
 fn a_missing_canary_means_a_full_sync() {
     let mut dp = IptablesDataplane::with_runner(Fake::default());
-    assert!(dp.needs_full().expect("check"), "nothing installed yet");
+    assert!(dp.installed().is_none(), "nothing installed yet");
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(dp.needs_full().expect("check"), "the fake holds no canary");
+    assert!(dp.canary_gone().expect("check"), "the fake holds no canary");
+    assert!(dp.installed().is_none(), "what was installed is forgotten");
     for table in ["mangle", "filter"] {
         dp.runner.present.insert(format!("-t {table} {CANARY}"));
     }
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(!dp.needs_full().expect("check"));
+    assert!(!dp.canary_gone().expect("check"));
 }
 
 #[test]

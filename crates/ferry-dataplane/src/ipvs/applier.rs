@@ -1,27 +1,35 @@
-//! The IPVS applier: makes the kernel hold the desired IPVS-mode state, touching only what
-//! differs.
+//! The IPVS applier: makes the kernel hold the desired IPVS-mode state of one family, touching
+//! only what differs.
 //!
 //! A full apply reads the kernel (IPVS table, kube-ipvs0's addresses, the ipsets) and diffs
-//! everything; an incremental one diffs only the changed services' virtual servers against
-//! the kernel and the sets and addresses against what this applier installed last. Removed
-//! real servers are drained, as upstream's graceful termination manager does: first weight 0
-//! (no new connections), deleted once the kernel counts no connection to them (checked at
-//! every apply and by [`IpvsApplier::drain`]).
+//! everything, so whatever an earlier run (or kube-proxy) left is reused or replaced; an
+//! incremental one diffs only the changed services' virtual servers against the kernel, and
+//! the sets, addresses and chains against what this applier installed last. Removed real
+//! servers are drained, as upstream's graceful termination manager does: TCP ones first get
+//! weight 0 (no new connections) and are deleted once the kernel counts no connection to them
+//! (checked at every apply and by [`IpvsApplier::drain`]); UDP and SCTP ones are deleted at
+//! once (`expire_nodest_conn` ends their flows at the next packet).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use ferry_compile::iptables::{JumpRule, Table as IptTable};
+use ipnet::IpNet;
+
 use ferry_compile::ipvs::chains::{self, Chains};
 use ferry_compile::ipvs::sets::IpSets;
-use ferry_compile::ipvs::{RealServer, Ruleset, ServiceIpvs, VirtualAddress, DUMMY_DEVICE};
-use ferry_model::{IpFamily, ServiceName};
+use ferry_compile::ipvs::{
+    RealServer, RenderContext, Ruleset, ServiceIpvs, VirtualAddress, VirtualService,
+};
+use ferry_model::{IpFamily, Protocol, ServiceName};
 
 use super::client::{Change, IpvsClient};
 use super::genl::LiveRealServer;
-use super::link::Links;
-use super::{ipset, sysctl, IpvsError};
+use super::ipset;
+use super::node::{self, Dummy};
+use super::IpvsError;
 use crate::iptables::{IptablesCli, IptablesRunner};
+use crate::mode::IpvsOptions;
+use crate::Error;
 
 /// What an apply did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,42 +44,42 @@ pub struct IpvsReport {
     pub set_changes: usize,
     /// kube-ipvs0 addresses added and removed.
     pub addresses_changed: usize,
-    /// Whether the iptables chains were rewritten.
-    pub chains_written: bool,
+    /// Chains written (0 when the iptables rules did not change).
+    pub chains_written: usize,
+    /// Bytes handed to `ipset restore` and `iptables-restore`.
+    pub script_bytes: usize,
 }
 
 /// Keeps one family's IPVS-mode state in the kernel of the calling thread's namespace.
 pub struct IpvsApplier<R: IptablesRunner = IptablesCli> {
-    family: IpFamily,
-    iptables: R,
+    pub(super) family: IpFamily,
+    pub(super) iptables: R,
+    pub(super) options: IpvsOptions,
     /// Real servers at weight 0 waiting for their connections to end.
     draining: BTreeSet<(VirtualAddress, SocketAddr)>,
     /// What the last successful apply installed.
-    installed: Option<Installed>,
+    pub(super) installed: Option<Installed>,
 }
 
-struct Installed {
-    ruleset: Ruleset,
-    sets: IpSets,
-    chains: Chains,
+/// What the last successful apply installed.
+pub(super) struct Installed {
+    pub(super) ruleset: Ruleset,
+    pub(super) sets: IpSets,
+    pub(super) chains: Chains,
+    /// The node's addresses it was rendered for (`None`: given by the caller, unknown).
+    pub(super) context: Option<RenderContext>,
 }
 
 impl<R: IptablesRunner> IpvsApplier<R> {
-    /// An applier for `family` writing its chains with `iptables`.
-    pub fn new(family: IpFamily, iptables: R) -> Self {
+    /// An applier for `family` writing its chains with `iptables` (that family's tools).
+    pub fn new(family: IpFamily, iptables: R, options: IpvsOptions) -> Self {
         Self {
             family,
             iptables,
+            options,
             draining: BTreeSet::new(),
             installed: None,
         }
-    }
-
-    /// True until a full apply succeeded, or when the node-level settings changed.
-    pub fn needs_full(&self, desired: &Ruleset) -> bool {
-        self.installed
-            .as_ref()
-            .is_none_or(|i| !i.ruleset.same_base(desired))
     }
 
     /// The real servers being drained.
@@ -79,46 +87,50 @@ impl<R: IptablesRunner> IpvsApplier<R> {
         &self.draining
     }
 
-    /// Makes the kernel hold `desired`, reading everything back first.
-    pub fn apply_full(&mut self, desired: &Ruleset) -> Result<IpvsReport, IpvsError> {
+    /// What the last successful apply installed.
+    pub fn installed(&self) -> Option<&Ruleset> {
+        self.installed.as_ref().map(|i| &i.ruleset)
+    }
+
+    /// Makes the kernel hold `desired`, reading everything back first. On failure the next
+    /// apply is a full one again.
+    pub fn apply_full(&mut self, desired: &Ruleset) -> Result<IpvsReport, Error> {
         self.installed = None;
         let mut report = IpvsReport::default();
-        sysctls()?;
-        let mut links = Links::open().map_err(link_err("open rtnetlink"))?;
-        let (index, _) = links
-            .ensure_dummy(DUMMY_DEVICE)
-            .map_err(link_err("create kube-ipvs0"))?;
-        let bound: BTreeSet<IpAddr> = links
-            .addresses(index)
-            .map_err(link_err("list kube-ipvs0's addresses"))?
+        node::prepare(&self.options)?;
+        let mut dummy = Dummy::ensure()?;
+        let bound: BTreeSet<IpAddr> = dummy
+            .addresses()?
             .into_iter()
             .filter(|ip| IpFamily::of(ip) == self.family)
             .collect();
         let want = desired.bind_addresses();
-        report.addresses_changed += add_addresses(&mut links, index, want.difference(&bound))?;
+        report.addresses_changed += dummy.add(want.difference(&bound))?;
         let sets = desired.sets();
         let (input, n) = ipset::restore_input(&sets, &ipset::read()?);
         ipset::restore(&input)?;
         report.set_changes = n;
+        report.script_bytes += input.len();
         let chains = chains::render(desired);
-        self.write_chains(&chains)?;
-        report.chains_written = true;
+        report.script_bytes += self.write_chains(&chains)?;
+        report.chains_written = chains.nat.len() + chains.filter.len();
         let mut client = IpvsClient::open()?;
         let table = client.table()?;
         let mut changes = Vec::new();
         let desired_vs = desired.virtual_services();
         for (va, (vs, reals)) in &table {
-            if va.family() != self.family {
+            if va.family() != self.family || self.excluded(va) {
                 continue;
             }
-            if desired_vs.contains_key(va) {
-                if *vs != desired_vs[va].server {
-                    changes.push(Change::UpdateService(*va, desired_vs[va].server.clone()));
+            match desired_vs.get(va) {
+                Some(want) => {
+                    if vs != &want.server {
+                        changes.push(Change::UpdateService(*va, want.server.clone()));
+                    }
+                    self.diff_reals(va, &want.real_servers, reals, &mut changes, &mut report);
                 }
-                let want = &desired_vs[va].real_servers;
-                self.diff_reals(va, want, reals, &mut changes, &mut report);
-            } else {
-                changes.push(Change::DeleteService(*va));
+                // Upstream's cleanLegacyService: the node's IPVS table is IPVS mode's.
+                None => changes.push(Change::DeleteService(*va)),
             }
         }
         for (va, svc) in &desired_vs {
@@ -126,66 +138,101 @@ impl<R: IptablesRunner> IpvsApplier<R> {
                 push_new_service(va, svc, &mut changes);
             }
         }
-        self.send(&mut client, &changes, &mut report)?;
-        report.addresses_changed += del_addresses(&mut links, index, bound.difference(&want))?;
+        self.draining.retain(|(va, _)| desired_vs.contains_key(va));
+        send(&mut client, &changes, &mut report)?;
+        report.addresses_changed += dummy.delete(bound.difference(&want))?;
         self.installed = Some(Installed {
             ruleset: desired.clone(),
             sets,
             chains,
+            context: None,
         });
         report.drained_deleted += self.drain()?;
         Ok(report)
     }
 
-    /// Applies the changes of the services in `changed` (their state in `desired`, the whole
-    /// new state). Requires a previous full apply with the same base ([`Self::needs_full`]).
+    /// Replaces the given services' state (`None`: deleted). Requires a previous full apply
+    /// ([`Error::NoBaseline`] otherwise); on failure the next apply must be a full one.
     pub fn apply_changes(
         &mut self,
-        desired: &Ruleset,
-        changed: &BTreeSet<ServiceName>,
-    ) -> Result<IpvsReport, IpvsError> {
-        let Some(installed) = self.installed.take() else {
-            return self.apply_full(desired);
+        changes: BTreeMap<ServiceName, Option<ServiceIpvs>>,
+    ) -> Result<IpvsReport, Error> {
+        let Some(mut inst) = self.installed.take() else {
+            return Err(Error::NoBaseline);
         };
         let mut report = IpvsReport::default();
-        let mut links = Links::open().map_err(link_err("open rtnetlink"))?;
-        let (index, _) = links
-            .ensure_dummy(DUMMY_DEVICE)
-            .map_err(link_err("create kube-ipvs0"))?;
-        let had = installed.ruleset.bind_addresses();
-        let want = desired.bind_addresses();
-        report.addresses_changed += add_addresses(&mut links, index, want.difference(&had))?;
-        let sets = desired.sets();
-        let live = installed_as_live(&installed.sets);
-        let (input, n) = ipset::restore_input(&sets, &live);
-        ipset::restore(&input)?;
-        report.set_changes = n;
-        let chains = chains::render(desired);
-        if chains != installed.chains {
-            self.write_chains(&chains)?;
-            report.chains_written = true;
+        let had = inst.ruleset.bind_addresses();
+        let mut previous = BTreeMap::new();
+        for (name, svc) in changes {
+            let old = inst.ruleset.services.get(&name).cloned();
+            if old != svc {
+                inst.ruleset.set_service(name.clone(), svc);
+                previous.insert(name, old);
+            }
         }
-        let mut client = IpvsClient::open()?;
-        let empty = ServiceIpvs::default();
-        let mut changes = Vec::new();
-        for name in changed {
-            let old = installed.ruleset.services.get(name).unwrap_or(&empty);
-            let new = desired.services.get(name).unwrap_or(&empty);
-            self.diff_service(&mut client, old, new, desired, &mut changes, &mut report)?;
+        if !previous.is_empty() {
+            self.apply_services(&mut inst, &had, &previous, &mut report)?;
         }
-        self.send(&mut client, &changes, &mut report)?;
-        report.addresses_changed += del_addresses(&mut links, index, had.difference(&want))?;
-        self.installed = Some(Installed {
-            ruleset: desired.clone(),
-            sets,
-            chains,
-        });
+        self.installed = Some(inst);
         report.drained_deleted += self.drain()?;
         Ok(report)
+    }
+
+    fn apply_services(
+        &mut self,
+        inst: &mut Installed,
+        had: &BTreeSet<IpAddr>,
+        previous: &BTreeMap<ServiceName, Option<ServiceIpvs>>,
+        report: &mut IpvsReport,
+    ) -> Result<(), Error> {
+        let want = inst.ruleset.bind_addresses();
+        let mut dummy = Dummy::ensure()?;
+        report.addresses_changed += dummy.add(want.difference(had))?;
+        let sets = inst.ruleset.sets();
+        let (input, n) = ipset::restore_input(&sets, &installed_as_live(&inst.sets));
+        ipset::restore(&input)?;
+        report.set_changes = n;
+        report.script_bytes += input.len();
+        let chains = chains::render(&inst.ruleset);
+        if chains != inst.chains {
+            report.script_bytes += self.write_chains(&chains)?;
+            report.chains_written = chains.nat.len() + chains.filter.len();
+        }
+        let mut client = IpvsClient::open()?;
+        let all = inst.ruleset.virtual_services();
+        let empty = ServiceIpvs::default();
+        let mut changes = Vec::new();
+        for (name, old) in previous {
+            let old = old.as_ref().unwrap_or(&empty);
+            let new = inst.ruleset.services.get(name).unwrap_or(&empty);
+            for va in old.virtual_services.keys() {
+                if !all.contains_key(va) {
+                    changes.push(Change::DeleteService(*va));
+                    self.draining.retain(|(v, _)| v != va);
+                }
+            }
+            for (va, svc) in &new.virtual_services {
+                match old.virtual_services.get(va) {
+                    None => push_new_service(va, svc, &mut changes),
+                    Some(before) => {
+                        if before.server != svc.server {
+                            changes.push(Change::UpdateService(*va, svc.server.clone()));
+                        }
+                        let live = client.real_servers(va)?;
+                        self.diff_reals(va, &svc.real_servers, &live, &mut changes, report);
+                    }
+                }
+            }
+        }
+        send(&mut client, &changes, report)?;
+        report.addresses_changed += dummy.delete(had.difference(&want))?;
+        inst.sets = sets;
+        inst.chains = chains;
+        Ok(())
     }
 
     /// Deletes drained real servers that have no connection left; returns how many.
-    pub fn drain(&mut self) -> Result<usize, IpvsError> {
+    pub fn drain(&mut self) -> Result<usize, Error> {
         if self.draining.is_empty() {
             return Ok(0);
         }
@@ -203,7 +250,7 @@ impl<R: IptablesRunner> IpvsApplier<R> {
                     None => {
                         self.draining.remove(&(va, addr));
                     }
-                    Some(l) if idle(l) => changes.push(Change::DeleteReal(va, addr)),
+                    Some(l) if idle(&va, l) => changes.push(Change::DeleteReal(va, addr)),
                     Some(_) => {}
                 }
             }
@@ -221,43 +268,27 @@ impl<R: IptablesRunner> IpvsApplier<R> {
         Ok(deleted)
     }
 
-    fn write_chains(&mut self, chains: &Chains) -> Result<(), IpvsError> {
-        self.iptables.restore(&chains.restore().text)?;
-        for jump in chains::jump_rules() {
-            ensure_jump(&mut self.iptables, &jump)?;
-        }
-        Ok(())
+    /// `ipvs.excludeCIDRs`: someone else's virtual server, never deleted.
+    fn excluded(&self, va: &VirtualAddress) -> bool {
+        self.options
+            .exclude_cidrs
+            .iter()
+            .any(|net: &IpNet| net.contains(&va.ip))
     }
 
-    /// Diffs one service's virtual servers (old and new) against the kernel.
-    fn diff_service(
-        &mut self,
-        client: &mut IpvsClient,
-        old: &ServiceIpvs,
-        new: &ServiceIpvs,
-        desired: &Ruleset,
-        changes: &mut Vec<Change>,
-        report: &mut IpvsReport,
-    ) -> Result<(), IpvsError> {
-        let all = desired.virtual_services();
-        for va in old.virtual_services.keys() {
-            if !all.contains_key(va) {
-                changes.push(Change::DeleteService(*va));
-                self.draining.retain(|(v, _)| v != va);
+    /// Writes the chains and ensures the jumps into them; returns the bytes restored.
+    fn write_chains(&mut self, chains: &Chains) -> Result<usize, Error> {
+        let text = chains.restore().text;
+        self.iptables.restore(&text)?;
+        for jump in chains::jump_rules() {
+            let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
+            args.extend(jump.args.iter().map(String::as_str));
+            if !self.iptables.iptables(&args)? {
+                args[2] = "-I";
+                self.iptables.iptables(&args)?;
             }
         }
-        for (va, svc) in &new.virtual_services {
-            if !old.virtual_services.contains_key(va) {
-                push_new_service(va, svc, changes);
-                continue;
-            }
-            if old.virtual_services[va].server != svc.server {
-                changes.push(Change::UpdateService(*va, svc.server.clone()));
-            }
-            let live = client.real_servers(va)?;
-            self.diff_reals(va, &svc.real_servers, &live, changes, report);
-        }
-        Ok(())
+        Ok(text.len())
     }
 
     /// Real server changes of one virtual server: add and update what is desired, drain what
@@ -283,7 +314,7 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             .filter(|l| !want.contains_key(&l.server.address))
         {
             let key = (*va, l.server.address);
-            if idle(l) {
+            if idle(va, l) {
                 changes.push(Change::DeleteReal(*va, l.server.address));
                 if self.draining.remove(&key) {
                     report.drained_deleted += 1;
@@ -297,32 +328,26 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             }
         }
     }
+}
 
-    fn send(
-        &mut self,
-        client: &mut IpvsClient,
-        changes: &[Change],
-        report: &mut IpvsReport,
-    ) -> Result<(), IpvsError> {
-        report.ipvs_changes += changes.len();
-        let refused = client.apply(changes)?;
-        if refused.is_empty() {
-            Ok(())
-        } else {
-            Err(IpvsError::Refused(refused))
-        }
+/// A real server that may be deleted now: no connection left, or a protocol without graceful
+/// termination (upstream's `IsRsGracefulTerminationNeeded`: UDP and SCTP flows are ended at
+/// their next packet by `expire_nodest_conn`).
+fn idle(va: &VirtualAddress, l: &LiveRealServer) -> bool {
+    va.protocol != Protocol::Tcp || (l.active == 0 && l.inactive == 0)
+}
+
+fn send(client: &mut IpvsClient, changes: &[Change], report: &mut IpvsReport) -> Result<(), Error> {
+    report.ipvs_changes += changes.len();
+    let refused = client.apply(changes)?;
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(IpvsError::Refused(refused).into())
     }
 }
 
-fn idle(l: &LiveRealServer) -> bool {
-    l.active == 0 && l.inactive == 0
-}
-
-fn push_new_service(
-    va: &VirtualAddress,
-    svc: &ferry_compile::ipvs::VirtualService,
-    changes: &mut Vec<Change>,
-) {
+fn push_new_service(va: &VirtualAddress, svc: &VirtualService, changes: &mut Vec<Change>) {
     changes.push(Change::AddService(*va, svc.server.clone()));
     for rs in svc.real_servers.values() {
         changes.push(Change::AddReal(*va, *rs));
@@ -339,66 +364,4 @@ fn installed_as_live(sets: &IpSets) -> ipset::LiveSets {
             )
         })
         .collect()
-}
-
-fn sysctls() -> Result<(), IpvsError> {
-    for (path, old, new) in sysctl::ensure(&sysctl::SYSCTLS).map_err(IpvsError::Sysctl)? {
-        tracing::info!(sysctl = %path, %old, %new, "set sysctl for IPVS mode");
-    }
-    Ok(())
-}
-
-fn link_err(what: &'static str) -> impl Fn(std::io::Error) -> IpvsError {
-    move |source| IpvsError::Link {
-        what: what.to_owned(),
-        source,
-    }
-}
-
-fn add_addresses<'a>(
-    links: &mut Links,
-    index: u32,
-    ips: impl Iterator<Item = &'a IpAddr>,
-) -> Result<usize, IpvsError> {
-    let mut n = 0;
-    for ip in ips {
-        links
-            .add_address(index, *ip)
-            .map_err(|source| IpvsError::Link {
-                what: format!("add {ip} to {DUMMY_DEVICE}"),
-                source,
-            })?;
-        n += 1;
-    }
-    Ok(n)
-}
-
-fn del_addresses<'a>(
-    links: &mut Links,
-    index: u32,
-    ips: impl Iterator<Item = &'a IpAddr>,
-) -> Result<usize, IpvsError> {
-    let mut n = 0;
-    for ip in ips {
-        links
-            .delete_address(index, *ip)
-            .map_err(|source| IpvsError::Link {
-                what: format!("remove {ip} from {DUMMY_DEVICE}"),
-                source,
-            })?;
-        n += 1;
-    }
-    Ok(n)
-}
-
-/// Inserts a jump at the top of its built-in chain unless it is there (`-C`, then `-I`).
-fn ensure_jump(runner: &mut impl IptablesRunner, jump: &JumpRule) -> Result<(), IpvsError> {
-    let table: IptTable = jump.table;
-    let mut args = vec!["-t", table.as_str(), "-C", jump.chain];
-    args.extend(jump.args.iter().map(String::as_str));
-    if !runner.iptables(&args)? {
-        args[2] = "-I";
-        runner.iptables(&args)?;
-    }
-    Ok(())
 }

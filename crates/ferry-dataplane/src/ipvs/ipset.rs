@@ -28,6 +28,15 @@ pub fn read() -> Result<LiveSets, IpvsError> {
     Ok(parse_save(&String::from_utf8_lossy(&out.stdout)))
 }
 
+/// Like [`read`], `None` when the `ipset` tool is not installed (nothing can have used
+/// ipsets then).
+pub fn read_if_present() -> Result<Option<LiveSets>, IpvsError> {
+    match Command::new("ipset").arg("version").output() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        _ => read().map(Some),
+    }
+}
+
 /// Parses `ipset save` output, keeping upstream's sets only.
 pub fn parse_save(text: &str) -> LiveSets {
     let ours = |name: &str| {

@@ -9,7 +9,7 @@ use super::NetlinkError;
 /// The delta holds something this encoder does not write (it is then applied with `nft`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("not encodable as a netlink element batch: {0}")]
-pub struct Unsupported(pub &'static str);
+pub struct Unencodable(pub &'static str);
 
 pub(super) const NLM_F_REQUEST: u16 = 0x1;
 pub(super) const NLM_F_ACK: u16 = 0x4;

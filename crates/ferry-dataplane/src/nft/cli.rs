@@ -3,19 +3,20 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
+use ferry_compile::family::nft_family;
 use ferry_compile::nft::TABLE;
 use ferry_model::IpFamily;
 
-use super::ApplyError;
+use crate::Error;
 
 /// Runs nft scripts. The real one is [`NftCli`]; tests substitute a recorder.
 pub trait NftRunner: Send {
     /// Applies one script atomically.
-    fn run(&mut self, script: &str) -> Result<(), ApplyError>;
+    fn run(&mut self, script: &str) -> Result<(), Error>;
 
     /// `nft -j list map <family> ferry <map>`: the map with the elements the kernel added
     /// (session affinity pins). A runner without a kernel has none.
-    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, ApplyError> {
+    fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, Error> {
         Ok(String::new())
     }
 }
@@ -35,8 +36,8 @@ impl Default for NftCli {
 }
 
 impl NftRunner for NftCli {
-    fn run(&mut self, script: &str) -> Result<(), ApplyError> {
-        let spawn_err = |source| ApplyError::Spawn {
+    fn run(&mut self, script: &str) -> Result<(), Error> {
+        let spawn_err = |source| Error::Spawn {
             program: self.program.clone(),
             source,
         };
@@ -54,7 +55,7 @@ impl NftRunner for NftCli {
         if out.status.success() {
             Ok(())
         } else {
-            Err(ApplyError::Rejected {
+            Err(Error::Rejected {
                 program: self.program.clone(),
                 status: out.status.to_string(),
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
@@ -62,32 +63,25 @@ impl NftRunner for NftCli {
         }
     }
 
-    fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, ApplyError> {
-        self.list(&["-j", "list", "map", family_name(family), TABLE, map])
-    }
-}
-
-pub(super) fn family_name(family: IpFamily) -> &'static str {
-    match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
+    fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, Error> {
+        self.list(&["-j", "list", "map", nft_family(family), TABLE, map])
     }
 }
 
 impl NftCli {
     /// Runs an `nft` listing and returns its stdout.
-    fn list(&self, args: &[&str]) -> Result<String, ApplyError> {
+    fn list(&self, args: &[&str]) -> Result<String, Error> {
         let out = Command::new(&self.program)
             .args(args)
             .output()
-            .map_err(|source| ApplyError::Spawn {
+            .map_err(|source| Error::Spawn {
                 program: self.program.clone(),
                 source,
             })?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(ApplyError::Rejected {
+            Err(Error::Rejected {
                 program: self.program.clone(),
                 status: out.status.to_string(),
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),

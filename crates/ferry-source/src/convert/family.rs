@@ -22,13 +22,6 @@ enum Policy {
     RequireDual,
 }
 
-fn family_name(f: IpFamily) -> &'static str {
-    match f {
-        IpFamily::V4 => "IPv4",
-        IpFamily::V6 => "IPv6",
-    }
-}
-
 /// Checks `spec.ipFamilyPolicy` and `spec.ipFamilies` against the Service's ClusterIPs
 /// (already parsed, `spec.clusterIPs` order):
 /// - the policy is one of `SingleStack`, `PreferDualStack`, `RequireDualStack` (unset: any);
@@ -95,8 +88,8 @@ pub(super) fn check(
                 format!("spec.ipFamilies[{i}]"),
                 format!(
                     "must be the family of spec.clusterIPs[{i}] ({ip}, {}), got {}",
-                    family_name(IpFamily::of(ip)),
-                    family_name(*family)
+                    IpFamily::as_str(IpFamily::of(ip)),
+                    IpFamily::as_str(*family)
                 ),
             ));
         }

@@ -105,10 +105,7 @@ fn endpoint(
         let field = format!("endpoints[{i}].addresses[{j}]");
         let addr = ip(s, object, &field)?;
         if IpFamily::of(&addr) != family {
-            let want = match family {
-                IpFamily::V4 => "IPv4",
-                IpFamily::V6 => "IPv6",
-            };
+            let want = family.as_str();
             return Err(InvalidObject::new(
                 object,
                 field,

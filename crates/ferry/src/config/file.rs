@@ -11,7 +11,7 @@ use ferry_compile::NodePortAddresses;
 
 use super::{
     check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration,
-    parse_node_port_addresses, ConfigError, DetectLocalMode, ProxyMode,
+    parse_node_port_addresses, ConfigError, DetectLocalMode, IpvsFileConfig, ProxyMode,
 };
 
 /// Prefix of the warning for a field KubeProxyConfiguration does not have.
@@ -44,6 +44,8 @@ pub struct FileConfig {
     pub metrics_bind_address: Option<Option<SocketAddr>>,
     /// `clientConnection.kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
+    /// `ipvs.*`.
+    pub ipvs: IpvsFileConfig,
     /// Fields that are unknown, or known to kube-proxy but not used by Ferry: reported, not
     /// silently dropped.
     pub warnings: Vec<String>,
@@ -67,6 +69,7 @@ const USED: &[&str] = &[
     "healthzBindAddress",
     "metricsBindAddress",
     "clientConnection",
+    "ipvs",
 ];
 
 /// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
@@ -77,7 +80,6 @@ const NOT_USED: &[&str] = &[
     "conntrack",
     "enableProfiling",
     "featureGates",
-    "ipvs",
     "logging",
     "oomScoreAdj",
     "portRange",
@@ -280,6 +282,12 @@ impl FileConfig {
                     return Err(r.err(section, format!("must be an object, got {other}")))
                 }
             }
+        }
+        out.ipvs = IpvsFileConfig::parse(file, &obj)?;
+        if out.mode == Some(ProxyMode::Ipvs) {
+            // IPVS mode's periods are in its own section (v1alpha1), like the other modes'.
+            out.sync_period = out.ipvs.sync_period.or(out.sync_period);
+            out.min_sync_period = out.ipvs.min_sync_period.or(out.min_sync_period);
         }
         Ok(out)
     }

@@ -1,7 +1,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
-use ferry_dataplane::{ApplyError, NftDataplane, NftRunner};
+use ferry_dataplane::mode::FailureCounter;
+use ferry_dataplane::nft::{NftDataplane, NftRunner};
+use ferry_dataplane::Error;
 use ferry_model::fixtures::*;
 use ferry_model::{IpFamily, NodeContext, NodeTaint, Object, TO_BE_DELETED_TAINT};
 use ferry_source::SourceEvent;
@@ -11,7 +13,7 @@ use tokio::time::advance;
 use super::*;
 use crate::serve::testing::get;
 use crate::serve::Server;
-use crate::sync::Syncer;
+use crate::sync::{FamilySync, Syncer};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -136,9 +138,9 @@ struct Flaky {
 }
 
 impl NftRunner for Flaky {
-    fn run(&mut self, _script: &str) -> Result<(), ApplyError> {
+    fn run(&mut self, _script: &str) -> Result<(), Error> {
         if *self.stuck.lock().expect("lock") {
-            return Err(ApplyError::Rejected {
+            return Err(Error::Rejected {
                 program: "nft".into(),
                 status: "exit status: 1".into(),
                 stderr: "injected".into(),
@@ -146,6 +148,13 @@ impl NftRunner for Flaky {
         }
         Ok(())
     }
+}
+
+fn sync_once(
+    syncer: &mut Syncer<NftDataplane<Flaky>>,
+) -> Result<ferry_dataplane::SyncReport, Error> {
+    let (state, families) = syncer.split();
+    families[0].sync(state, false)
 }
 
 /// The sync loop's calls (run.rs): a change queues, only a successful sync updates.
@@ -156,16 +165,16 @@ async fn a_failing_dataplane_turns_healthz_503_and_recovery_turns_it_back() {
         node_name: "k8s-node2".into(),
         family: IpFamily::V4,
     };
-    let mut syncer = Syncer::new(
+    let mut syncer = Syncer::new(vec![FamilySync::new(
         ctx,
         Default::default(),
         NftDataplane::with_runner(runner.clone()),
-    );
+    )]);
     let h = ProxyHealth::new(TIMEOUT);
     let svc = Object::Service(mk_service("dev", "web", "10.96.0.10", 80));
     assert!(syncer.handle(SourceEvent::Resync(vec![svc])));
     h.queued_update();
-    syncer.sync(false).expect("first sync");
+    sync_once(&mut syncer).expect("first sync");
     h.updated();
 
     let other = Object::Service(mk_service("dev", "other", "10.96.0.11", 80));
@@ -173,13 +182,13 @@ async fn a_failing_dataplane_turns_healthz_503_and_recovery_turns_it_back() {
     h.queued_update();
     *runner.stuck.lock().expect("lock") = true;
     for _ in 0..61 {
-        assert!(syncer.sync(false).is_err());
+        assert!(sync_once(&mut syncer).is_err());
         advance(Duration::from_secs(1)).await;
     }
     assert_eq!(h.healthz().status, 503, "stuck for longer than the timeout");
 
     *runner.stuck.lock().expect("lock") = false;
-    syncer.sync(false).expect("recovered");
+    sync_once(&mut syncer).expect("recovered");
     h.updated();
     assert_eq!(h.healthz().status, 200);
 }
@@ -187,7 +196,7 @@ async fn a_failing_dataplane_turns_healthz_503_and_recovery_turns_it_back() {
 #[tokio::test]
 async fn the_server_answers_with_upstreams_codes_headers_and_counts_them() {
     let h = ProxyHealth::new(Duration::ZERO);
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(FailureCounter::NftablesSync);
     let server = Server::start(
         "healthz",
         "127.0.0.1:0".parse().expect("addr"),

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use ferry_dataplane::mode::FailureCounter;
 use ferry_dataplane::SyncKind;
 
 use super::*;
@@ -26,7 +27,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn every_metric_is_declared_with_upstreams_name_and_type() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.healthz(200);
     m.livez(200);
     m.invalid_object("Service");
@@ -97,7 +98,7 @@ fn every_metric_is_declared_with_upstreams_name_and_type() {
 
 #[test]
 fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.sync_ran_for(IpFamily::V4, Some(SyncKind::Full), Duration::from_millis(3));
     m.sync_ran_for(
         IpFamily::V4,
@@ -137,7 +138,7 @@ fn syncs_fill_the_histograms_by_kind_and_failures_are_counted() {
 
 #[test]
 fn network_programming_latency_comes_from_trigger_times() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_714_557_610);
     m.sync_succeeded_for(
         IpFamily::V4,
@@ -183,7 +184,7 @@ fn network_programming_latency_comes_from_trigger_times() {
 
 #[test]
 fn changes_and_invalid_objects_are_counted() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     let mut changes = crate::sync::PendingChanges::default();
     changes
         .services
@@ -221,12 +222,12 @@ fn changes_and_invalid_objects_are_counted() {
 
 #[tokio::test]
 async fn the_server_serves_metrics_text() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.sync_ran_for(IpFamily::V4, Some(SyncKind::Full), Duration::from_millis(3));
     let server = Server::start(
         "metrics",
         "127.0.0.1:0".parse().expect("addr"),
-        router(m.clone()),
+        router(m.clone(), ProxyMode::Nftables),
     )
     .await
     .expect("bind");
@@ -241,10 +242,26 @@ async fn the_server_serves_metrics_text() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn proxy_mode_names_the_running_mode() {
+    let m = Metrics::new(FailureCounter::IptablesRestore);
+    let server = Server::start(
+        "metrics",
+        "127.0.0.1:0".parse().expect("addr"),
+        router(m, ProxyMode::Iptables),
+    )
+    .await
+    .expect("bind");
+    assert_eq!(
+        get(server.local_addr(), "/proxyMode").await.body,
+        "iptables"
+    );
+    server.stop().await;
+}
+
 #[test]
-fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
-    let m = Metrics::new();
-    m.set_iptables_mode(true);
+fn failed_syncs_count_in_the_modes_counter() {
+    let m = Metrics::new(FailureCounter::IptablesRestore);
     m.sync_ran_for(IpFamily::V4, None, Duration::from_millis(5));
     let text = m.encode();
     let ipt = r#"kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"}"#;
@@ -255,7 +272,7 @@ fn failed_syncs_count_as_iptables_restore_failures_in_iptables_mode() {
 
 #[test]
 fn ipv6_syncs_are_labelled_with_their_family() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     m.sync_ran_for(IpFamily::V6, Some(SyncKind::Full), Duration::from_millis(3));
     m.no_local_endpoints_for(
         IpFamily::V6,
@@ -281,7 +298,7 @@ fn ipv6_syncs_are_labelled_with_their_family() {
 
 #[test]
 fn conntrack_cleanups_are_timed_and_counted_per_family() {
-    let m = Metrics::new();
+    let m = Metrics::new(FailureCounter::NftablesSync);
     let text = m.encode();
     let declared = types(&text);
     for (name, kind) in [

@@ -1,17 +1,14 @@
 //! UDP conntrack cleanup after a sync: which flows are stale ([`StaleFlows`], from the UDP
-//! service ports before and after each successful sync), and deleting them ([`clean`]).
+//! service ports before and after each successful sync); the sync round deletes them.
 //!
 //! The cleanup runs only after the rules are in the kernel, like upstream's: a flow deleted
 //! earlier would be re-created by its next packet through the old rules. A failure is logged
 //! and counted, never fatal; the next sync then checks every UDP frontend.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
 
 use ferry_compile::conntrack::{stale_flows, udp_service_ports, StaleFlowFilter, UdpServicePorts};
-use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Protocol, ServiceName};
-
-use crate::metrics::Metrics;
+use ferry_model::{ClusterState, NodeContext, NodeView, Protocol, ServiceName};
 
 /// The UDP service ports as of the last successful sync, and the filters of flows still to
 /// delete.
@@ -69,40 +66,6 @@ impl StaleFlows {
     pub fn failed(&mut self) {
         self.reconcile = true;
     }
-}
-
-/// Deletes the flows `filters` find stale in this network namespace. Returns false (after
-/// logging and counting it) when the cleanup failed.
-pub fn clean(family: IpFamily, filters: &[StaleFlowFilter], metrics: &Metrics) -> bool {
-    if filters.is_empty() {
-        return true;
-    }
-    let started = Instant::now();
-    let result = ferry_dataplane::conntrack::delete_stale_udp(family, filters);
-    let elapsed = started.elapsed();
-    let (report, ok) = match &result {
-        Ok(report) => (*report, true),
-        Err(ferry_dataplane::conntrack::ConntrackError::Delete { report, .. }) => (*report, false),
-        Err(_) => (Default::default(), false),
-    };
-    metrics.conntrack_cleaned(family, elapsed, report.deleted as u64, ok);
-    match result {
-        Ok(report) => tracing::info!(
-            ip_family = crate::families::name(family),
-            frontends = filters.len(),
-            entries = report.dumped,
-            stale = report.stale,
-            deleted = report.deleted,
-            already_gone = report.already_gone,
-            duration_ms = elapsed.as_secs_f64() * 1e3,
-            "cleaned UDP conntrack entries"
-        ),
-        Err(e) => tracing::warn!(
-            frontends = filters.len(),
-            "UDP conntrack cleanup failed (checked again at the next sync): {e}"
-        ),
-    }
-    ok
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 use std::sync::{Arc, Mutex};
 
-use ferry_dataplane::{ApplyError, NftDataplane, NftRunner, SyncKind};
+use ferry_dataplane::nft::{NftDataplane, NftRunner};
+use ferry_dataplane::{Applier, Error, SyncKind, SyncReport};
 use ferry_model::fixtures::*;
 use ferry_model::{IpFamily, NodeContext, Object, TrafficPolicy};
 use ferry_source::SourceEvent;
 
-use super::Syncer;
+use super::{FamilySync, Syncer};
 
 /// Records every script; fails while `fail` is set (the kernel would keep its old state).
 #[derive(Clone, Default)]
@@ -15,9 +16,9 @@ struct Recorder {
 }
 
 impl NftRunner for Recorder {
-    fn run(&mut self, script: &str) -> Result<(), ApplyError> {
+    fn run(&mut self, script: &str) -> Result<(), Error> {
         if *self.fail.lock().expect("lock") {
-            return Err(ApplyError::Rejected {
+            return Err(Error::Rejected {
                 program: "nft".into(),
                 status: "exit status: 1".into(),
                 stderr: "injected".into(),
@@ -34,12 +35,18 @@ fn syncer() -> (Syncer<NftDataplane<Recorder>>, Recorder) {
         node_name: "k8s-node2".into(),
         family: IpFamily::V4,
     };
-    let s = Syncer::new(
+    let s = Syncer::new(vec![FamilySync::new(
         ctx,
         Default::default(),
         NftDataplane::with_runner(rec.clone()),
-    );
+    )]);
     (s, rec)
+}
+
+/// Syncs the only family of a test syncer.
+fn sync<A: Applier>(s: &mut Syncer<A>) -> Result<SyncReport, Error> {
+    let (state, families) = s.split();
+    families[0].sync(state, false)
 }
 
 fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
@@ -64,7 +71,7 @@ fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
 fn first_sync_is_full_and_recreates_the_table() {
     let (mut s, rec) = syncer();
     assert!(s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"]))));
-    let report = s.sync(false).expect("sync");
+    let report = sync(&mut s).expect("sync");
     assert_eq!(report.kind, SyncKind::Full);
     let scripts = rec.scripts.lock().expect("lock");
     assert!(
@@ -78,11 +85,11 @@ fn first_sync_is_full_and_recreates_the_table() {
 fn an_endpoint_change_is_an_incremental_sync_of_that_service_only() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("first sync");
+    sync(&mut s).expect("first sync");
     // One endpoint replaced by another: same count, so map elements only.
     assert!(s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.168"]))));
     assert_eq!(s.pending_services(), 1);
-    let report = s.sync(false).expect("second sync");
+    let report = sync(&mut s).expect("second sync");
     assert_eq!(report.kind, SyncKind::Partial);
     assert_eq!(report.chains_written, 0);
     let scripts = rec.scripts.lock().expect("lock");
@@ -102,7 +109,7 @@ fn an_endpoint_change_is_an_incremental_sync_of_that_service_only() {
 fn an_unchanged_resync_needs_no_sync() {
     let (mut s, _rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     assert!(!s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"]))));
 }
 
@@ -110,12 +117,12 @@ fn an_unchanged_resync_needs_no_sync() {
 fn a_failed_sync_keeps_the_changes_and_the_next_sync_is_full() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     s.handle(SourceEvent::Resync(seed_objects(&[])));
     *rec.fail.lock().expect("lock") = true;
-    assert!(s.sync(false).is_err());
+    assert!(sync(&mut s).is_err());
     *rec.fail.lock().expect("lock") = false;
-    let report = s.sync(false).expect("retry");
+    let report = sync(&mut s).expect("retry");
     assert_eq!(
         report.kind,
         SyncKind::Full,
@@ -138,24 +145,24 @@ fn a_failed_sync_keeps_the_changes_and_the_next_sync_is_full() {
 fn a_change_to_this_nodes_node_object_forces_a_full_sync() {
     let (mut s, _rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     assert!(s.handle(SourceEvent::Apply(Object::Node(mk_node(
         "k8s-node2",
         "10.1.1.99",
         "192.168.169.128/26"
     )))));
-    assert_eq!(s.sync(false).expect("sync").kind, SyncKind::Full);
+    assert_eq!(sync(&mut s).expect("sync").kind, SyncKind::Full);
 }
 
 #[test]
 fn deleting_a_service_removes_its_elements() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     let mut objs = seed_objects(&["192.168.169.166"]);
     objs.remove(0);
     s.handle(SourceEvent::Resync(objs));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     let last = rec
         .scripts
         .lock()
@@ -174,10 +181,10 @@ fn deleting_a_service_removes_its_elements() {
 fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     let late = Object::Service(mk_service("dev", "late", "10.96.0.30", 80));
     assert!(s.handle(SourceEvent::Apply(late)));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     // Meanwhile `dev/other` and `dev/late` were deleted; the watch missed it and relisted.
     let relisted: Vec<Object> = seed_objects(&["192.168.169.166"])
         .into_iter()
@@ -185,7 +192,7 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
         .collect();
     assert!(s.handle(SourceEvent::Resync(relisted)));
     assert_eq!(s.pending_services(), 2, "dev/other and dev/late only");
-    let report = s.sync(false).expect("sync");
+    let report = sync(&mut s).expect("sync");
     assert_eq!(report.kind, SyncKind::Partial);
     let last = rec
         .scripts
@@ -204,6 +211,7 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
     );
 }
 
+pub(crate) mod families;
 mod iptables;
 
 #[test]
@@ -225,26 +233,26 @@ fn a_successful_sync_hands_out_the_stale_udp_flows_once() {
         "192.168.169.166",
         "192.168.169.168",
     ])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     assert_eq!(
-        s.take_stale_flows().len(),
+        s.split().1[0].take_stale_flows().len(),
         1,
         "the first sync checks every frontend"
     );
-    assert!(s.take_stale_flows().is_empty());
+    assert!(s.split().1[0].take_stale_flows().is_empty());
 
     for obj in udp(&["192.168.169.168"]) {
         s.handle(SourceEvent::Apply(obj));
     }
     *rec.fail.lock().expect("lock") = true;
-    assert!(s.sync(false).is_err());
+    assert!(sync(&mut s).is_err());
     assert!(
-        s.take_stale_flows().is_empty(),
+        s.split().1[0].take_stale_flows().is_empty(),
         "nothing before the rules are in"
     );
     *rec.fail.lock().expect("lock") = false;
-    s.sync(false).expect("sync");
-    let stale = s.take_stale_flows();
+    sync(&mut s).expect("sync");
+    let stale = s.split().1[0].take_stale_flows();
     assert_eq!(stale.len(), 1);
     let removed = ip("192.168.169.166");
     assert!(stale[0].matches("10.96.0.10:53".parse().expect("addr"), removed));

@@ -102,8 +102,8 @@ apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: url-ana
 }
 
 /// The seed lab with a second client, the routes to 203.0.113.0/24 and the Service `lb`.
-pub fn start(mode: Mode, lb: &Lb) -> Option<SeedLab> {
-    let mut seed = SeedLab::start(mode, "Cluster")?;
+pub fn start(mode: Mode, lb: &Lb) -> SeedLab {
+    let mut seed = SeedLab::start(mode, "Cluster");
     let client2 = ClientSpec {
         name: CLIENT2.into(),
         ip: CLIENT2_IP.parse().expect("ip"),
@@ -118,7 +118,7 @@ pub fn start(mode: Mode, lb: &Lb) -> Option<SeedLab> {
         }
     }
     set(&mut seed, lb);
-    Some(seed)
+    seed
 }
 
 /// Writes the Service and waits until every node has synced it.

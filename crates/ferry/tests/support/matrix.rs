@@ -14,9 +14,7 @@ fn master_pod() -> Host {
 
 /// Case 1: A pod on k8s-master → ClusterIP reaches both pods; ClientIp is the pod's own IP.
 pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(mode, "Cluster");
     let mut servers = BTreeSet::new();
     for _ in 0..30 {
         let h = seed.hello(&master_pod(), &cluster_url());
@@ -31,18 +29,14 @@ pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
 
 /// Case 2: The master host itself → ClusterIP works, masqueraded to a node address.
 pub fn node_to_cluster_ip_works_and_is_masqueraded(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(mode, "Cluster");
     let h = seed.hello(&Host::node(MASTER), &cluster_url());
     assert_eq!(h.client_ip, "10.1.1.12");
 }
 
 /// Case 3: A pod reaching its own Service and landing on itself (hairpin) works, masqueraded.
 pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(mode, "Cluster");
     let me = Host::pod(POD_A.0);
     let mut hit_self = 0;
     for _ in 0..30 {
@@ -62,9 +56,7 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
 
 /// Case 4: Client → every node's NodePort with Cluster policy works; SNAT to the receiving node.
 pub fn cluster_policy_node_port_works_on_every_node_with_snat(setup: impl Into<Setup>) {
-    let Some(seed) = SeedLab::start(setup, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(setup, "Cluster");
     for (node, ip) in NODES {
         let h = seed.hello(&Host::default_client(), &node_port_url(ip));
         assert_eq!(
@@ -77,9 +69,7 @@ pub fn cluster_policy_node_port_works_on_every_node_with_snat(setup: impl Into<S
 
 /// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops.
 pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: impl Into<Setup>) {
-    let Some(seed) = SeedLab::start(setup, "Local") else {
-        return;
-    };
+    let seed = SeedLab::start(setup, "Local");
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     assert_eq!(h.client_ip, "10.1.1.100", "the real client IP");
     let r = seed.curl(&Host::default_client(), &node_port_url("10.1.1.17"));
@@ -88,9 +78,7 @@ pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: imp
 
 /// Case 6: A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
 pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Local") else {
-        return;
-    };
+    let seed = SeedLab::start(mode, "Local");
     let h = seed.hello(&master_pod(), &node_port_url("10.1.1.12"));
     assert_eq!(h.client_ip, MASTER_POD.1);
     let h = seed.hello(&Host::node(MASTER), &node_port_url("10.1.1.12"));
@@ -99,9 +87,7 @@ pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
 
 /// Case 7: A Service with no endpoints: connection refused at once.
 pub fn service_without_endpoints_refuses_connections(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(mode, "Cluster");
     let url = format!("http://{EMPTY_CLUSTER_IP}:80/hello");
     assert_eq!(seed.curl(&master_pod(), &url), CurlResult::Refused);
     assert_eq!(seed.curl(&Host::node(NODE1), &url), CurlResult::Refused);
@@ -110,9 +96,7 @@ pub fn service_without_endpoints_refuses_connections(mode: Mode) {
 /// Case 8: Readiness: a not-ready endpoint gets no traffic; back to ready restores it; deleting
 /// the slice leaves no endpoints (refused).
 pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(mode, "Cluster");
     seed.change(|m| m.endpoints[1].1 = false);
     for _ in 0..15 {
         assert_eq!(seed.hello(&master_pod(), &cluster_url()).server_ip, POD_A.1);
@@ -131,9 +115,7 @@ pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
 
 /// Case 9: Restarting Ferry on k8s-node2 keeps an established connection alive.
 pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(mode, "Cluster");
     let addr = format!("10.1.1.9:{NODE_PORT}").parse().expect("addr");
     let mut conn = seed
         .lab
@@ -158,9 +140,7 @@ pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
 /// (`cargo test -p ferry --test lab_nftables seed_curl_table -- --nocapture`).
 pub fn seed_curl_table(mode: Mode) {
     for policy in ["Local", "Cluster"] {
-        let Some(seed) = SeedLab::start(mode, policy) else {
-            return;
-        };
+        let seed = SeedLab::start(mode, policy);
         println!(
             "\nexternalTrafficPolicy: {policy} ({}), from the client 10.1.1.100:",
             mode.label()
@@ -189,9 +169,7 @@ pub fn seed_curl_table(mode: Mode) {
 /// one request through node2's NodePort (`cargo test -p ferry --test lab_iptables_nft
 /// seed_commands_show_the_seeds_chains -- --nocapture`). nftables mode: the table instead.
 pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
-    let Some(seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let seed = SeedLab::start(mode, "Cluster");
     seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     let Some(ipt) = mode.iptables() else {
         let table = seed
@@ -255,9 +233,7 @@ pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
 /// Bad input: an invalid edit of the Service is reported (file, object, field) and the last good
 /// rules stay in the kernel; fixing it is picked up again.
 pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(mode, "Cluster");
     let broken = format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: url-analysis\n  namespace: dev\nspec:\n  type: NodePort\n  clusterIP: {CLUSTER_IP}\n  ports:\n  - name: http\n    port: 8080\n    nodePort: 99999\n"
     );

@@ -16,9 +16,7 @@ pub fn cleanup_removes_only_ferrys_rules(mode: Mode) {
 }
 
 fn cleanup_removes_only_ferrys_chains(mode: Mode, iptables: &str) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(mode, "Cluster");
     let save = format!("{iptables}-save");
     for args in [
         vec!["-t", "nat", "-N", "OTHER"],
@@ -62,9 +60,7 @@ fn cleanup_removes_only_ferrys_chains(mode: Mode, iptables: &str) {
 /// Emptying Ferry's service dispatch by hand (`iptables -t nat -F KUBE-SERVICES`, or the
 /// nftables `services` chain) is repaired by the periodic full resync, within one sync period.
 pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
-    let Some(mut seed) = SeedLab::start_with(mode, "Cluster", &["--sync-period", "3s"]) else {
-        return;
-    };
+    let mut seed = SeedLab::start_with(mode, "Cluster", &["--sync-period", "3s"]);
     // What to flush, how to list it, and a rule it holds.
     let (flush, list, rule): (Vec<&str>, Vec<&str>, &str) = match mode.iptables() {
         Some(ipt) => (
@@ -92,9 +88,7 @@ pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
 /// sync, which is then a full one: in iptables mode at once, because the canary is gone; in
 /// nftables mode the partial sync fails and is retried as a full one.
 pub fn deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(mode, "Cluster");
     let before = seed.full_syncs(NODE1);
     let cmds: Vec<Vec<&str>> = match mode.iptables() {
         Some(ipt) => ["filter", "nat", "mangle"]
@@ -128,9 +122,7 @@ pub fn deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync(mode: Mode) {
 /// nftables: another table survives Ferry's syncs, and `ferry cleanup` removes Ferry's table
 /// and nothing else.
 fn cleanup_removes_only_ferrys_table(mode: Mode) {
-    let Some(mut seed) = SeedLab::start(mode, "Cluster") else {
-        return;
-    };
+    let mut seed = SeedLab::start(mode, "Cluster");
     seed.lab
         .exec(NODE1, ["nft", "add table ip other; add chain ip other keep { type filter hook input priority 0; }"])
         .expect("add a foreign table");

@@ -125,13 +125,14 @@ impl Mode {
     }
 }
 
-/// Returns None (and says why) when the lab cannot run here.
-pub fn lab_or_skip() -> Option<Lab> {
-    if !ferry_lab::running_as_root() {
-        eprintln!("skipping: the lab needs root (CI runs as root)");
-        return None;
-    }
-    Some(Lab::seed004().expect("build the seed lab"))
+/// The seed lab. Lab tests are `#[ignore = "needs root: network namespaces"]`: a plain
+/// `cargo test` lists them as ignored, and `--include-ignored` without root fails here, loudly.
+pub fn lab() -> Lab {
+    assert!(
+        ferry_lab::running_as_root(),
+        "the lab needs root (network namespaces): run the ignored tests as root, as CI does"
+    );
+    Lab::seed004().expect("build the seed lab")
 }
 
 /// The lab with pods and one Ferry per node.
@@ -147,18 +148,14 @@ pub struct SeedLab {
 }
 
 impl SeedLab {
-    pub fn start(setup: impl Into<Setup>, policy: &'static str) -> Option<SeedLab> {
+    pub fn start(setup: impl Into<Setup>, policy: &'static str) -> SeedLab {
         Self::start_with(setup, policy, &[])
     }
 
     /// Like [`start`](Self::start), with extra `ferry run` flags (e.g. a short sync period).
-    pub fn start_with(
-        setup: impl Into<Setup>,
-        policy: &'static str,
-        extra: &[&str],
-    ) -> Option<SeedLab> {
+    pub fn start_with(setup: impl Into<Setup>, policy: &'static str, extra: &[&str]) -> SeedLab {
         let Setup { mode, source } = setup.into();
-        let mut lab = lab_or_skip()?;
+        let mut lab = lab();
         let api = (source == Source::Api).then(|| start_apiserver(&mut lab));
         let program = PodProgram::ferry(FERRY);
         for (name, ip) in [POD_A, POD_B] {
@@ -198,7 +195,7 @@ impl SeedLab {
         for (node, _) in NODES {
             seed.wait_synced(node, 1);
         }
-        Some(seed)
+        seed
     }
 
     fn spawn_ferry(&self, node: &'static str) -> LabProcess {

@@ -11,7 +11,7 @@ use ferry_compile::nft::{Element, Key, Value, Verdict};
 use ferry_model::Protocol;
 
 use super::{
-    attr, attr_str, begin_attr, end_attr, Batch, Unsupported, NFNL_SUBSYS_NFTABLES,
+    attr, attr_str, begin_attr, end_attr, Batch, Unencodable, NFNL_SUBSYS_NFTABLES,
     NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE,
     NFT_MSG_DELSETELEM, NFT_MSG_NEWSETELEM, NLA_F_NESTED, NLM_F_ACK, NLM_F_CREATE, NLM_F_REQUEST,
 };
@@ -54,11 +54,11 @@ fn port(out: &mut Vec<u8>, p: u16) {
 }
 
 /// The key's register bytes.
-pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unsupported> {
+pub(crate) fn key_bytes(key: &Key) -> Result<Vec<u8>, Unencodable> {
     let mut out = Vec::with_capacity(40);
     match key {
         Key::Addr(a) => addr(&mut out, *a),
-        Key::Net(_) => return Err(Unsupported("interval set elements")),
+        Key::Net(_) => return Err(Unencodable("interval set elements")),
         Key::FrontendSource(a, p, n, src) => {
             addr(&mut out, *a);
             proto(&mut out, *p);
@@ -159,7 +159,7 @@ impl Batch {
         add: bool,
         set: &str,
         els: impl IntoIterator<Item = E>,
-    ) -> Result<usize, Unsupported> {
+    ) -> Result<usize, Unencodable> {
         let mut els = els.into_iter().peekable();
         let mut count = 0;
         while els.peek().is_some() {
@@ -184,7 +184,7 @@ impl Batch {
         Ok(count)
     }
 
-    fn element(&mut self, e: &Element, with_value: bool) -> Result<(), Unsupported> {
+    fn element(&mut self, e: &Element, with_value: bool) -> Result<(), Unencodable> {
         let buf = &mut self.buf;
         let el = begin_attr(buf, NFTA_LIST_ELEM | NLA_F_NESTED);
         let key = begin_attr(buf, NFTA_SET_ELEM_KEY | NLA_F_NESTED);
@@ -216,7 +216,7 @@ impl Batch {
                 end_attr(buf, data);
             }
             if let Some(c) = &e.comment {
-                let len = u8::try_from(c.len() + 1).map_err(|_| Unsupported("long comment"))?;
+                let len = u8::try_from(c.len() + 1).map_err(|_| Unencodable("long comment"))?;
                 let mut udata = vec![UDATA_COMMENT, len];
                 udata.extend_from_slice(c.as_bytes());
                 udata.push(0);

@@ -2,7 +2,7 @@ use std::net::SocketAddr;
 
 use ferry_compile::conntrack::Frontend;
 use ferry_model::fixtures::*;
-use ferry_model::{Object, TrafficPolicy};
+use ferry_model::{IpFamily, Object, TrafficPolicy};
 
 use super::*;
 

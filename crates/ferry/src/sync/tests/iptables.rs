@@ -4,14 +4,15 @@ use std::sync::{Arc, Mutex};
 
 use ferry_compile::iptables::Table;
 use ferry_dataplane::iptables::{IptablesDataplane, IptablesRunner};
-use ferry_dataplane::{ApplyError, SyncKind};
+use ferry_dataplane::{Error, SyncKind};
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::SourceEvent;
 
 use ferry_model::fixtures::{mk_endpoint, mk_slice};
 use ferry_model::Object;
 
-use crate::sync::Syncer;
+use super::sync;
+use crate::sync::{FamilySync, Syncer};
 
 /// The core tests' seed objects, plus an endpoint for `dev/other` so that it has chains too.
 fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
@@ -32,16 +33,16 @@ struct Recorder {
 }
 
 impl IptablesRunner for Recorder {
-    fn restore(&mut self, input: &str) -> Result<(), ApplyError> {
+    fn restore(&mut self, input: &str) -> Result<(), Error> {
         self.restores.lock().expect("lock").push(input.to_owned());
         Ok(())
     }
 
-    fn iptables(&mut self, _args: &[&str]) -> Result<bool, ApplyError> {
+    fn iptables(&mut self, _args: &[&str]) -> Result<bool, Error> {
         Ok(true)
     }
 
-    fn save(&mut self, _table: Option<Table>) -> Result<String, ApplyError> {
+    fn save(&mut self, _table: Option<Table>) -> Result<String, Error> {
         Ok(String::new())
     }
 }
@@ -52,11 +53,11 @@ fn syncer() -> (Syncer<IptablesDataplane<Recorder>>, Recorder) {
         node_name: "k8s-node2".into(),
         family: IpFamily::V4,
     };
-    let s = Syncer::new(
+    let s = Syncer::new(vec![FamilySync::new(
         ctx,
         Default::default(),
         IptablesDataplane::with_runner(rec.clone()),
-    );
+    )]);
     (s, rec)
 }
 
@@ -73,12 +74,12 @@ fn nat_chain_lines(text: &str) -> Vec<&str> {
 fn a_partial_sync_after_one_endpoint_change_rewrites_only_that_services_chains() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    assert_eq!(s.sync(false).expect("first sync").kind, SyncKind::Full);
+    assert_eq!(sync(&mut s).expect("first sync").kind, SyncKind::Full);
     s.handle(SourceEvent::Resync(seed_objects(&[
         "192.168.169.166",
         "192.168.169.168",
     ])));
-    let report = s.sync(false).expect("second sync");
+    let report = sync(&mut s).expect("second sync");
     assert_eq!(report.kind, SyncKind::Partial);
 
     let restores = rec.restores.lock().expect("lock");
@@ -120,11 +121,11 @@ fn a_partial_sync_after_one_endpoint_change_rewrites_only_that_services_chains()
 fn deleting_a_service_deletes_its_chains_in_a_partial_sync() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
-    s.sync(false).expect("sync");
+    sync(&mut s).expect("sync");
     let mut objs = seed_objects(&["192.168.169.166"]);
     objs.remove(0);
     s.handle(SourceEvent::Resync(objs));
-    assert_eq!(s.sync(false).expect("sync").kind, SyncKind::Partial);
+    assert_eq!(sync(&mut s).expect("sync").kind, SyncKind::Partial);
     let last = rec
         .restores
         .lock()

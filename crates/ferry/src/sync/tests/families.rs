@@ -1,26 +1,25 @@
 use std::sync::{Arc, Mutex};
 
-use ferry_dataplane::{ApplyError, NftDataplane, NftRunner};
+use ferry_dataplane::nft::{NftDataplane, NftRunner};
+use ferry_dataplane::Error;
 use ferry_model::fixtures::*;
 use ferry_model::{IpFamily, NodeContext, Object, ServiceType};
 use ferry_source::SourceEvent;
 
-use super::FamilySyncers;
-use crate::config::ProxyMode;
-use crate::sync::Syncer;
+use crate::sync::{FamilySync, Syncer};
 
 /// Records every nft script of one family.
 #[derive(Clone, Default)]
 struct Recorder(Arc<Mutex<Vec<String>>>);
 
 impl NftRunner for Recorder {
-    fn run(&mut self, script: &str) -> Result<(), ApplyError> {
+    fn run(&mut self, script: &str) -> Result<(), Error> {
         self.0.lock().expect("lock").push(script.to_owned());
         Ok(())
     }
 }
 
-fn syncers() -> (FamilySyncers<NftDataplane<Recorder>>, Recorder, Recorder) {
+fn syncers() -> (Syncer<NftDataplane<Recorder>>, Recorder, Recorder) {
     let (v4, v6) = (Recorder::default(), Recorder::default());
     let make = |family, rec: &Recorder| {
         let ctx = NodeContext {
@@ -31,15 +30,15 @@ fn syncers() -> (FamilySyncers<NftDataplane<Recorder>>, Recorder, Recorder) {
             family,
             ..Default::default()
         };
-        Syncer::new(ctx, cfg, NftDataplane::with_runner(rec.clone()))
+        FamilySync::new(ctx, cfg, NftDataplane::with_runner(rec.clone()))
     };
-    let s = FamilySyncers::new(vec![make(IpFamily::V4, &v4), make(IpFamily::V6, &v6)]);
+    let s = Syncer::new(vec![make(IpFamily::V4, &v4), make(IpFamily::V6, &v6)]);
     (s, v4, v6)
 }
 
 /// `dev/dual` with a ClusterIP in each family and local endpoints in each (one IPv4, two
 /// IPv6), as a LoadBalancer with a health-check NodePort; `dev/v4` IPv4 only.
-fn objects(with_v6: bool) -> Vec<Object> {
+pub(crate) fn objects(with_v6: bool) -> Vec<Object> {
     let mut dual = with_node_port(
         mk_service("dev", "dual", "10.96.0.10", 80),
         30080,
@@ -80,8 +79,9 @@ fn objects(with_v6: bool) -> Vec<Object> {
 fn every_family_syncs_its_own_table_from_the_same_events() {
     let (mut s, v4, v6) = syncers();
     assert!(s.handle(SourceEvent::Resync(objects(true))));
-    for syncer in s.iter_mut() {
-        syncer.sync(false).expect("sync");
+    let (state, families) = s.split();
+    for family in families {
+        family.sync(state, false).expect("sync");
     }
     let v4 = v4.0.lock().expect("lock").join("");
     let v6 = v6.0.lock().expect("lock").join("");
@@ -99,23 +99,12 @@ fn every_family_syncs_its_own_table_from_the_same_events() {
 }
 
 #[test]
-fn rules_show_the_ipv6_table_only_with_ipv6_services() {
-    let (mut s, _, _) = syncers();
-    s.handle(SourceEvent::Resync(objects(false)));
-    let text = s.desired(ProxyMode::Nftables);
-    assert!(!text.contains("table ip6 ferry"), "{text}");
-    s.handle(SourceEvent::Resync(objects(true)));
-    let text = s.desired(ProxyMode::Nftables);
-    assert!(text.starts_with("table ip ferry {"), "{text}");
-    assert!(text.contains("table ip6 ferry {"), "{text}");
-}
-
-#[test]
 fn health_checks_count_the_family_with_more_local_endpoints() {
     let (mut s, _, _) = syncers();
     s.handle(SourceEvent::Resync(objects(true)));
-    for syncer in s.iter_mut() {
-        syncer.sync(false).expect("sync");
+    let (state, families) = s.split();
+    for family in families {
+        family.sync(state, false).expect("sync");
     }
     let checks = s.health_checks();
     let hc = checks

@@ -1,21 +1,11 @@
-//! `ferry explain --live`: compare what the trace relies on with what the kernel holds.
+//! nftables mode's `explain --live`: the traced destination's elements and chains in the
+//! kernel's table, compared with the compiled ones.
 
 use ferry_compile::nft::{Ruleset, Value, Verdict};
 use ferry_compile::trace::{Frontend, Trace};
-use ferry_dataplane::LiveTable;
 
-/// What the kernel holds for the traced destination.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveReport {
-    /// Ferry's table exists in this network namespace.
-    pub table_present: bool,
-    /// Objects compared.
-    pub checked: usize,
-    /// Where the kernel differs from what Ferry would program.
-    pub differences: Vec<String>,
-    /// The endpoints the kernel would DNAT this destination to (from its endpoint maps).
-    pub endpoints: Vec<String>,
-}
+use super::LiveTable;
+use crate::live::LiveReport;
 
 /// The element key of the traced frontend (`10.96.0.1 . tcp . 80` or `tcp . 32223`).
 fn frontend_key(t: &Trace) -> String {
@@ -27,14 +17,9 @@ fn frontend_key(t: &Trace) -> String {
 }
 
 /// Compares the compiled objects of the traced destination with the live table.
-pub fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveReport {
+pub(super) fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveReport {
     let Some(live) = live else {
-        return LiveReport {
-            table_present: false,
-            checked: 0,
-            differences: vec!["Ferry's table is not in this network namespace".to_owned()],
-            endpoints: Vec::new(),
-        };
+        return LiveReport::absent("Ferry's table");
     };
     let key = frontend_key(t);
     let slot_prefix = format!("{key} . ");
@@ -115,75 +100,5 @@ pub fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveRep
     report
 }
 
-impl LiveReport {
-    /// The report for people.
-    pub fn to_text(&self) -> String {
-        let mut out = String::from("kernel (this network namespace):\n");
-        if self.differences.is_empty() {
-            out.push_str(&format!(
-                "   agrees with the compiled rules ({} objects checked)\n",
-                self.checked
-            ));
-        }
-        for d in &self.differences {
-            out.push_str(&format!("   DIFFERS: {d}\n"));
-        }
-        if self.table_present {
-            let eps = if self.endpoints.is_empty() {
-                "none".to_owned()
-            } else {
-                self.endpoints.join(", ")
-            };
-            out.push_str(&format!("   endpoints in the kernel's maps: {eps}\n"));
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests;
-
-/// iptables mode: every chain the explanation names must exist in `iptables-save` output, and
-/// the endpoint chains' DNAT targets are the endpoints the kernel holds.
-pub fn check_iptables(t: &Trace, save: &str) -> LiveReport {
-    let mut report = LiveReport {
-        table_present: true,
-        checked: 0,
-        differences: Vec::new(),
-        endpoints: Vec::new(),
-    };
-    let mut chains: Vec<String> = Vec::new();
-    for step in &t.steps {
-        for obj in t.iptables_objects(step) {
-            for word in obj.split(|c: char| c.is_whitespace() || c == '(' || c == ')') {
-                if word.starts_with("KUBE-") && !chains.iter().any(|c| c == word) {
-                    chains.push(word.to_owned());
-                }
-            }
-        }
-    }
-    for chain in &chains {
-        report.checked += 1;
-        if !save.lines().any(|l| l.starts_with(&format!(":{chain} "))) {
-            report
-                .differences
-                .push(format!("chain {chain} is missing from the kernel"));
-        }
-        if chain.starts_with("KUBE-SEP-") {
-            let rule = format!("-A {chain} ");
-            for line in save.lines().filter(|l| l.starts_with(&rule)) {
-                if let Some(dest) = line.split("--to-destination ").nth(1) {
-                    let ep = dest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
-                    if !report.endpoints.contains(&ep) {
-                        report.endpoints.push(ep);
-                    }
-                }
-            }
-        }
-    }
-    report
-}

@@ -7,16 +7,16 @@
 //! deletes an endpoint's affinity set with its chain; Ferry's pins are elements of one map, so
 //! the applier deletes the stale ones when endpoints go.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 
 use serde_json::Value as Json;
 
 use ferry_compile::nft::{Key, Ruleset, ServiceRules, TABLE};
+use ferry_model::{IpFamily, Protocol, ServiceName};
 
-use crate::nft::NftRunner;
-use ferry_model::{IpFamily, Protocol};
+use super::cli::NftRunner;
 
 /// The maps holding pins, each with the map of record elements that validate them.
 pub(crate) const PIN_MAPS: [(&str, &str); 2] = [
@@ -154,10 +154,7 @@ pub(crate) fn stale(pins: Vec<Pin>, valid: &HashSet<Key>) -> Vec<Pin> {
 /// The `nft -f` text deleting `pins`. Each is first added (with its own value, a no-op when it
 /// is still there) so that the deletion cannot fail on a pin that expired in the meantime.
 pub(crate) fn delete_script(family: IpFamily, pins: &[Pin]) -> String {
-    let family = match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    };
+    let family = ferry_compile::family::nft_family(family);
     let mut out = String::new();
     for verb in ["add", "delete"] {
         for p in pins {
@@ -204,3 +201,50 @@ pub(crate) fn sweep(runner: &mut impl NftRunner, family: IpFamily, valid: &HashS
 
 #[cfg(test)]
 mod tests;
+
+/// The pin bookkeeping of an incremental sync: which record elements back pins once it is
+/// applied, and which pins to sweep around it.
+#[derive(Debug)]
+pub(crate) struct Update {
+    /// The record elements of the table after the change; `None` when unknown.
+    pub(crate) backing: Option<HashSet<Key>>,
+    /// When the change removes a record element: the pins still valid, swept before the
+    /// change (a pinned client must not be sent to a removed endpoint) and after it (pins
+    /// recorded meanwhile).
+    sweep: Option<HashSet<Key>>,
+}
+
+impl Update {
+    /// Plans the pin work of replacing `changes`' services in `installed`, whose record
+    /// elements were `backing` (if known).
+    pub(crate) fn plan(
+        installed: &Ruleset,
+        mut backing: Option<HashSet<Key>>,
+        changes: &BTreeMap<ServiceName, Option<ServiceRules>>,
+    ) -> Self {
+        let old = || changes.keys().filter_map(|n| installed.services.get(n));
+        let new = || changes.values().flatten();
+        if let Some(b) = backing.as_mut() {
+            for key in old().flat_map(service_record_keys) {
+                b.remove(&key);
+            }
+            b.extend(new().flat_map(service_record_keys));
+        }
+        let sweep = may_go_stale(old(), new()).then(|| {
+            let mut valid = record_keys(installed);
+            for e in old().flat_map(|rules| &rules.elements) {
+                valid.remove(&e.key);
+            }
+            valid.extend(new().flat_map(|r| r.elements.iter().map(|e| e.key.clone())));
+            valid
+        });
+        Self { backing, sweep }
+    }
+
+    /// Sweeps the pins made stale, when the change removes any.
+    pub(crate) fn sweep(&self, runner: &mut impl NftRunner, family: IpFamily) {
+        if let Some(valid) = &self.sweep {
+            sweep(runner, family, valid);
+        }
+    }
+}

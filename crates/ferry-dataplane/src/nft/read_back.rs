@@ -8,7 +8,7 @@ use serde_json::Value;
 use ferry_compile::nft::TABLE;
 use ferry_model::IpFamily;
 
-use crate::ApplyError;
+use crate::Error;
 
 /// What the kernel holds in Ferry's table: chain names, and set/map elements written the way
 /// Ferry's rulesets write them (`10.96.0.1 . tcp . 80`, `goto chain`, `10.0.0.1 . 8080`).
@@ -22,15 +22,12 @@ pub struct LiveTable {
 
 /// Reads Ferry's table of `family` in the current network namespace; `Ok(None)` when there is
 /// no such table.
-pub fn read_back(family: IpFamily) -> Result<Option<LiveTable>, ApplyError> {
-    let fam = match family {
-        IpFamily::V4 => "ip",
-        IpFamily::V6 => "ip6",
-    };
+pub fn read_back(family: IpFamily) -> Result<Option<LiveTable>, Error> {
+    let fam = ferry_compile::family::nft_family(family);
     let out = Command::new("nft")
         .args(["-j", "list", "table", fam, TABLE])
         .output()
-        .map_err(|source| ApplyError::Spawn {
+        .map_err(|source| Error::Spawn {
             program: "nft".into(),
             source,
         })?;
@@ -39,13 +36,13 @@ pub fn read_back(family: IpFamily) -> Result<Option<LiveTable>, ApplyError> {
         if stderr.contains("No such file or directory") {
             return Ok(None);
         }
-        return Err(ApplyError::Rejected {
+        return Err(Error::Rejected {
             program: "nft".into(),
             status: out.status.to_string(),
             stderr,
         });
     }
-    let json: Value = serde_json::from_slice(&out.stdout).map_err(|e| ApplyError::Rejected {
+    let json: Value = serde_json::from_slice(&out.stdout).map_err(|e| Error::Rejected {
         program: "nft -j".into(),
         status: "unparsable output".into(),
         stderr: e.to_string(),
@@ -121,36 +118,6 @@ fn text(v: &Value) -> String {
         }
         other => other.to_string(),
     }
-}
-
-/// `iptables-save` of the nat and filter tables, from the backend that holds the rules (the
-/// same detection the iptables mode uses), for `ferry explain --live` in iptables mode.
-pub fn read_back_iptables() -> Result<String, ApplyError> {
-    read_back_iptables_of(IpFamily::V4)
-}
-
-/// [`read_back_iptables`] for one family (`ip6tables-save` for IPv6).
-pub fn read_back_iptables_of(family: IpFamily) -> Result<String, ApplyError> {
-    let program = crate::iptables::detect_backend().program_for(family, "-save");
-    let mut text = String::new();
-    for table in ["nat", "filter"] {
-        let out = Command::new(&program)
-            .args(["-t", table])
-            .output()
-            .map_err(|source| ApplyError::Spawn {
-                program: program.clone(),
-                source,
-            })?;
-        if !out.status.success() {
-            return Err(ApplyError::Rejected {
-                program: program.clone(),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        text.push_str(&String::from_utf8_lossy(&out.stdout));
-    }
-    Ok(text)
 }
 
 #[cfg(test)]

@@ -1,0 +1,115 @@
+//! The proxy modes, and the pure half of the seam every mode plugs into: its [`Renderer`].
+//!
+//! A mode's rules are rendered by its module of this crate (`nft`, `iptables`: from a node's
+//! [`Plan`](crate::Plan) to the mode's own objects), and the mode's [`Renderer`] here (pure:
+//! the text `ferry rules` prints, the objects `ferry explain` names) wraps them for the
+//! binary; a module in `ferry-dataplane` applies them to the kernel. One table joins the two
+//! halves (`ferry_dataplane::modes::MODES`); nothing else matches on the mode.
+//!
+//! Adding a mode: its rendering module in this crate and its renderer here, a module in
+//! `ferry-dataplane` with an applier and a mode entry, a [`ProxyMode`] variant, and its line
+//! in the table.
+
+use std::fmt;
+
+use ferry_model::{ClusterState, IpFamily};
+
+use crate::trace::{Packet, Trace};
+use crate::NodeCompiler;
+
+mod iptables;
+mod ipvs;
+mod nft;
+
+pub use iptables::IptablesRenderer;
+pub use ipvs::IpvsRenderer;
+pub use nft::NftRenderer;
+
+/// The proxy mode (`mode` in the configuration file, `--proxy-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProxyMode {
+    /// nftables, in Ferry's own table (the default).
+    Nftables,
+    /// iptables, with upstream kube-proxy's chain layout.
+    Iptables,
+    /// IPVS, with upstream kube-proxy's virtual servers, ipsets and chains.
+    Ipvs,
+}
+
+impl ProxyMode {
+    /// Every mode Ferry implements.
+    pub const ALL: [ProxyMode; 3] = [ProxyMode::Nftables, ProxyMode::Iptables, ProxyMode::Ipvs];
+
+    /// Parses kube-proxy's spelling (empty: the default). Modes Ferry does not implement are a
+    /// clear error.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(ProxyMode::Nftables);
+        }
+        if let Some(mode) = Self::ALL.into_iter().find(|m| m.as_str() == s) {
+            return Ok(mode);
+        }
+        let known = Self::ALL.map(|m| format!("{:?}", m.as_str())).join(" or ");
+        match s {
+            "userspace" | "kernelspace" => Err(format!(
+                "proxy mode {s:?} is not implemented yet; use {known}"
+            )),
+            other => Err(format!("unknown proxy mode {other:?} (want {known})")),
+        }
+    }
+
+    /// kube-proxy's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyMode::Nftables => "nftables",
+            ProxyMode::Iptables => "iptables",
+            ProxyMode::Ipvs => "ipvs",
+        }
+    }
+}
+
+impl fmt::Display for ProxyMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A mode's pure half: what the mode would program on a node, as text and as the objects an
+/// explanation names. Never touches the kernel, so `ferry rules` and `ferry explain` work
+/// without root.
+pub trait Renderer: Sync {
+    /// The mode.
+    fn mode(&self) -> ProxyMode;
+
+    /// The whole node's rules of one IP family (the compiler's), as the mode's tools take them:
+    /// what `ferry rules` prints.
+    fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String;
+
+    /// A line `ferry rules` prints before a further family's rules, when the texts cannot
+    /// simply follow each other (iptables: the IPv6 input goes to another tool).
+    fn family_header(&self, family: IpFamily) -> Option<String> {
+        let _ = family;
+        None
+    }
+
+    /// Where the first packet of a new connection goes on the compiler's node, and why, each
+    /// step naming this mode's objects.
+    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kube_proxy_spellings() {
+        assert_eq!(ProxyMode::parse(""), Ok(ProxyMode::Nftables));
+        assert_eq!(ProxyMode::parse("nftables"), Ok(ProxyMode::Nftables));
+        assert_eq!(ProxyMode::parse("iptables"), Ok(ProxyMode::Iptables));
+        assert_eq!(ProxyMode::parse("ipvs"), Ok(ProxyMode::Ipvs));
+        let err = ProxyMode::parse("userspace").expect_err("not a mode yet");
+        assert!(err.contains("not implemented yet"), "{err}");
+        let err = ProxyMode::parse("bogus").expect_err("not a mode");
+        assert!(err.contains("unknown proxy mode \"bogus\""), "{err}");
+    }
+}

@@ -1,0 +1,38 @@
+//! iptables mode's renderer.
+
+use ferry_model::{ClusterState, IpFamily};
+
+use super::{ProxyMode, Renderer};
+use crate::family::iptables_tool;
+use crate::iptables::NodeRules;
+use crate::trace::{trace, Packet, Trace};
+use crate::NodeCompiler;
+
+/// iptables mode's renderer: upstream kube-proxy's chains, as `iptables-restore --noflush`
+/// takes them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IptablesRenderer;
+
+impl Renderer for IptablesRenderer {
+    fn mode(&self) -> ProxyMode {
+        ProxyMode::Iptables
+    }
+
+    fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String {
+        NodeRules::new(compiler).full(state).to_string()
+    }
+
+    fn family_header(&self, family: IpFamily) -> Option<String> {
+        Some(format!(
+            "# {} rules: {}-restore --noflush input\n",
+            family.as_str(),
+            iptables_tool(family)
+        ))
+    }
+
+    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
+        let view = compiler.view(state);
+        let plan = compiler.plan_of(&view);
+        trace(&view, &plan, &crate::nft::render(&plan), packet).for_iptables()
+    }
+}

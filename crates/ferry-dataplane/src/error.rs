@@ -1,0 +1,42 @@
+//! Why a sync (or a read of the kernel) failed, in any mode. The kernel holds what it held
+//! before.
+
+use crate::ipvs::IpvsError;
+use crate::netlink::NetlinkError;
+
+/// Why a transaction was not applied, or the kernel could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A tool (`nft`, `iptables-restore` …) could not be started.
+    #[error("could not run {program}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An incremental sync was asked for before any full sync succeeded.
+    #[error("no full sync has succeeded yet; an incremental sync has nothing to start from")]
+    NoBaseline,
+    /// No netlink socket is open.
+    #[error("no nfnetlink socket")]
+    NoNetlink,
+    /// The kernel rejected a batch sent over netlink.
+    #[error("netlink batch failed: {0}")]
+    Netlink(#[from] NetlinkError),
+    /// IPVS mode: the IPVS table, kube-ipvs0, the ipsets or a sysctl could not be changed or
+    /// read.
+    #[error(transparent)]
+    Ipvs(#[from] IpvsError),
+    /// A tool rejected the transaction (or a listing failed).
+    #[error("{program} failed ({status}): {stderr}")]
+    Rejected {
+        /// The program and its mode of use (`nft -f -`).
+        program: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed.
+        stderr: String,
+    },
+}

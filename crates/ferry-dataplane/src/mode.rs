@@ -1,0 +1,158 @@
+//! What a proxy mode is made of: its line in the mode table ([`ModeEntry`]; the table is
+//! `modes`), the run-time choices of the modes ([`ModeOptions`]), and the mode prepared on a
+//! node ([`NodeMode`]).
+
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use ferry_compile::mode::{ProxyMode, Renderer};
+use ferry_compile::trace::Trace;
+use ferry_compile::NodeCompiler;
+use ferry_model::{ClusterState, IpFamily};
+
+use crate::live::LiveReport;
+use crate::support::Unsupported;
+use crate::{Applier, Error};
+
+/// What a mode is made of.
+pub struct ModeEntry {
+    /// The mode.
+    pub mode: ProxyMode,
+    /// Its pure half: the text `ferry rules` prints, the objects `ferry explain` names. Using
+    /// it never touches the kernel.
+    pub renderer: &'static dyn Renderer,
+    /// Prepares the mode on this node (e.g. finds the iptables backend to use): the kernel
+    /// half, for `ferry run` and `ferry explain --live`.
+    pub open: fn(&ModeOptions) -> Box<dyn NodeMode>,
+    /// Removes everything the mode programs in this network namespace (both families);
+    /// nothing there is not an error.
+    pub cleanup: fn() -> Result<(), Error>,
+    /// The counter of failed syncs (upstream's name for this mode).
+    pub sync_failures: FailureCounter,
+}
+
+impl std::fmt::Debug for ModeEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModeEntry")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Run-time choices of the modes that have any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModeOptions {
+    /// iptables and IPVS modes: the backend to program, or `None` to use the one that already
+    /// holds Kubernetes' rules (upstream's detection).
+    pub iptables_backend: Option<IptablesBackend>,
+    /// IPVS mode's settings that are not rendered (the scheduler is: it is in the compile
+    /// configuration).
+    pub ipvs: IpvsOptions,
+}
+
+/// IPVS mode's node settings (`ipvs.*` of `KubeProxyConfiguration`, `--ipvs-*` flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IpvsOptions {
+    /// `ipvs.tcpTimeout`: idle timeout of established IPVS TCP connections; zero leaves the
+    /// kernel's value.
+    pub tcp_timeout: Duration,
+    /// `ipvs.tcpFinTimeout`: timeout of IPVS TCP connections after a FIN; zero leaves it.
+    pub tcp_fin_timeout: Duration,
+    /// `ipvs.udpTimeout`: timeout of IPVS UDP flows; zero leaves it.
+    pub udp_timeout: Duration,
+    /// `ipvs.strictARP`: answer ARP only for addresses of the interface asked
+    /// (`arp_ignore=1`, `arp_announce=2`), so kube-ipvs0's addresses are not announced.
+    pub strict_arp: bool,
+    /// `ipvs.excludeCIDRs`: virtual servers in these ranges belong to someone else and are
+    /// never deleted.
+    pub exclude_cidrs: Vec<IpNet>,
+}
+
+/// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
+/// can be installed side by side; rules in one are invisible to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IptablesBackend {
+    /// `iptables-nft` (`iptables` on current distributions).
+    Nft,
+    /// `iptables-legacy`.
+    Legacy,
+}
+
+impl IptablesBackend {
+    /// Both backends.
+    pub const ALL: [IptablesBackend; 2] = [IptablesBackend::Nft, IptablesBackend::Legacy];
+
+    /// `nft` or `legacy`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IptablesBackend::Nft => "nft",
+            IptablesBackend::Legacy => "legacy",
+        }
+    }
+
+    /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
+    pub fn program(self, tool: &str) -> String {
+        self.program_for(IpFamily::V4, tool)
+    }
+
+    /// The program for `tool` of `family`'s tools: `ip6tables-nft-restore` for IPv6, ….
+    pub fn program_for(self, family: IpFamily, tool: &str) -> String {
+        let base = ferry_compile::family::iptables_tool(family);
+        format!("{base}-{}{tool}", self.as_str())
+    }
+}
+
+/// The counter a mode's failed syncs go to, as upstream names them (`kubeproxy_` +).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FailureCounter {
+    /// `sync_proxy_rules_nftables_sync_failures_total`.
+    NftablesSync,
+    /// `sync_proxy_rules_iptables_restore_failures_total`.
+    IptablesRestore,
+}
+
+impl FailureCounter {
+    /// Every counter, for registration.
+    pub const ALL: [FailureCounter; 2] = [
+        FailureCounter::NftablesSync,
+        FailureCounter::IptablesRestore,
+    ];
+
+    /// The metric's name (without `kubeproxy_` and `_total`) and help.
+    pub fn metric(self) -> (&'static str, &'static str) {
+        match self {
+            FailureCounter::NftablesSync => (
+                "sync_proxy_rules_nftables_sync_failures",
+                "Cumulative proxy nftables sync failures",
+            ),
+            FailureCounter::IptablesRestore => (
+                "sync_proxy_rules_iptables_restore_failures",
+                "Cumulative proxy iptables restore failures",
+            ),
+        }
+    }
+}
+
+/// A mode prepared on this node: its appliers and its reading of the kernel.
+pub trait NodeMode: Send + Sync {
+    /// One line for the start-up log (`iptables mode, nft backend`).
+    fn describe(&self) -> String;
+
+    /// Whether this mode can program `family` here (kernel support and the mode's tool),
+    /// upstream's `platformCheckSupported`.
+    fn supports(&self, family: IpFamily) -> Result<(), Unsupported>;
+
+    /// A fresh applier of `family`'s rules, in the current network namespace.
+    fn applier(&self, family: IpFamily) -> Box<dyn Applier>;
+
+    /// `ferry explain --live`: what the kernel holds for the traced destination (the trace
+    /// comes from this mode's renderer, for the compiler's family), compared with what the
+    /// state compiles to.
+    fn live(
+        &self,
+        trace: &Trace,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+    ) -> Result<LiveReport, Error>;
+}

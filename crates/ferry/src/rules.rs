@@ -1,0 +1,91 @@
+//! `ferry rules`: what `ferry run` would program on a node, as the mode's renderer writes it.
+//! Never touches the kernel: no root, no netlink.
+
+use std::path::Path;
+
+use ferry_compile::NodeCompiler;
+use ferry_dataplane::modes::entry;
+use ferry_model::{ClusterState, IpFamily, NodeContext};
+
+use crate::config::Config;
+
+/// The cluster state the manifests describe, read once; a warning on stderr for each bad
+/// object (which is left out).
+pub fn load(manifests: &Path) -> ClusterState {
+    let scan = ferry_source::manifest::load(manifests);
+    for e in &scan.errors {
+        eprintln!("warning: {e}");
+    }
+    let mut state = ClusterState::new();
+    for obj in scan.objects {
+        state.apply(obj);
+    }
+    state
+}
+
+/// The node's rules: the primary family's, then each other family's when it has a service to
+/// program (a cluster without IPv6 services prints only IPv4), under the renderer's header.
+pub fn render(config: &Config, state: &ClusterState) -> String {
+    let renderer = entry(config.mode).renderer;
+    let mut out = String::new();
+    for (i, family) in [IpFamily::V4, IpFamily::V6].into_iter().enumerate() {
+        let context = NodeContext {
+            node_name: config.node_name.clone(),
+            family,
+        };
+        let compiler = NodeCompiler::new(state, &context, &config.compile_config(family));
+        if i > 0 {
+            if compiler.plan(state).services.is_empty() {
+                continue;
+            }
+            out.extend(renderer.family_header(family));
+        }
+        out.push_str(&renderer.render(&compiler, state));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use ferry_model::Object;
+
+    use super::*;
+    use crate::config::ProxyMode;
+    use crate::sync::tests::families::objects;
+
+    fn state(objects: Vec<Object>) -> ClusterState {
+        let mut state = ClusterState::new();
+        for obj in objects {
+            state.apply(obj);
+        }
+        state
+    }
+
+    fn config(mode: ProxyMode) -> Config {
+        Config {
+            node_name: "node-a".into(),
+            mode,
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn rules_show_the_ipv6_table_only_with_ipv6_services() {
+        let nft = config(ProxyMode::Nftables);
+        let text = render(&nft, &state(objects(false)));
+        assert!(!text.contains("table ip6 ferry"), "{text}");
+        let text = render(&nft, &state(objects(true)));
+        assert!(text.starts_with("table ip ferry {"), "{text}");
+        assert!(text.contains("table ip6 ferry {"), "{text}");
+    }
+
+    #[test]
+    fn iptables_rules_name_the_tool_of_each_further_family() {
+        let text = render(&config(ProxyMode::Iptables), &state(objects(true)));
+        assert!(text.starts_with("*"), "{text}");
+        assert!(
+            text.contains("# IPv6 rules: ip6tables-restore --noflush input\n"),
+            "{text}"
+        );
+    }
+}
