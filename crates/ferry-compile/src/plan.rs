@@ -104,6 +104,10 @@ pub struct ServicePlan {
     pub cluster_endpoints: Vec<SocketAddr>,
     /// The node-local endpoint set, sorted.
     pub local_endpoints: Vec<SocketAddr>,
+    /// Every endpoint on this node, whatever its conditions and the policies (upstream's
+    /// `IsLocal`): where a pod may reach itself through the service (IPVS mode's
+    /// `KUBE-LOOP-BACK`).
+    pub node_endpoints: Vec<SocketAddr>,
     /// Traffic to the ClusterIP.
     pub internal: Dispatch,
     /// When ClusterIP traffic is masqueraded.
@@ -361,6 +365,12 @@ impl ServicePlan {
             external,
             cluster_endpoints,
             local_endpoints,
+            node_endpoints: sp
+                .endpoints
+                .iter()
+                .filter(|e| e.is_local)
+                .map(|e| e.addr)
+                .collect(),
             affinity: match sp.session_affinity {
                 SessionAffinity::None => None,
                 SessionAffinity::ClientIp { timeout_seconds } => Some(timeout_seconds),

@@ -153,6 +153,7 @@ build_base_initramfs() {
   copy_tool "$root" /usr/sbin/ipset /sbin/ipset /usr/sbin/ipset
   copy_tool "$root" /usr/sbin/nft /usr/sbin/nft /sbin/nft
   copy_tool "$root" /usr/sbin/conntrack /usr/sbin/conntrack /sbin/conntrack
+  copy_tool "$root" /usr/bin/curl /usr/bin/curl
   copy_tool "$root" /usr/sbin/xtables-nft-multi /usr/sbin/xtables-nft-multi /sbin/xtables-nft-multi
   copy_tool "$root" /usr/sbin/xtables-legacy-multi /usr/sbin/xtables-legacy-multi /sbin/xtables-legacy-multi
   local t

@@ -13,7 +13,7 @@ use flows::{Expect, Peer, FLOWS, SERVERS};
 
 #[test]
 fn explain_predicts_every_lab_flow() {
-    for mode in ["nftables", "iptables"] {
+    for mode in ["nftables", "iptables", "ipvs"] {
         predict(mode);
     }
 }
@@ -59,7 +59,7 @@ fn predict(mode: &str) {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
             let verdict = v["verdict"].as_str().unwrap_or_default();
             let masq = !v["masquerade"].is_null();
-            match f.expect {
+            match f.expect_in(mode) {
                 Expect::Dropped => assert_eq!(verdict, "dropped", "{}: {v}", f.name),
                 Expect::Rejected => assert_eq!(verdict, "rejected", "{}: {v}", f.name),
                 Expect::Forwarded(peer) => {

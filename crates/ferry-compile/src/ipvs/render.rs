@@ -167,8 +167,9 @@ impl Port<'_> {
     fn render(mut self) {
         let sp = self.sp;
         let (proto, port) = (self.proto(), sp.port);
-        // Hairpin: a pod reaching itself through the service is masqueraded.
-        for ep in &sp.local_endpoints {
+        // Hairpin: a pod reaching itself through the service is masqueraded (every endpoint
+        // on this node, whichever set the policies use, as upstream).
+        for ep in &sp.node_endpoints {
             self.entry(
                 sets::LOOP_BACK,
                 SetEntry::IpPortIp(ep.ip(), proto, ep.port(), ep.ip()),

@@ -196,7 +196,26 @@ pub const FLOWS: &[Flow] = &[
     ),
 ];
 
+/// Where IPVS mode differs from the other modes (as upstream's IPVS proxier does): a node
+/// without a local endpoint of a Local-policy service has a virtual server without real
+/// servers, which the kernel refuses (ICMP port unreachable), and there is no short-circuit for
+/// pods and the node itself.
+pub const IPVS_DIFFERENCES: &[(&str, Expect)] = &[
+    ("client → node1 NodePort, Local", Expect::Rejected),
+    ("client → master NodePort, Local", Expect::Rejected),
+    ("pod → master NodePort, Local (short-circuit)", Expect::Rejected),
+    ("node → own NodePort, Local (short-circuit)", Expect::Rejected),
+];
+
 impl Flow {
+    /// What happens in `mode` (`--proxy-mode`).
+    pub fn expect_in(&self, mode: &str) -> Expect {
+        IPVS_DIFFERENCES
+            .iter()
+            .find(|(name, _)| mode == "ipvs" && *name == self.name)
+            .map_or(self.expect, |(_, e)| *e)
+    }
+
     /// The source address.
     pub fn src(&self) -> &'static str {
         match self.from {

@@ -8,6 +8,9 @@ use ferry_lab::{http, CurlResult, Host};
 
 use crate::seed::*;
 
+#[path = "ipvs_seed.rs"]
+mod ipvs_seed;
+
 fn master_pod() -> Host {
     Host::pod(MASTER_POD.0)
 }
@@ -67,18 +70,29 @@ pub fn cluster_policy_node_port_works_on_every_node_with_snat(setup: impl Into<S
     }
 }
 
-/// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops.
+/// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops
+/// (IPVS mode: its empty virtual server refuses, see [`Mode::no_local_endpoint`]).
 pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: impl Into<Setup>) {
+    let setup = setup.into();
     let seed = SeedLab::start(setup, "Local");
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     assert_eq!(h.client_ip, "10.1.1.100", "the real client IP");
     let r = seed.curl(&Host::default_client(), &node_port_url("10.1.1.17"));
-    assert_eq!(r, CurlResult::TimedOut, "dropped, as in seed 004");
+    assert_eq!(r, setup.mode.no_local_endpoint(), "as in seed 004 (IPVS: refused)");
 }
 
 /// Case 6: A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
+/// IPVS mode has no short-circuit (upstream's neither): the node's virtual server has only its
+/// local endpoints, none here, so pods and the node itself are refused too.
 pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
     let seed = SeedLab::start(mode, "Local");
+    if mode == Mode::Ipvs {
+        for from in [master_pod(), Host::node(MASTER)] {
+            let r = seed.curl(&from, &node_port_url("10.1.1.12"));
+            assert_eq!(r, CurlResult::Refused, "{from}: no short-circuit in IPVS mode");
+        }
+        return;
+    }
     let h = seed.hello(&master_pod(), &node_port_url("10.1.1.12"));
     assert_eq!(h.client_ip, MASTER_POD.1);
     let h = seed.hello(&Host::node(MASTER), &node_port_url("10.1.1.12"));
@@ -152,6 +166,9 @@ pub fn seed_curl_table(mode: Mode) {
                 CurlResult::TimedOut => {
                     format!("curl: (28) Connection to {ip} port {NODE_PORT} timed out")
                 }
+                CurlResult::Refused => format!(
+                    "curl: (7) Failed to connect to {ip} port {NODE_PORT}: Connection refused"
+                ),
                 other => format!("{other:?}"),
             };
             println!("  [{node}] curl {ip}:{NODE_PORT}/hello\n    {shown}");
@@ -169,6 +186,9 @@ pub fn seed_curl_table(mode: Mode) {
 /// one request through node2's NodePort (`cargo test -p ferry --test lab_iptables_nft
 /// seed_commands_show_the_seeds_chains -- --nocapture`). nftables mode: the table instead.
 pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
+    if mode == Mode::Ipvs {
+        return ipvs_seed::seed_commands_show_the_seeds_lines();
+    }
     let seed = SeedLab::start(mode, "Cluster");
     seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     let Some(ipt) = mode.iptables() else {
@@ -246,7 +266,7 @@ pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
     seed.change(|m| m.policy = "Local");
     assert_eq!(
         seed.curl(&Host::default_client(), &node_port_url("10.1.1.17")),
-        CurlResult::TimedOut
+        mode.no_local_endpoint()
     );
 }
 
