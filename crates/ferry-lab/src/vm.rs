@@ -163,7 +163,7 @@ pub fn run_guest_tests(filter: &str) {
         ],
         shares: exe.parent().map(Path::to_path_buf).into_iter().collect(),
         env: vec![("RUST_BACKTRACE".into(), "1".into())],
-        timeout_secs: 480,
+        timeout_secs: 900,
     };
     let run = run(&cmd).expect("the IPVS guest runner");
     println!("{}\n{}", run.log, run.console);

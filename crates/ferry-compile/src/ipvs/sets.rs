@@ -41,6 +41,9 @@ impl SetType {
     }
 }
 
+/// The longest set name the kernel takes (`IPSET_MAXNAMELEN` - 1).
+pub const MAX_SET_NAME: usize = 31;
+
 /// One upstream set: its name (IPv4 spelling), type and comment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SetKind {
@@ -84,11 +87,16 @@ kinds! {
 }
 
 impl SetKind {
-    /// The set's name in `family`: IPv6 sets are `KUBE-6-…`.
+    /// The set's name in `family`: IPv6 sets are `KUBE-6-…`, cut to the kernel's 31
+    /// characters as upstream cuts them (`KUBE-6-LOAD-BALANCER-SOURCE-CID`).
     pub fn name_in(&self, family: IpFamily) -> String {
         match family {
             IpFamily::V4 => self.name.to_owned(),
-            IpFamily::V6 => self.name.replacen("KUBE-", "KUBE-6-", 1),
+            IpFamily::V6 => {
+                let mut name = self.name.replacen("KUBE-", "KUBE-6-", 1);
+                name.truncate(MAX_SET_NAME);
+                name
+            }
         }
     }
 

@@ -22,6 +22,14 @@ fn schedulers_parse_as_upstream_names_them_and_empty_means_rr() {
 #[test]
 fn ipv6_sets_are_named_kube_6() {
     assert_eq!(sets::CLUSTER_IP.name_in(IpFamily::V6), "KUBE-6-CLUSTER-IP");
+    // The kernel takes 31 characters; upstream cuts the longer IPv6 names.
+    assert_eq!(
+        sets::LOAD_BALANCER_SOURCE_CIDR.name_in(IpFamily::V6),
+        "KUBE-6-LOAD-BALANCER-SOURCE-CID"
+    );
+    for kind in sets::ALL {
+        assert!(kind.name_in(IpFamily::V6).len() <= sets::MAX_SET_NAME);
+    }
     assert_eq!(
         sets::NODE_PORT_TCP.create_line(IpFamily::V4),
         "create KUBE-NODE-PORT-TCP bitmap:port range 0-65535"

@@ -7,6 +7,7 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 
 use ferry_compile::ipvs::sets::{IpSets, ALL};
+use ferry_model::IpFamily;
 
 use super::IpvsError;
 
@@ -41,7 +42,7 @@ pub fn read_if_present() -> Result<Option<LiveSets>, IpvsError> {
 pub fn parse_save(text: &str) -> LiveSets {
     let ours = |name: &str| {
         ALL.iter()
-            .any(|k| k.name == name || k.name.replacen("KUBE-", "KUBE-6-", 1) == name)
+            .any(|k| [IpFamily::V4, IpFamily::V6].map(|f| k.name_in(f)).contains(&name.to_owned()))
     };
     let mut sets = LiveSets::new();
     for line in text.lines() {
