@@ -12,6 +12,7 @@ mod cleanup;
 mod client;
 mod genl;
 pub mod ipset;
+mod jumps;
 mod link;
 mod live;
 mod mode;

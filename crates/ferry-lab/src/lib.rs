@@ -46,6 +46,7 @@ pub mod echo;
 pub mod http;
 pub mod lab;
 pub mod netns;
+mod pace;
 pub mod pod;
 pub mod process;
 pub mod spec;
@@ -58,6 +59,7 @@ pub use echo::{
 pub use http::{CurlOptions, CurlResult, HttpError, HttpResponse};
 pub use lab::{running_as_root, ClientInfo, Host, Lab, LabError, NodeInfo};
 pub use netns::NetnsError;
+pub use pace::{scaled, time_scale, TIME_SCALE_ENV};
 pub use pod::{PodInfo, PodProgram};
 pub use process::{LabProcess, ProcessError};
 pub use spec::{ClientSpec, LabSpec, NodeSpec};

@@ -101,6 +101,13 @@ impl GuestRun {
     }
 }
 
+/// Factor by which the lab stretches its waits in the guest ([`crate::time_scale`]).
+pub const GUEST_TIME_SCALE: &str = "6";
+
+/// Narrows the tests [`run_guest_tests`] runs in the guest (a test name filter), to run one
+/// by hand: `FERRY_GUEST_FILTER=seed_curl_table cargo test -p ferry --test lab_ipvs …`.
+pub const GUEST_FILTER_ENV: &str = "FERRY_GUEST_FILTER";
+
 /// The runner's "no result" exit status.
 const NO_RESULT: i32 = 125;
 
@@ -152,6 +159,7 @@ pub fn run_guest_tests(filter: &str) {
         return;
     }
     let exe = std::env::current_exe().expect("the test binary's path");
+    let filter = std::env::var(GUEST_FILTER_ENV).unwrap_or_else(|_| filter.to_owned());
     let cmd = GuestCommand {
         argv: vec![
             exe.clone().into(),
@@ -162,7 +170,11 @@ pub fn run_guest_tests(filter: &str) {
             "--nocapture".into(),
         ],
         shares: exe.parent().map(Path::to_path_buf).into_iter().collect(),
-        env: vec![("RUST_BACKTRACE".into(), "1".into())],
+        env: vec![
+            ("RUST_BACKTRACE".into(), "1".into()),
+            // The guest runs about six times slower than the host (software emulation).
+            (crate::TIME_SCALE_ENV.into(), GUEST_TIME_SCALE.into()),
+        ],
         timeout_secs: 900,
     };
     let run = run(&cmd).expect("the IPVS guest runner");

@@ -96,7 +96,7 @@ for m in $(cat /etc/modules-load); do modprobe "$m" 2>/dev/null || echo "ipvs-vm
 rc=0
 while read -r tag path; do
   mkdir -p "$path"
-  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,access=any "$tag" "$path" \
+  mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,access=any,cache=loose "$tag" "$path" \
     || { echo "ipvs-vm: cannot mount $tag at $path"; rc=125; }
 done < /ferry-vm/shares
 echo "FERRY-VM-BOOTED uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"

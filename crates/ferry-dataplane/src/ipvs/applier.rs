@@ -276,18 +276,20 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             .any(|net: &IpNet| net.contains(&va.ip))
     }
 
-    /// Writes the chains and ensures the jumps into them; returns the bytes restored.
+    /// Writes the chains and the jumps into them that are missing (see [`super::jumps`]);
+    /// returns the bytes restored.
     fn write_chains(&mut self, chains: &Chains) -> Result<usize, Error> {
-        let text = chains.restore().text;
-        self.iptables.restore(&text)?;
-        for jump in chains::jump_rules() {
+        let saved = self.iptables.save(None)?;
+        let (mut insert, check) = super::jumps::missing(&saved, chains::jump_rules());
+        for jump in check {
             let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
             args.extend(jump.args.iter().map(String::as_str));
             if !self.iptables.iptables(&args)? {
-                args[2] = "-I";
-                self.iptables.iptables(&args)?;
+                insert.push(jump);
             }
         }
+        let text = super::jumps::with_jumps(&chains.restore().text, &insert);
+        self.iptables.restore(&text)?;
         Ok(text.len())
     }
 

@@ -41,8 +41,11 @@ pub fn read_if_present() -> Result<Option<LiveSets>, IpvsError> {
 /// Parses `ipset save` output, keeping upstream's sets only.
 pub fn parse_save(text: &str) -> LiveSets {
     let ours = |name: &str| {
-        ALL.iter()
-            .any(|k| [IpFamily::V4, IpFamily::V6].map(|f| k.name_in(f)).contains(&name.to_owned()))
+        ALL.iter().any(|k| {
+            [IpFamily::V4, IpFamily::V6]
+                .map(|f| k.name_in(f))
+                .contains(&name.to_owned())
+        })
     };
     let mut sets = LiveSets::new();
     for line in text.lines() {

@@ -26,13 +26,19 @@ fn state(endpoints: &[u8], policy: TrafficPolicy) -> ClusterState {
     let mut svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
     svc.cluster_ips.push(ip("fd00:96::10"));
     state.apply(Object::Service(svc));
-    let v4 = endpoints.iter().map(|i| mk_endpoint(&format!("10.0.{i}.5"), "n2")).collect();
+    let v4 = endpoints
+        .iter()
+        .map(|i| mk_endpoint(&format!("10.0.{i}.5"), "n2"))
+        .collect();
     state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, v4)));
     let mut v6 = mk_slice(
         "dev",
         "web",
         8080,
-        endpoints.iter().map(|i| mk_endpoint(&format!("fd00:{i}::5"), "n2")).collect(),
+        endpoints
+            .iter()
+            .map(|i| mk_endpoint(&format!("fd00:{i}::5"), "n2"))
+            .collect(),
     );
     v6.family = IpFamily::V6;
     v6.name = "web-v6".into();
@@ -96,7 +102,17 @@ impl Client {
     /// `curl -v` from the client: its verbose output.
     fn curl(&self, url: &str) -> String {
         let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.0, "curl", "-v", "-sS", "--connect-timeout", "3", url])
+            .args([
+                "netns",
+                "exec",
+                &self.0,
+                "curl",
+                "-v",
+                "-sS",
+                "--connect-timeout",
+                "3",
+                url,
+            ])
             .output()
             .expect("curl");
         String::from_utf8_lossy(&out.stderr).into_owned()
@@ -129,7 +145,10 @@ fn the_applier_balances_real_connections_and_drains_removed_endpoints() {
         println!("{report:?}\n{}", sh("ipvsadm -Ln"));
         let want = dp.installed().expect("installed").ipvsadm();
         assert_eq!(blocks(&sh("ipvsadm -Ln")), blocks(&want));
-        assert!(want.contains("TCP  10.1.1.17:30080 rr"), "the kernel's node address: {want}");
+        assert!(
+            want.contains("TCP  10.1.1.17:30080 rr"),
+            "the kernel's node address: {want}"
+        );
         assert!(sh("ipset list KUBE-CLUSTER-IP").contains("10.96.0.10,tcp:80"));
         assert!(sh("ip addr show kube-ipvs0").contains("inet 10.96.0.10/32"));
         assert!(!dp.needs_full(&c).expect("needs_full"), "nothing changed");
@@ -163,7 +182,9 @@ fn the_applier_balances_real_connections_and_drains_removed_endpoints() {
         }
         // The service goes: its virtual servers, set entries and address go too.
         let mut gone = after.clone();
-        gone.delete(&ferry_model::ObjectKey::Service(ServiceName::new("dev", "web")));
+        gone.delete(&ferry_model::ObjectKey::Service(ServiceName::new(
+            "dev", "web",
+        )));
         drop(open);
         dp.sync_partial(&compiler(&gone, IpFamily::V4), &gone, &web())
             .expect("delete");
@@ -226,7 +247,10 @@ fn the_ipv6_applier_programs_its_own_sets_chains_and_virtual_servers() {
         }
         assert!(list.contains("TCP  [fd00:96::10]:80 rr"), "{list}");
         assert!(list.contains("TCP  [fd00:10::17]:30080 rr"), "{list}");
-        assert!(list.contains("TCP  10.96.0.10:80 rr"), "IPv4 untouched: {list}");
+        assert!(
+            list.contains("TCP  10.96.0.10:80 rr"),
+            "IPv4 untouched: {list}"
+        );
         assert!(sh("ip addr show kube-ipvs0").contains("inet6 fd00:96::10/128"));
         assert!(sh("ipset list KUBE-6-CLUSTER-IP").contains("fd00:96::10,tcp:80"));
         assert!(sh("ip6tables-nft -t nat -S KUBE-SERVICES").contains("KUBE-6-CLUSTER-IP"));

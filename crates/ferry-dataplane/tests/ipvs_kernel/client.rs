@@ -1,9 +1,7 @@
 //! Ferry's IPVS client and kube-ipvs0 against the real kernel, compared with `ipvsadm -Ln` and
 //! `ip addr`.
 
-use ferry_compile::ipvs::{
-    ipvsadm_list, RealServer, RealServerLine, Scheduler, VirtualServer,
-};
+use ferry_compile::ipvs::{ipvsadm_list, RealServer, RealServerLine, Scheduler, VirtualServer};
 use ferry_dataplane::ipvs::{Change, IpvsClient, Links};
 use ferry_model::fixtures::ip;
 use ferry_model::{IpFamily, Protocol};
@@ -118,4 +116,3 @@ fn kube_ipvs0_is_a_down_noarp_dummy_with_host_addresses() {
         assert_eq!(links.index_of("kube-ipvs0").expect("lookup"), None);
     });
 }
-

@@ -28,8 +28,10 @@ fn state() -> ClusterState {
 
 /// A full IPVS-mode sync of `state()` through the mode table, with `ipvs` options.
 fn sync(ipvs: IpvsOptions) {
-    sh("ip link set lo up && ip link add eth0 type dummy && ip addr add 10.1.1.17/24 dev eth0 \
-        && ip link set eth0 up && ip route add 10.0.0.0/16 dev eth0");
+    sh(
+        "ip link set lo up && ip link add eth0 type dummy && ip addr add 10.1.1.17/24 dev eth0 \
+        && ip link set eth0 up && ip route add 10.0.0.0/16 dev eth0",
+    );
     let options = ModeOptions {
         iptables_backend: Some(IptablesBackend::Nft),
         ipvs,
@@ -103,8 +105,14 @@ fn virtual_servers_in_exclude_cidrs_are_kept_and_others_replaced() {
             ..IpvsOptions::default()
         });
         let list = sh("ipvsadm -Ln");
-        assert!(list.contains("TCP  10.200.0.1:80 rr"), "excluded, kept: {list}");
-        assert!(!list.contains("10.96.5.5"), "not excluded, not wanted: deleted: {list}");
+        assert!(
+            list.contains("TCP  10.200.0.1:80 rr"),
+            "excluded, kept: {list}"
+        );
+        assert!(
+            !list.contains("10.96.5.5"),
+            "not excluded, not wanted: deleted: {list}"
+        );
         assert!(list.contains("TCP  10.96.0.10:80 rr"), "{list}");
     });
 }
@@ -119,14 +127,19 @@ fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
             exclude_cidrs: vec!["10.200.0.0/16".parse().expect("cidr")],
             ..IpvsOptions::default()
         });
-        sh("ipvsadm -A -t 10.200.0.1:80 -s rr && ipset create OTHER hash:ip \
-            && iptables-nft -t nat -N OTHER && iptables-nft -t nat -A PREROUTING -j OTHER");
+        sh(
+            "ipvsadm -A -t 10.200.0.1:80 -s rr && ipset create OTHER hash:ip \
+            && iptables-nft -t nat -N OTHER && iptables-nft -t nat -A PREROUTING -j OTHER",
+        );
         assert!(sh("ip -br link").contains("kube-ipvs0"));
         cleanup().expect("cleanup");
         let list = sh("ipvsadm -Ln");
         println!("{list}");
         assert!(list.contains("TCP  10.200.0.1:80 rr"), "{list}");
-        assert!(!list.contains("10.96.0.10") && !list.contains("30080"), "{list}");
+        assert!(
+            !list.contains("10.96.0.10") && !list.contains("30080"),
+            "{list}"
+        );
         assert!(!sh("ip -br link").contains("kube-ipvs0"));
         assert_eq!(sh("ipset list -n").trim(), "OTHER");
         let nat = sh("iptables-nft-save -t nat");

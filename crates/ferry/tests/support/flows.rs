@@ -203,8 +203,14 @@ pub const FLOWS: &[Flow] = &[
 pub const IPVS_DIFFERENCES: &[(&str, Expect)] = &[
     ("client → node1 NodePort, Local", Expect::Rejected),
     ("client → master NodePort, Local", Expect::Rejected),
-    ("pod → master NodePort, Local (short-circuit)", Expect::Rejected),
-    ("node → own NodePort, Local (short-circuit)", Expect::Rejected),
+    (
+        "pod → master NodePort, Local (short-circuit)",
+        Expect::Rejected,
+    ),
+    (
+        "node → own NodePort, Local (short-circuit)",
+        Expect::Rejected,
+    ),
 ];
 
 impl Flow {

@@ -12,10 +12,19 @@ const FOREIGN_VS: &str = "TCP  10.200.0.1:80 rr";
 fn foreign_state_survives(seed: &SeedLab, what: &str) {
     let list = seed.lab.exec(NODE1, ["ipvsadm", "-Ln"]).expect("ipvsadm");
     assert!(list.contains(FOREIGN_VS), "{what}: {list}");
-    let sets = seed.lab.exec(NODE1, ["ipset", "list", "-n"]).expect("ipset");
+    let sets = seed
+        .lab
+        .exec(NODE1, ["ipset", "list", "-n"])
+        .expect("ipset");
     assert!(sets.lines().any(|l| l == "OTHER-SET"), "{what}: {sets}");
-    let nat = seed.lab.exec(NODE1, ["iptables-nft-save", "-t", "nat"]).expect("save");
-    assert!(nat.contains(":OTHER - [0:0]") && nat.contains("-A PREROUTING -j OTHER"), "{what}: {nat}");
+    let nat = seed
+        .lab
+        .exec(NODE1, ["iptables-nft-save", "-t", "nat"])
+        .expect("save");
+    assert!(
+        nat.contains(":OTHER - [0:0]") && nat.contains("-A PREROUTING -j OTHER"),
+        "{what}: {nat}"
+    );
 }
 
 pub fn cleanup_removes_only_ferrys_ipvs_objects() {
@@ -38,7 +47,10 @@ pub fn cleanup_removes_only_ferrys_ipvs_objects() {
     seed.change(|m| m.endpoints[1].1 = false);
     foreign_state_survives(&seed, "after a sync");
     let list = seed.lab.exec(NODE1, ["ipvsadm", "-Ln"]).expect("ipvsadm");
-    assert!(list.contains(&format!("TCP  {CLUSTER_IP}:8080 rr")), "{list}");
+    assert!(
+        list.contains(&format!("TCP  {CLUSTER_IP}:8080 rr")),
+        "{list}"
+    );
     seed.ferry(NODE1).stop().expect("stop ferry");
     let list = seed.lab.exec(NODE1, ["ipvsadm", "-Ln"]).expect("ipvsadm");
     assert!(
@@ -56,9 +68,15 @@ pub fn cleanup_removes_only_ferrys_ipvs_objects() {
         .filter(|l| !l.starts_with("  ->"))
         .collect();
     assert_eq!(services, vec![FOREIGN_VS], "{list}");
-    let links = seed.lab.exec(NODE1, ["ip", "-br", "link"]).expect("ip link");
+    let links = seed
+        .lab
+        .exec(NODE1, ["ip", "-br", "link"])
+        .expect("ip link");
     assert!(!links.contains("kube-ipvs0"), "{links}");
-    let sets = seed.lab.exec(NODE1, ["ipset", "list", "-n"]).expect("ipset");
+    let sets = seed
+        .lab
+        .exec(NODE1, ["ipset", "list", "-n"])
+        .expect("ipset");
     assert_eq!(sets.trim(), "OTHER-SET", "{sets}");
     for save in ["iptables-nft-save", "ip6tables-nft-save"] {
         let rules = seed.lab.exec(NODE1, [save]).expect("save");

@@ -51,9 +51,20 @@ fn run(seed: &SeedLab, node: &str, argv: &[&str], shown: &mut String) -> Vec<Str
     trimmed(&out)
 }
 
+/// `want` is among `lines`. iptables 1.8.9 (Debian 12's) prints the protocol column as a
+/// number in `-L` (`all` as `0`, `tcp` as `6`); a seed line matches that spelling too.
 fn assert_has(lines: &[String], want: &str, what: &str) {
+    let newer = [
+        (" all  ", " 0    "),
+        (" tcp  ", " 6    "),
+        (" udp  ", " 17   "),
+    ]
+    .iter()
+    .fold(want.to_owned(), |w, (name, number)| {
+        w.replacen(name, number, 1)
+    });
     assert!(
-        lines.iter().any(|l| l == want),
+        lines.iter().any(|l| l == want || *l == newer),
         "{what}: no line {want:?} in:\n{}",
         lines.join("\n")
     );
@@ -65,7 +76,12 @@ pub fn seed_commands_show_the_seeds_lines() {
     seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     let mut shown = String::new();
 
-    let link = run(&seed, NODE1, &["ip", "addr", "show", "kube-ipvs0"], &mut shown);
+    let link = run(
+        &seed,
+        NODE1,
+        &["ip", "addr", "show", "kube-ipvs0"],
+        &mut shown,
+    );
     assert!(
         link[0].contains("kube-ipvs0: <BROADCAST,NOARP> mtu 1500 qdisc noop state DOWN"),
         "{}",
@@ -107,7 +123,10 @@ pub fn seed_commands_show_the_seeds_lines() {
     let cip = at(&list, &format!("TCP  {CLUSTER_IP}:8080 rr"));
     let mut got = list[cip + 1..cip + 3].to_vec();
     got.sort();
-    assert_eq!(got, reals, "the ClusterIP's real servers, as seed 004 shows them");
+    assert_eq!(
+        got, reals,
+        "the ClusterIP's real servers, as seed 004 shows them"
+    );
 
     // k8s-node2 (both pods): the NodePort's virtual server has both.
     let list2 = run(&seed, NODE2, &["ipvsadm", "-Ln"], &mut shown);
@@ -128,11 +147,25 @@ pub fn seed_commands_show_the_seeds_lines() {
         assert_has(&set, want, "ipset list");
     }
 
-    let nat = run(&seed, NODE1, &["iptables", "-t", "nat", "-L", "-n"], &mut shown);
+    let nat = run(
+        &seed,
+        NODE1,
+        &["iptables", "-t", "nat", "-L", "-n"],
+        &mut shown,
+    );
     for want in SEED_NAT_LINES {
         assert_has(&nat, want, "iptables -t nat -L -n on k8s-node1");
     }
-    let nat2 = run(&seed, NODE2, &["iptables", "-t", "nat", "-L", "-n"], &mut shown);
-    assert_has(&nat2, SEED_HAIRPIN_LINE, "iptables -t nat -L -n on k8s-node2");
+    let nat2 = run(
+        &seed,
+        NODE2,
+        &["iptables", "-t", "nat", "-L", "-n"],
+        &mut shown,
+    );
+    assert_has(
+        &nat2,
+        SEED_HAIRPIN_LINE,
+        "iptables -t nat -L -n on k8s-node2",
+    );
     println!("\nIPVS mode, Local policy, after one request to k8s-node2's NodePort:\n{shown}");
 }

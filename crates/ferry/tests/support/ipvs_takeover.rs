@@ -69,7 +69,9 @@ fn count(text: &str, line: &str) -> usize {
 pub fn taking_over_from_kube_proxy_in_ipvs_mode() {
     let mut seed = SeedLab::start(Mode::Ipvs, "Cluster");
     seed.ferry(NODE1).stop().expect("stop ferry");
-    seed.lab.exec(NODE1, [FERRY, "cleanup"]).expect("ferry cleanup");
+    seed.lab
+        .exec(NODE1, [FERRY, "cleanup"])
+        .expect("ferry cleanup");
     seed.lab
         .exec(NODE1, ["sh", "-c", KUBE_PROXY_STATE])
         .expect("kube-proxy's state");
@@ -82,8 +84,10 @@ pub fn taking_over_from_kube_proxy_in_ipvs_mode() {
     let first = http::get(&mut conn, "/hello").expect("first request");
     let server = Hello::parse(&first.body).server_ip;
 
+    // The log is appended to: wait for the new process's first sync.
+    let before = seed.syncs(NODE1);
     seed.ferry(NODE1).restart().expect("start ferry");
-    seed.wait_synced(NODE1, 1);
+    seed.wait_synced(NODE1, before + 1);
     let again = http::get(&mut conn, "/hello").expect("the connection survives the takeover");
     assert_eq!(Hello::parse(&again.body).server_ip, server);
 
@@ -98,14 +102,26 @@ pub fn taking_over_from_kube_proxy_in_ipvs_mode() {
     ] {
         assert!(list.contains(&kept), "{kept}:\n{list}");
     }
-    let link = seed.lab.exec(NODE1, ["ip", "addr", "show", "kube-ipvs0"]).expect("ip");
-    assert!(!link.contains("10.96.0.1/32") && !link.contains("10.96.0.10/32"), "{link}");
+    let link = seed
+        .lab
+        .exec(NODE1, ["ip", "addr", "show", "kube-ipvs0"])
+        .expect("ip");
+    assert!(
+        !link.contains("10.96.0.1/32") && !link.contains("10.96.0.10/32"),
+        "{link}"
+    );
     assert!(link.contains(&format!("inet {CLUSTER_IP}/32")), "{link}");
-    let set = seed.lab.exec(NODE1, ["ipset", "list", "KUBE-CLUSTER-IP"]).expect("ipset");
+    let set = seed
+        .lab
+        .exec(NODE1, ["ipset", "list", "KUBE-CLUSTER-IP"])
+        .expect("ipset");
     assert!(!set.contains("10.96.0.1,tcp:443"), "{set}");
     assert!(set.contains(&format!("{EMPTY_CLUSTER_IP},tcp:80")), "{set}");
 
-    let nat = seed.lab.exec(NODE1, ["iptables-save", "-t", "nat"]).expect("save");
+    let nat = seed
+        .lab
+        .exec(NODE1, ["iptables-save", "-t", "nat"])
+        .expect("save");
     for jump in [
         "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
         "-A OUTPUT -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
@@ -113,13 +129,25 @@ pub fn taking_over_from_kube_proxy_in_ipvs_mode() {
     ] {
         assert_eq!(count(&nat, jump), 1, "{jump}:\n{nat}");
     }
-    assert!(!nat.contains("-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN"), "{nat}");
+    assert!(
+        !nat.contains("-A KUBE-SERVICES -s 127.0.0.0/8 -j RETURN"),
+        "{nat}"
+    );
     // Not Ferry's (older kubelets made them): left as they are.
-    assert!(nat.contains("-A KUBE-MARK-DROP -j MARK --set-xmark 0x8000/0x8000"), "{nat}");
-    let filter = seed.lab.exec(NODE1, ["iptables-save", "-t", "filter"]).expect("save");
+    assert!(
+        nat.contains("-A KUBE-MARK-DROP -j MARK --set-xmark 0x8000/0x8000"),
+        "{nat}"
+    );
+    let filter = seed
+        .lab
+        .exec(NODE1, ["iptables-save", "-t", "filter"])
+        .expect("save");
     let fwd = "-A FORWARD -m comment --comment \"kubernetes forwarding rules\" -j KUBE-FORWARD";
     assert_eq!(count(&filter, fwd), 1, "{filter}");
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.17"));
-    assert_eq!(h.client_ip, "10.1.1.17", "new connections are masqueraded by Ferry's rules");
+    assert_eq!(
+        h.client_ip, "10.1.1.17",
+        "new connections are masqueraded by Ferry's rules"
+    );
     println!("taken over from kube-proxy:\n{list}\n{nat}");
 }

@@ -19,7 +19,7 @@ fn master_pod() -> Host {
 pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
     let seed = SeedLab::start(mode, "Cluster");
     let mut servers = BTreeSet::new();
-    for _ in 0..30 {
+    for _ in 0..mode.tries(30) {
         let h = seed.hello(&master_pod(), &cluster_url());
         assert_eq!(h.client_ip, MASTER_POD.1, "pod traffic keeps its source");
         servers.insert(h.server_ip);
@@ -42,7 +42,7 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
     let seed = SeedLab::start(mode, "Cluster");
     let me = Host::pod(POD_A.0);
     let mut hit_self = 0;
-    for _ in 0..30 {
+    for _ in 0..mode.tries(30) {
         let h = seed.hello(&me, &cluster_url());
         if h.server_ip == POD_A.1 {
             hit_self += 1;
@@ -78,7 +78,11 @@ pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: imp
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     assert_eq!(h.client_ip, "10.1.1.100", "the real client IP");
     let r = seed.curl(&Host::default_client(), &node_port_url("10.1.1.17"));
-    assert_eq!(r, setup.mode.no_local_endpoint(), "as in seed 004 (IPVS: refused)");
+    assert_eq!(
+        r,
+        setup.mode.no_local_endpoint(),
+        "as in seed 004 (IPVS: refused)"
+    );
 }
 
 /// Case 6: A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
@@ -89,7 +93,11 @@ pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
     if mode == Mode::Ipvs {
         for from in [master_pod(), Host::node(MASTER)] {
             let r = seed.curl(&from, &node_port_url("10.1.1.12"));
-            assert_eq!(r, CurlResult::Refused, "{from}: no short-circuit in IPVS mode");
+            assert_eq!(
+                r,
+                CurlResult::Refused,
+                "{from}: no short-circuit in IPVS mode"
+            );
         }
         return;
     }
@@ -112,11 +120,11 @@ pub fn service_without_endpoints_refuses_connections(mode: Mode) {
 pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
     let mut seed = SeedLab::start(mode, "Cluster");
     seed.change(|m| m.endpoints[1].1 = false);
-    for _ in 0..15 {
+    for _ in 0..mode.tries(15) {
         assert_eq!(seed.hello(&master_pod(), &cluster_url()).server_ip, POD_A.1);
     }
     seed.change(|m| m.endpoints[1].1 = true);
-    let servers: BTreeSet<String> = (0..30)
+    let servers: BTreeSet<String> = (0..mode.tries(30))
         .map(|_| seed.hello(&master_pod(), &cluster_url()).server_ip)
         .collect();
     assert_eq!(servers.len(), 2, "both endpoints serve again");

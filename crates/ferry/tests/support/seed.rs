@@ -95,6 +95,16 @@ impl Mode {
         }
     }
 
+    /// How many requests a case sends to see what `n` random choices would show: IPVS's `rr`
+    /// scheduler takes the real servers in turn, so a few tries show every endpoint (and the
+    /// software-emulated guest it runs in is slow).
+    pub fn tries(self, n: usize) -> usize {
+        match self {
+            Mode::Ipvs => n.min(6),
+            _ => n,
+        }
+    }
+
     /// True when this test must not run here: IPVS mode runs only inside the IPVS guest (its
     /// own test boots it).
     pub fn skipped_here(self) -> bool {
@@ -282,7 +292,7 @@ impl SeedLab {
 
     /// Waits until a node's Ferry has logged at least `n` full syncs.
     pub fn wait_full_synced(&mut self, node: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + ferry_lab::scaled(Duration::from_secs(20));
         while self.full_syncs(node) < n {
             if Instant::now() > deadline {
                 panic!(
@@ -296,7 +306,7 @@ impl SeedLab {
 
     /// Waits until a node's Ferry has logged at least `n` syncs.
     pub fn wait_synced(&mut self, node: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + ferry_lab::scaled(Duration::from_secs(20));
         while self.syncs(node) < n {
             if Instant::now() > deadline {
                 panic!(
@@ -377,7 +387,7 @@ impl SeedLab {
 
     fn wait_service_synced(&mut self, name: &str, before: Vec<usize>) {
         for ((node, _), n) in NODES.iter().zip(before) {
-            let deadline = Instant::now() + Duration::from_secs(20);
+            let deadline = Instant::now() + ferry_lab::scaled(Duration::from_secs(20));
             while self.service_syncs(node) <= n {
                 assert!(
                     Instant::now() < deadline,
@@ -392,7 +402,7 @@ impl SeedLab {
     /// Waits until every node's Ferry has logged `needle` (e.g. a rejected field).
     pub fn wait_logged(&mut self, needle: &str) {
         for (node, _) in NODES {
-            let deadline = Instant::now() + Duration::from_secs(20);
+            let deadline = Instant::now() + ferry_lab::scaled(Duration::from_secs(20));
             while !self.ferry(node).log().contains(needle) {
                 assert!(
                     Instant::now() < deadline,
