@@ -11,7 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context as _};
-use ferry_compile::ipvs::{NodeRules, RealServer, VirtualAddress};
+use ferry_compile::ipvs::sets::{SetEntry, SetKind};
+use ferry_compile::ipvs::{NodeRules, RealServer, ServiceIpvs, VirtualAddress};
 use ferry_compile::NodeCompiler;
 use ferry_dataplane::ipvs::{Change, IpvsClient};
 use ferry_model::{ClusterState, Object};
@@ -72,12 +73,14 @@ fn measure(opts: &MeasureOptions, state: &ClusterState) -> anyhow::Result<Vec<Fi
     let mut next = state.clone();
     let mut ruleset = ruleset.clone();
     let (mut by_tool, mut by_client) = (Vec::new(), Vec::new());
-    for k in 0..opts.changes {
+    // Changes the measured syncs did not make (the state already holds theirs).
+    for k in opts.changes..2 * opts.changes {
         let (_, slice) = opts.spec.changed_slice(k);
         let dirty = next.apply(Object::EndpointSlice(slice)).services;
         let compiler = NodeCompiler::new(&next, &ctx, &cfg);
         let rules = NodeRules::with_context(&compiler, rules.context().clone());
         let mut diff = Vec::new();
+        let mut set_lines = String::new();
         for name in &dirty {
             let new = rules.service(&next, name).unwrap_or_default();
             let old = ruleset.services.get(name).cloned().unwrap_or_default();
@@ -85,11 +88,18 @@ fn measure(opts: &MeasureOptions, state: &ClusterState) -> anyhow::Result<Vec<Fi
                 let before = old.virtual_services.get(va).map(|o| &o.real_servers);
                 diff.extend(real_server_diff(va, before, &vs.real_servers));
             }
+            set_lines.push_str(&set_diff(&old, &new));
             ruleset.set_service(name.clone(), Some(new));
         }
+        // The sets' part of the change (a hairpin entry when the endpoint is on this node).
+        let sets_ms = if set_lines.is_empty() {
+            0.0
+        } else {
+            timed_tool("ipset", &["restore", "-exist"], &set_lines)?
+        };
         // Each change is applied twice (ipvsadm, then undone and redone by Ferry's client).
         let text: String = diff.iter().map(|(c, _)| c.clone()).collect();
-        by_tool.push(timed_tool("ipvsadm", &["--restore"], &text)?);
+        by_tool.push(timed_tool("ipvsadm", &["--restore"], &text)? + sets_ms);
         let undo: Vec<Change> = diff.iter().map(|(_, c)| undo(c)).collect();
         client.apply(&undo)?;
         let redo: Vec<Change> = diff.into_iter().map(|(_, c)| c).collect();
@@ -106,6 +116,22 @@ fn measure(opts: &MeasureOptions, state: &ClusterState) -> anyhow::Result<Vec<Fi
         ("ipvsadm_change_p50_ms", med(&by_tool)),
         ("ferry_change_p50_ms", med(&by_client)),
     ])
+}
+
+/// The `ipset restore` lines that turn one service's entries into another's.
+fn set_diff(old: &ServiceIpvs, new: &ServiceIpvs) -> String {
+    let family = ferry_model::IpFamily::V4;
+    let line = |verb: &str, (kind, entry): &(SetKind, SetEntry)| {
+        format!("{verb} {} {entry}\n", kind.name_in(family))
+    };
+    let mut text = String::new();
+    for e in old.entries.iter().filter(|e| !new.entries.contains(e)) {
+        text.push_str(&line("del", e));
+    }
+    for e in new.entries.iter().filter(|e| !old.entries.contains(e)) {
+        text.push_str(&line("add", e));
+    }
+    text
 }
 
 /// The `ipvsadm --restore` lines and Ferry's change of one virtual server's real servers.

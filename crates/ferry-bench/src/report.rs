@@ -317,7 +317,7 @@ fn ipvs_comparison(out: &mut String, outcomes: &[Outcome]) {
             "ipset restore",
             "Ferry incr p50",
             "Ferry change p50",
-            "ipvsadm change p50",
+            "ipvsadm+ipset change p50",
         ],
         &rows,
     );
@@ -325,7 +325,8 @@ fn ipvs_comparison(out: &mut String, outcomes: &[Outcome]) {
         out,
         "  Ferry full sync = the agent's whole first sync (compile, sets, chains, kube-ipvs0, IPVS); Ferry IPVS batch = the same\n  \
          virtual and real servers through Ferry's client alone; ipvsadm --restore / ipset restore = upstream's tools loading them.\n  \
-         Ferry incr = the agent's one-endpoint sync; Ferry change / ipvsadm change = only that change's real servers, by each."
+         Ferry incr = the agent's one-endpoint sync; Ferry change = only that change's real servers through Ferry's client;\n  \
+         ipvsadm+ipset change = the same real servers with ipvsadm --restore, plus ipset restore of the change's entries when it has any."
     );
 }
 

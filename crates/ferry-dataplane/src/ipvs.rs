@@ -17,6 +17,7 @@ mod link;
 mod live;
 mod mode;
 mod node;
+mod set_counts;
 mod sync;
 pub mod sysctl;
 

@@ -90,13 +90,18 @@ fn chain(name: &str, rules: Vec<String>) -> Chain {
 
 /// Renders the chains of a ruleset.
 pub fn render(rs: &Ruleset) -> Chains {
-    let sets = rs.sets();
+    render_with(rs, &rs.sets())
+}
+
+/// Renders the chains of a ruleset whose sets are `sets` (already computed, e.g. kept
+/// up to date incrementally by the applier).
+pub fn render_with(rs: &Ruleset, sets: &IpSets) -> Chains {
     let mark = rs.node.masquerade_mark;
     let mut nat = vec![
-        chain(KUBE_SERVICES, services(rs, &sets)),
-        chain(KUBE_POSTROUTING, postrouting(&sets, mark)),
-        chain(KUBE_NODE_PORT, nat_node_port(&sets)),
-        chain(KUBE_LOAD_BALANCER, load_balancer(&sets)),
+        chain(KUBE_SERVICES, services(rs, sets)),
+        chain(KUBE_POSTROUTING, postrouting(sets, mark)),
+        chain(KUBE_NODE_PORT, nat_node_port(sets)),
+        chain(KUBE_LOAD_BALANCER, load_balancer(sets)),
         chain(KUBE_MARK_MASQ, mark_masq_rules(mark)),
     ];
     if rs.node.pod_cidrs.len() > 1 && !rs.node.masquerade_all {
@@ -115,12 +120,12 @@ pub fn render(rs: &Ruleset) -> Chains {
             KUBE_NODE_PORT,
             vec![format!(
                 "{} -j ACCEPT",
-                match_set(&sets, sets::HEALTH_CHECK_NODE_PORT, "dst")
+                match_set(sets, sets::HEALTH_CHECK_NODE_PORT, "dst")
             )],
         ),
-        chain(KUBE_PROXY_FIREWALL, proxy_firewall(&sets)),
-        chain(KUBE_SOURCE_RANGES_FIREWALL, source_ranges(&sets)),
-        chain(KUBE_IPVS_FILTER, ipvs_filter(&sets)),
+        chain(KUBE_PROXY_FIREWALL, proxy_firewall(sets)),
+        chain(KUBE_SOURCE_RANGES_FIREWALL, source_ranges(sets)),
+        chain(KUBE_IPVS_FILTER, ipvs_filter(sets)),
         chain(KUBE_IPVS_OUT_FILTER, out_filter(rs)),
     ];
     Chains { nat, filter }

@@ -173,6 +173,13 @@ impl IpSets {
         self.entries.entry(kind.name).or_default().insert(entry);
     }
 
+    /// Removes an entry from a set.
+    pub fn remove(&mut self, kind: SetKind, entry: &SetEntry) {
+        if let Some(set) = self.entries.get_mut(kind.name) {
+            set.remove(entry);
+        }
+    }
+
     /// The entries of a set.
     pub fn get(&self, kind: SetKind) -> impl Iterator<Item = &SetEntry> {
         self.entries.get(kind.name).into_iter().flatten()

@@ -16,7 +16,6 @@ use std::net::{IpAddr, SocketAddr};
 use ipnet::IpNet;
 
 use ferry_compile::ipvs::chains::{self, Chains};
-use ferry_compile::ipvs::sets::IpSets;
 use ferry_compile::ipvs::{
     RealServer, RenderContext, Ruleset, ServiceIpvs, VirtualAddress, VirtualService,
 };
@@ -26,6 +25,7 @@ use super::client::{Change, IpvsClient};
 use super::genl::LiveRealServer;
 use super::ipset;
 use super::node::{self, Dummy};
+use super::set_counts::{SetCounts, SetDelta};
 use super::IpvsError;
 use crate::iptables::{IptablesCli, IptablesRunner};
 use crate::mode::IpvsOptions;
@@ -59,12 +59,14 @@ pub struct IpvsApplier<R: IptablesRunner = IptablesCli> {
     draining: BTreeSet<(VirtualAddress, SocketAddr)>,
     /// What the last successful apply installed.
     pub(super) installed: Option<Installed>,
+    /// When a partial sync last looked for the canary chain.
+    pub(super) canary_checked: Option<std::time::Instant>,
 }
 
 /// What the last successful apply installed.
 pub(super) struct Installed {
     pub(super) ruleset: Ruleset,
-    pub(super) sets: IpSets,
+    pub(super) sets: SetCounts,
     pub(super) chains: Chains,
     /// The node's addresses it was rendered for (`None`: given by the caller, unknown).
     pub(super) context: Option<RenderContext>,
@@ -79,6 +81,7 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             options,
             draining: BTreeSet::new(),
             installed: None,
+            canary_checked: None,
         }
     }
 
@@ -106,12 +109,12 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             .collect();
         let want = desired.bind_addresses();
         report.addresses_changed += dummy.add(want.difference(&bound))?;
-        let sets = desired.sets();
-        let (input, n) = ipset::restore_input(&sets, &ipset::read()?);
+        let sets = SetCounts::of(desired);
+        let (input, n) = ipset::restore_input(sets.sets(), &ipset::read()?);
         ipset::restore(&input)?;
         report.set_changes = n;
         report.script_bytes += input.len();
-        let chains = chains::render(desired);
+        let chains = chains::render_with(desired, sets.sets());
         report.script_bytes += self.write_chains(&chains)?;
         report.chains_written = chains.nat.len() + chains.filter.len();
         let mut client = IpvsClient::open()?;
@@ -161,7 +164,6 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             return Err(Error::NoBaseline);
         };
         let mut report = IpvsReport::default();
-        let had = inst.ruleset.bind_addresses();
         let mut previous = BTreeMap::new();
         for (name, svc) in changes {
             let old = inst.ruleset.services.get(&name).cloned();
@@ -171,7 +173,7 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             }
         }
         if !previous.is_empty() {
-            self.apply_services(&mut inst, &had, &previous, &mut report)?;
+            self.apply_services(&mut inst, &previous, &mut report)?;
         }
         self.installed = Some(inst);
         report.drained_deleted += self.drain()?;
@@ -181,26 +183,29 @@ impl<R: IptablesRunner> IpvsApplier<R> {
     fn apply_services(
         &mut self,
         inst: &mut Installed,
-        had: &BTreeSet<IpAddr>,
         previous: &BTreeMap<ServiceName, Option<ServiceIpvs>>,
         report: &mut IpvsReport,
     ) -> Result<(), Error> {
-        let want = inst.ruleset.bind_addresses();
+        let empty = ServiceIpvs::default();
+        let mut delta = SetDelta::default();
+        for (name, old) in previous {
+            let new = inst.ruleset.services.get(name).unwrap_or(&empty);
+            inst.sets
+                .replace(old.as_ref().unwrap_or(&empty), new, &mut delta);
+        }
         let mut dummy = Dummy::ensure()?;
-        report.addresses_changed += dummy.add(want.difference(had))?;
-        let sets = inst.ruleset.sets();
-        let (input, n) = ipset::restore_input(&sets, &installed_as_live(&inst.sets));
+        report.addresses_changed += dummy.add(delta.bind.iter())?;
+        let input = delta.restore_input(self.family);
         ipset::restore(&input)?;
-        report.set_changes = n;
+        report.set_changes = delta.add.len() + delta.del.len();
         report.script_bytes += input.len();
-        let chains = chains::render(&inst.ruleset);
+        let chains = chains::render_with(&inst.ruleset, inst.sets.sets());
         if chains != inst.chains {
             report.script_bytes += self.write_chains(&chains)?;
             report.chains_written = chains.nat.len() + chains.filter.len();
         }
         let mut client = IpvsClient::open()?;
         let all = inst.ruleset.virtual_services();
-        let empty = ServiceIpvs::default();
         let mut changes = Vec::new();
         for (name, old) in previous {
             let old = old.as_ref().unwrap_or(&empty);
@@ -225,8 +230,7 @@ impl<R: IptablesRunner> IpvsApplier<R> {
             }
         }
         send(&mut client, &changes, report)?;
-        report.addresses_changed += dummy.delete(had.difference(&want))?;
-        inst.sets = sets;
+        report.addresses_changed += dummy.delete(delta.unbind.iter())?;
         inst.chains = chains;
         Ok(())
     }
@@ -354,16 +358,4 @@ fn push_new_service(va: &VirtualAddress, svc: &VirtualService, changes: &mut Vec
     for rs in svc.real_servers.values() {
         changes.push(Change::AddReal(*va, *rs));
     }
-}
-
-/// What this applier installed, in the shape `ipset save` is read into.
-fn installed_as_live(sets: &IpSets) -> ipset::LiveSets {
-    sets.iter()
-        .map(|(kind, entries)| {
-            (
-                kind.name_in(sets.family),
-                entries.iter().map(ToString::to_string).collect(),
-            )
-        })
-        .collect()
 }

@@ -89,9 +89,13 @@ pub struct Refused {
 }
 
 /// Largest datagram sent at once: well below the socket's send buffer (the kernel refuses a
-/// datagram larger than it), and small enough that the acknowledgements of its messages fit in
-/// the receive buffer.
+/// datagram larger than it).
 const BATCH_BYTES: usize = 48 * 1024;
+/// Most messages in one datagram: the kernel queues one acknowledgement per message, each an
+/// skb of its own (about 1 KiB of receive buffer counted per ack, however small), so a
+/// datagram of 400 small messages overran the default 208 KiB receive buffer (`ENOBUFS`, lost
+/// acks) at 1 000 services × 10 endpoints.
+const BATCH_MESSAGES: usize = 128;
 const RECV_BUFFER: usize = 64 * 1024;
 
 /// A generic netlink socket bound to the IPVS family, in the network namespace of the thread
@@ -109,6 +113,8 @@ impl IpvsClient {
     pub fn open() -> Result<Self, IpvsError> {
         let mut socket = Socket::new(NETLINK_GENERIC).map_err(IpvsError::Socket)?;
         socket.bind_auto().map_err(IpvsError::Socket)?;
+        // Acknowledgements without a copy of the request (NETLINK_CAP_ACK).
+        socket.set_cap_ack(true).map_err(IpvsError::Socket)?;
         socket
             .connect(&NetlinkAddr::new(0, 0))
             .map_err(IpvsError::Socket)?;
@@ -205,7 +211,7 @@ impl IpvsClient {
             let mut out = Vec::with_capacity(BATCH_BYTES + 1024);
             let mut pending: BTreeMap<u32, usize> = BTreeMap::new();
             let mut i = start;
-            while i < changes.len() && out.len() < BATCH_BYTES {
+            while i < changes.len() && out.len() < BATCH_BYTES && i - start < BATCH_MESSAGES {
                 let seq = self.push(&mut out, changes[i].message(), NLM_F_REQUEST | NLM_F_ACK);
                 pending.insert(seq, i);
                 i += 1;

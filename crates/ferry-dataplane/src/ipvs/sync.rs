@@ -16,10 +16,22 @@ use super::node;
 use crate::iptables::IptablesRunner;
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+/// How often a partial sync looks for the canary chain.
+const CANARY_INTERVAL: Duration = Duration::from_secs(1);
+
 impl<R: IptablesRunner> IpvsApplier<R> {
     /// True when `KUBE-IPVS-FILTER` (written at every full sync, never empty) is gone from
-    /// filter: someone flushed the tables, and what Ferry installed is forgotten.
+    /// filter: someone flushed the tables, and what Ferry installed is forgotten. Looked at
+    /// most once per [`CANARY_INTERVAL`]: each look runs `iptables`, which would otherwise be
+    /// most of a one-endpoint sync; a burst of changes is checked once.
     fn canary_gone(&mut self) -> Result<bool, Error> {
+        if self
+            .canary_checked
+            .is_some_and(|t| t.elapsed() < CANARY_INTERVAL)
+        {
+            return Ok(false);
+        }
+        self.canary_checked = Some(Instant::now());
         if self
             .iptables
             .iptables(&["-t", "filter", "-S", KUBE_IPVS_FILTER])?
