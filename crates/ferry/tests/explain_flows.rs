@@ -27,27 +27,8 @@ fn predict(mode: &str) {
         });
         for f in FLOWS.iter().filter(|f| f.policy == policy) {
             let dir = manifests.path().display().to_string();
-            let to = format!("{}:{}", f.dst, f.port);
             let out = Command::new(seed::FERRY)
-                .args([
-                    "explain",
-                    "--manifests",
-                    &dir,
-                    "--node",
-                    f.node,
-                    "--from",
-                    f.src(),
-                    "--to",
-                    &to,
-                ])
-                .args([
-                    "--cluster-cidr",
-                    "192.168.0.0/16",
-                    "--output",
-                    "json",
-                    "--proxy-mode",
-                    mode,
-                ])
+                .args(f.explain_args(mode, &dir))
                 .output()
                 .expect("run ferry explain");
             assert!(

@@ -6,7 +6,7 @@ mod flows;
 mod seed;
 
 use ferry_lab::{CurlResult, Host};
-use flows::{Expect, From, Peer, FLOWS, SERVERS};
+use flows::{Expect, From, FLOWS, SERVERS};
 use seed::{Hello, Mode, SeedLab};
 
 fn host(from: From) -> Host {
@@ -38,12 +38,7 @@ fn run(mode: Mode, policy: &'static str) {
                 for _ in 0..8 {
                     let h: Hello = seed.hello(&from, &f.url());
                     assert!(SERVERS.contains(&h.server_ip.as_str()), "{}: {h:?}", f.name);
-                    let want = match peer {
-                        Peer::Source => f.src(),
-                        Peer::Node(ip) => ip,
-                        Peer::HairpinOr(ip) if h.server_ip == f.src() => ip,
-                        Peer::HairpinOr(_) => f.src(),
-                    };
+                    let want = f.peer_seen(peer, &h.server_ip);
                     assert_eq!(h.client_ip, want, "{}: {h:?}", f.name);
                 }
             }

@@ -32,6 +32,16 @@ pub(crate) fn postrouting_rules(mark: u32) -> Vec<String> {
     ]
 }
 
+/// `NON_POD_MASQ` (several pod CIDRs): traffic from any of them returns, the rest is marked
+/// for masquerading (iptables and IPVS modes).
+pub(crate) fn non_pod_masq_rules(pod_cidrs: &[ipnet::IpNet]) -> Vec<String> {
+    pod_cidrs
+        .iter()
+        .map(|c| format!("-s {c} -j RETURN"))
+        .chain([format!("-j {KUBE_MARK_MASQ}")])
+        .collect()
+}
+
 /// `KUBE-MARK-MASQ`: mark for masquerading.
 pub(crate) fn mark_masq_rules(mark: u32) -> Vec<String> {
     vec![format!("-j MARK --or-mark {}", mark_text(mark))]
@@ -75,13 +85,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         chain(KUBE_MARK_MASQ, mark_masq_rules(plan.masquerade_mark)),
     ];
     if plan.pod_cidrs.len() > 1 {
-        let mut rules: Vec<String> = plan
-            .pod_cidrs
-            .iter()
-            .map(|c| format!("-s {c} -j RETURN"))
-            .collect();
-        rules.push(format!("-j {KUBE_MARK_MASQ}"));
-        nat.push(chain(NON_POD_MASQ, rules));
+        nat.push(chain(NON_POD_MASQ, non_pod_masq_rules(&plan.pod_cidrs)));
     }
     let filter = vec![
         chain(

@@ -4,7 +4,9 @@
 
 use super::ruleset::Ruleset;
 use super::sets::{self, IpSets, SetKind};
-use crate::iptables::base::{forward_accept_rules, jump, mark_masq_rules, postrouting_rules};
+use crate::iptables::base::{
+    forward_accept_rules, jump, mark_masq_rules, non_pod_masq_rules, postrouting_rules,
+};
 use crate::iptables::{
     Chain, JumpRule, Restore, Table, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_POSTROUTING,
     KUBE_PROXY_FIREWALL, KUBE_SERVICES, NON_POD_MASQ,
@@ -105,14 +107,7 @@ pub fn render_with(rs: &Ruleset, sets: &IpSets) -> Chains {
         chain(KUBE_MARK_MASQ, mark_masq_rules(mark)),
     ];
     if rs.node.pod_cidrs.len() > 1 && !rs.node.masquerade_all {
-        let mut rules: Vec<String> = rs
-            .node
-            .pod_cidrs
-            .iter()
-            .map(|c| format!("-s {c} -j RETURN"))
-            .collect();
-        rules.push(format!("-j {KUBE_MARK_MASQ}"));
-        nat.push(chain(NON_POD_MASQ, rules));
+        nat.push(chain(NON_POD_MASQ, non_pod_masq_rules(&rs.node.pod_cidrs)));
     }
     let filter = vec![
         chain(KUBE_FORWARD, forward_accept_rules(mark)),

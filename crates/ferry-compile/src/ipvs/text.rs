@@ -30,6 +30,19 @@ pub struct RealServerLine {
     pub inactive: u32,
 }
 
+impl RealServerLine {
+    /// A desired real server's line (no connections yet).
+    pub fn of(rs: &super::model::RealServer) -> Self {
+        Self {
+            address: rs.address,
+            forward: rs.forward,
+            weight: rs.weight,
+            active: 0,
+            inactive: 0,
+        }
+    }
+}
+
 /// The service line of `ipvsadm -Ln`: `TCP  10.96.0.1:443 rr`, then `persistent <timeout>`
 /// (and `mask` when not a host mask) and scheduler flags, as ipvsadm prints them.
 pub fn service_line(addr: &VirtualAddress, vs: &VirtualServer) -> String {
@@ -91,17 +104,7 @@ impl Ruleset {
     pub fn ipvsadm(&self) -> String {
         let services = self.virtual_services();
         ipvsadm_list(services.iter().map(|(addr, vs)| {
-            let reals = vs
-                .real_servers
-                .values()
-                .map(|rs| RealServerLine {
-                    address: rs.address,
-                    forward: rs.forward,
-                    weight: rs.weight,
-                    active: 0,
-                    inactive: 0,
-                })
-                .collect();
+            let reals = vs.real_servers.values().map(RealServerLine::of).collect();
             (addr, &vs.server, reals)
         }))
     }

@@ -73,17 +73,7 @@ impl Trace {
             self.steps
                 .push(masquerade_step(&why, self.frontend, ruleset));
         }
-        let reals: Vec<RealServerLine> = vs
-            .real_servers
-            .values()
-            .map(|rs| RealServerLine {
-                address: rs.address,
-                forward: rs.forward,
-                weight: rs.weight,
-                active: 0,
-                inactive: 0,
-            })
-            .collect();
+        let reals: Vec<RealServerLine> = vs.real_servers.values().map(RealServerLine::of).collect();
         if reals.is_empty() {
             self.empty_virtual_server(sp, set);
             return self;

@@ -240,32 +240,46 @@ impl IpvsClient {
 
     /// Sends one request with `NLM_F_DUMP` and collects every reply message.
     fn dump(&mut self, msg: IpvsMessage) -> Result<Vec<IpvsMessage>, IpvsError> {
-        let mut out = Vec::new();
-        let seq = self.push(&mut out, msg, NLM_F_REQUEST | NLM_F_DUMP);
-        self.socket.send(&out, 0).map_err(IpvsError::Socket)?;
         let mut replies = Vec::new();
-        loop {
-            let n = self.recv().map_err(IpvsError::Socket)?;
-            for m in self.parse(n)? {
-                if m.header.sequence_number != seq {
-                    continue;
-                }
-                match m.payload {
-                    NetlinkPayload::Done(_) => return Ok(replies),
-                    NetlinkPayload::Error(e) if e.code.is_some() => {
-                        return Err(IpvsError::Kernel(e.to_io()))
-                    }
-                    NetlinkPayload::InnerMessage(g) => replies.push(g.payload),
-                    _ => {}
-                }
+        self.exchange(msg, NLM_F_REQUEST | NLM_F_DUMP, |payload| match payload {
+            NetlinkPayload::Done(_) => Some(Ok(())),
+            NetlinkPayload::Error(e) if e.code.is_some() => Some(Err(IpvsError::Kernel(e.to_io()))),
+            NetlinkPayload::InnerMessage(g) => {
+                replies.push(g.payload);
+                None
             }
-        }
+            _ => None,
+        })?;
+        Ok(replies)
     }
 
     /// One request answered by one message.
     fn get(&mut self, cmd: u8) -> Result<IpvsMessage, IpvsError> {
+        let mut reply = None;
+        let msg = IpvsMessage { cmd, attrs: vec![] };
+        self.exchange(msg, NLM_F_REQUEST, |payload| match payload {
+            NetlinkPayload::InnerMessage(g) => {
+                reply = Some(g.payload);
+                Some(Ok(()))
+            }
+            NetlinkPayload::Error(e) => Some(Err(IpvsError::Kernel(e.to_io()))),
+            _ => None,
+        })?;
+        reply.ok_or_else(|| IpvsError::Decode("no reply".into()))
+    }
+
+    /// Sends `msg` with `flags` and hands each reply to it to `on_reply` until that returns
+    /// a result.
+    fn exchange(
+        &mut self,
+        msg: IpvsMessage,
+        flags: u16,
+        mut on_reply: impl FnMut(
+            NetlinkPayload<GenlMessage<IpvsMessage>>,
+        ) -> Option<Result<(), IpvsError>>,
+    ) -> Result<(), IpvsError> {
         let mut out = Vec::new();
-        let seq = self.push(&mut out, IpvsMessage { cmd, attrs: vec![] }, NLM_F_REQUEST);
+        let seq = self.push(&mut out, msg, flags);
         self.socket.send(&out, 0).map_err(IpvsError::Socket)?;
         loop {
             let n = self.recv().map_err(IpvsError::Socket)?;
@@ -273,10 +287,8 @@ impl IpvsClient {
                 if m.header.sequence_number != seq {
                     continue;
                 }
-                match m.payload {
-                    NetlinkPayload::InnerMessage(g) => return Ok(g.payload),
-                    NetlinkPayload::Error(e) => return Err(IpvsError::Kernel(e.to_io())),
-                    _ => {}
+                if let Some(done) = on_reply(m.payload) {
+                    return done;
                 }
             }
         }
@@ -324,23 +336,13 @@ impl IpvsClient {
             cmd: cmd::SET_CONFIG,
             attrs: genl::timeouts(tcp, tcp_fin, udp),
         };
-        let mut out = Vec::new();
-        let seq = self.push(&mut out, msg, NLM_F_REQUEST | NLM_F_ACK);
-        self.socket.send(&out, 0).map_err(IpvsError::Socket)?;
-        loop {
-            let n = self.recv().map_err(IpvsError::Socket)?;
-            for m in self.parse(n)? {
-                if m.header.sequence_number != seq {
-                    continue;
-                }
-                if let NetlinkPayload::Error(e) = m.payload {
-                    return match e.code {
-                        None => Ok(()),
-                        Some(_) => Err(IpvsError::Kernel(e.to_io())),
-                    };
-                }
-            }
-        }
+        self.exchange(msg, NLM_F_REQUEST | NLM_F_ACK, |payload| match payload {
+            NetlinkPayload::Error(e) => Some(match e.code {
+                None => Ok(()),
+                Some(_) => Err(IpvsError::Kernel(e.to_io())),
+            }),
+            _ => None,
+        })
     }
 
     /// IPVS's version (`0x010201` for 1.2.1) and connection table size.

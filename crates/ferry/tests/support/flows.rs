@@ -235,6 +235,40 @@ impl Flow {
         }
     }
 
+    /// The source address the endpoint `server_ip` sees when the flow forwards with `peer`.
+    pub fn peer_seen(&self, peer: Peer, server_ip: &str) -> &'static str {
+        match peer {
+            Peer::Source => self.src(),
+            Peer::Node(ip) => ip,
+            Peer::HairpinOr(ip) if server_ip == self.src() => ip,
+            Peer::HairpinOr(_) => self.src(),
+        }
+    }
+
+    /// `ferry explain` of this flow with the lab's settings, as JSON, in `mode`.
+    pub fn explain_args(&self, mode: &str, manifests: &str) -> Vec<String> {
+        let to = format!("{}:{}", self.dst, self.port);
+        [
+            "explain",
+            "--manifests",
+            manifests,
+            "--node",
+            self.node,
+            "--from",
+            self.src(),
+            "--to",
+            &to,
+            "--cluster-cidr",
+            "192.168.0.0/16",
+            "--output",
+            "json",
+            "--proxy-mode",
+            mode,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    }
+
     pub fn url(&self) -> String {
         format!("http://{}:{}/hello", self.dst, self.port)
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ferry_lab::spec::{MASTER, NODE1, NODE2};
 use ferry_lab::{http, CurlResult, Host};
 
-use crate::flows::{Expect, From, Peer, FLOWS, SERVERS};
+use crate::flows::{Expect, From, FLOWS, SERVERS};
 use crate::lb::{self, Lb, CLIENT2, CLIENT2_IP, CLIENT_IP, NODE1_IP, NODE2_IP};
 use crate::seed::*;
 
@@ -249,12 +249,7 @@ pub fn flows_behave_as_explained(policy: &'static str) {
                 for _ in 0..4 {
                     let h = seed.hello(&from, &f.url());
                     assert!(SERVERS.contains(&h.server_ip.as_str()), "{}: {h:?}", f.name);
-                    let want = match peer {
-                        Peer::Source => f.src(),
-                        Peer::Node(ip) => ip,
-                        Peer::HairpinOr(ip) if h.server_ip == f.src() => ip,
-                        Peer::HairpinOr(_) => f.src(),
-                    };
+                    let want = f.peer_seen(peer, &h.server_ip);
                     assert_eq!(h.client_ip, want, "{}: {h:?}", f.name);
                 }
                 CurlResult::Ok(String::new())
@@ -268,26 +263,9 @@ pub fn flows_behave_as_explained(policy: &'static str) {
         if let Some(want) = curl {
             assert_eq!(got, want, "{}", f.name);
         }
-        let to = format!("{}:{}", f.dst, f.port);
-        let argv = [
-            FERRY,
-            "explain",
-            "--live",
-            "--output",
-            "json",
-            "--proxy-mode",
-            "ipvs",
-            "--manifests",
-            &dir,
-            "--node",
-            f.node,
-            "--from",
-            f.src(),
-            "--to",
-            &to,
-            "--cluster-cidr",
-            "192.168.0.0/16",
-        ];
+        let mut argv = vec![FERRY.to_owned()];
+        argv.extend(f.explain_args("ipvs", &dir));
+        argv.push("--live".to_owned());
         let out = seed.lab.exec(f.node, argv).expect("ferry explain --live");
         let v: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert_eq!(v["verdict"], verdict, "{}: {v}", f.name);
