@@ -1,6 +1,6 @@
 //! The proxy modes, and the pure half of the seam every mode plugs into: its [`Renderer`].
 //!
-//! A mode's rules are rendered by its module of this crate (`nft`, `iptables`: from a node's
+//! A mode's rules are rendered by its module of this crate (`nft`, `iptables`, `ipvs`: from a node's
 //! [`Plan`](crate::Plan) to the mode's own objects), and the mode's [`Renderer`] here (pure:
 //! the text `ferry rules` prints, the objects `ferry explain` names) wraps them for the
 //! binary; a module in `ferry-dataplane` applies them to the kernel. One table joins the two

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use ferry_model::{NodeView, Protocol, TrafficPolicy};
 
 use super::steps::candidates;
-use super::{step, Frontend, Step, StepKind, Trace, Verdict};
+use super::{step, Frontend, Origin, Step, StepKind, Trace, Verdict};
 use crate::iptables::{KUBE_MARK_MASQ, KUBE_POSTROUTING, KUBE_SERVICES};
 use crate::ipvs::chains::{
     KUBE_IPVS_FILTER, KUBE_LOAD_BALANCER, KUBE_NODE_PORT, KUBE_SOURCE_RANGES_FIREWALL,
@@ -231,8 +231,9 @@ impl Trace {
             (EndpointSet::Local, Some(Frontend::ClusterIp)) => {
                 "internalTrafficPolicy Local and no endpoint on this node: the virtual server has no real server".to_owned()
             }
+            (EndpointSet::Local, _) if self.origin == Origin::Outside => "externalTrafficPolicy Local and no endpoint on this node: the virtual server has no real server".to_owned(),
             (EndpointSet::Local, _) => format!(
-                "externalTrafficPolicy Local and no endpoint on this node: the virtual server has no real server (IPVS mode has no short-circuit for {})",
+                "externalTrafficPolicy Local and no endpoint on this node: the virtual server has no real server (IPVS mode, as upstream's, has no short-circuit for {})",
                 self.origin
             ),
             _ => format!("{} has no ready (or serving terminating) endpoint anywhere: the virtual server has no real server", sp.name),
