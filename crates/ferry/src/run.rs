@@ -37,6 +37,11 @@ fn context(config: &Config, family: IpFamily) -> NodeContext {
 /// The families this node programs: IPv4, and IPv6 when the kernel and the mode's tool
 /// support it (upstream's `platformCheckSupported`; one info line either way).
 fn supported_families(mode: &dyn NodeMode) -> Vec<IpFamily> {
+    // IPv4 is always programmed; when the mode cannot work here (no IPVS in the kernel, no
+    // tool), say why once, clearly, before the syncs fail and are retried.
+    if let Err(why) = mode.supports(IpFamily::V4) {
+        tracing::error!("{} cannot program IPv4 rules here: {why}", mode.describe());
+    }
     match mode.supports(IpFamily::V6) {
         Ok(()) => {
             tracing::info!("running in dual-stack mode (IPv4 and IPv6)");
