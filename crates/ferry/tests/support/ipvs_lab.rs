@@ -187,6 +187,15 @@ pub fn load_balancer_and_external_ips_follow_the_external_policy() {
             ..both
         },
     );
+    // (`set` waits for a sync of each node, which may have been a periodic one.)
+    for (node, _) in NODES {
+        wait_for(20, "the Local policy is in the sets", || {
+            let set = seed
+                .lab
+                .exec(node, ["ipset", "list", "KUBE-LOAD-BALANCER-LOCAL"]);
+            set.is_ok_and(|s| s.contains("203.0.113.10,tcp:8080"))
+        });
+    }
     lb::assert_forwarded(&seed, c, NODE2, lb::LB_NODE2, 8080, CLIENT_IP);
     lb::assert_forwarded(&seed, c, NODE2, lb::EXT_NODE2, 8080, CLIENT_IP);
     for ip in [lb::LB_NODE1, lb::EXT_NODE1] {
