@@ -6,20 +6,25 @@ use ferry_model::IpFamily;
 
 use crate::ipvs::Scheduler;
 
-/// Where NodePorts are opened (`nodePortAddresses`).
+/// Where NodePorts are opened (`nodePortAddresses`): CIDRs and upstream's keywords, in any
+/// combination. `localhost` is upstream's shorthand for the loopback CIDRs (kept in `cidrs`;
+/// loopback itself is never served, see [`crate::NodePortScope::covers_loopback`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodePortAddresses {
     /// CIDRs: a NodePort answers on this node's local addresses inside them.
     pub cidrs: Vec<IpNet>,
     /// `primary`: the node's primary IPs (its Node object's InternalIPs).
     pub primary: bool,
+    /// `all`: every local address of the node (upstream's `0.0.0.0/0` and `::/0`, matched as
+    /// `fib daddr type local` / `ADDRTYPE LOCAL`); also iptables mode's default.
+    pub all: bool,
 }
 
 impl NodePortAddresses {
     /// Nothing configured: the mode's default applies (primary IPs in nftables mode, like
-    /// upstream since KEP-3866).
+    /// upstream since KEP-3866; every local address in iptables mode).
     pub fn is_default(&self) -> bool {
-        self.cidrs.is_empty() && !self.primary
+        self.cidrs.is_empty() && !self.primary && !self.all
     }
 }
 

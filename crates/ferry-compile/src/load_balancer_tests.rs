@@ -11,7 +11,7 @@ use ipnet::IpNet;
 use crate::config::{CompileConfig, LocalDetector, NodePortAddresses};
 use crate::nft::{Key, Ruleset};
 use crate::plan::{Dispatch, EndpointSet, NodePortScope, Plan, ServicePlan};
-use crate::trace::{trace, Frontend, Packet, StepKind, Trace, Verdict};
+use crate::trace::{trace, Frontend, Masquerade, Packet, StepKind, Trace, Verdict};
 
 const LB_IP: &str = "203.0.113.10";
 
@@ -213,6 +213,7 @@ fn node_port_prefixes_covering_loopback_exclude_it_in_both_backends() {
         node_port_addresses: NodePortAddresses {
             cidrs: vec![net("0.0.0.0/0")],
             primary: false,
+            all: false,
         },
         ..config()
     };
@@ -252,7 +253,10 @@ fn explain_follows_the_firewall() {
         "{}",
         allowed.to_text()
     );
-    assert!(allowed.masquerade.is_some(), "Cluster policy");
+    assert!(
+        matches!(allowed.masquerade(), Some(Masquerade::Yes(_))),
+        "Cluster policy"
+    );
 
     let denied = explain(&s, "node-a", "203.0.113.99", LB_IP, 80);
     assert_eq!(denied.verdict, Verdict::Dropped, "{}", denied.to_text());
@@ -309,7 +313,11 @@ fn local_policy_load_balancer_ip_drops_without_local_endpoint() {
     );
     let t = explain(&s, "node-b", "203.0.113.99", LB_IP, 80);
     assert!(matches!(t.verdict, Verdict::Forwarded { .. }));
-    assert_eq!(t.masquerade, None, "Local keeps the client's address");
+    assert_eq!(
+        t.masquerade(),
+        Some(Masquerade::No),
+        "Local keeps the client's address"
+    );
 }
 
 #[test]
@@ -328,5 +336,5 @@ fn node_traffic_to_a_local_policy_load_balancer_ip_without_local_endpoint_differ
         matches!(ipt.verdict, Verdict::Forwarded { .. }),
         "iptables short-circuits"
     );
-    assert!(ipt.masquerade.is_some());
+    assert!(matches!(ipt.masquerade(), Some(Masquerade::Yes(_))));
 }

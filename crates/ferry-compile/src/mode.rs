@@ -14,8 +14,8 @@ use std::fmt;
 
 use ferry_model::{ClusterState, IpFamily};
 
-use crate::trace::{Packet, Trace};
-use crate::NodeCompiler;
+use crate::trace::{NodeAddresses, Packet, Trace};
+use crate::{NodeCompiler, NodePortAddresses};
 
 mod iptables;
 mod ipvs;
@@ -85,6 +85,14 @@ pub trait Renderer: Sync {
     /// what `ferry rules` prints.
     fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String;
 
+    /// Where NodePorts answer when `nodePortAddresses` is not set: upstream's per-mode default.
+    /// Unless the mode says otherwise, the unset value itself, which the plan reads as the
+    /// node's primary IPs (KEP-3866, nftables mode; every local address while the node's
+    /// primary IP is unknown).
+    fn default_node_port_addresses(&self) -> NodePortAddresses {
+        NodePortAddresses::default()
+    }
+
     /// A line `ferry rules` prints before a further family's rules, when the texts cannot
     /// simply follow each other (iptables: the IPv6 input goes to another tool).
     fn family_header(&self, family: IpFamily) -> Option<String> {
@@ -92,9 +100,15 @@ pub trait Renderer: Sync {
         None
     }
 
-    /// Where the first packet of a new connection goes on the compiler's node, and why, each
-    /// step naming this mode's objects.
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace;
+    /// Where the first packet of a new connection goes on the compiler's node, which has
+    /// `addresses`, and why, each step naming this mode's objects.
+    fn trace(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        packet: Packet,
+        addresses: &NodeAddresses,
+    ) -> Trace;
 }
 
 #[cfg(test)]

@@ -279,6 +279,9 @@ fn pod_cidrs(view: &NodeView, cfg: &CompileConfig) -> Vec<IpNet> {
 
 fn node_port_scope(view: &NodeView, cfg: &CompileConfig) -> NodePortScope {
     let npa = &cfg.node_port_addresses;
+    if npa.all {
+        return NodePortScope::AllLocal;
+    }
     let primary = npa.primary || npa.is_default();
     let mut nets = of_family(npa.cidrs.iter().copied(), cfg.family);
     if !npa.cidrs.is_empty() && nets.is_empty() && !npa.primary {

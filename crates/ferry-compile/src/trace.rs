@@ -14,20 +14,27 @@ use ipnet::IpNet;
 use ferry_model::{NodeView, Protocol, ServicePortName};
 
 use crate::nft::{Key, Ruleset};
-use crate::plan::{EndpointSet, NodePortScope, Plan, ServicePlan};
+use crate::plan::{EndpointSet, Plan};
 
 mod affinity;
+mod frontend;
 mod iptables;
 mod ipvs;
+mod masquerade;
+mod node_port;
 mod pre_dnat;
 mod steps;
 mod text;
 mod topology;
 
+use frontend::svc_label;
 pub use ipvs::EMPTY_VIRTUAL_SERVER;
-
+pub use masquerade::{Masquerade, Target, HAIRPIN};
+pub use node_port::{NodeAddresses, NodePortAnswer};
 use pre_dnat::firewall;
+pub use steps::candidates;
 use steps::{external, internal, Objects};
+pub use topology::note as topology_note;
 
 /// The first packet of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,8 +89,8 @@ pub struct Candidate {
 pub enum Verdict {
     /// DNATed to one of `targets`, chosen at random with equal probability.
     Forwarded {
-        /// The endpoints it may go to.
-        targets: Vec<SocketAddr>,
+        /// The endpoints it may go to, each with whether the connection is then masqueraded.
+        targets: Vec<Target>,
     },
     /// Silently dropped (the client times out).
     Dropped,
@@ -112,6 +119,13 @@ pub enum StepKind {
     Forward(EndpointSet),
     /// Hairpin: masqueraded if the endpoint is the sender.
     Hairpin,
+    /// The port is a NodePort, but it does not answer on the destination address.
+    NodePortNotHere(NodePortAnswer),
+    /// iptables mode's filter drops or rejects a NodePort without (local) endpoints on any
+    /// local address, even where the NodePort does not answer.
+    LocalAddressFilter,
+    /// Not translated, and addressed to the node: delivered to it.
+    DeliveredLocally,
     /// Dropped for lack of a local endpoint.
     Dropped,
     /// Rejected for lack of any endpoint.
@@ -154,10 +168,8 @@ pub struct Trace {
     pub objects_label: &'static str,
     /// Every endpoint of the service port with why it is in or out.
     pub candidates: Vec<Candidate>,
-    /// Why the packet is masqueraded (`None`: its source is kept). Hairpin traffic (a pod
-    /// landing on itself) is always masqueraded, whatever this says.
-    pub masquerade: Option<String>,
-    /// The outcome.
+    /// The outcome; a forwarded connection says per target whether it is masqueraded
+    /// ([`Trace::masquerade`] sums it up).
     pub verdict: Verdict,
     /// The load-balancer firewall dropped a packet of a service without any endpoint. In
     /// iptables mode (as upstream's) such a service has no `KUBE-FW-` chain, so the packet is
@@ -182,9 +194,23 @@ fn step(
     }
 }
 
-/// Traces `packet` through what this node programs.
+/// Traces `packet` through what this node programs, the node's addresses being its Node
+/// object's.
 pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) -> Trace {
-    let origin = origin(view, plan, &packet.src);
+    trace_at(view, plan, ruleset, packet, &NodeAddresses::default())
+}
+
+/// Traces `packet` through what this node programs, the node having `addresses` (where its
+/// NodePorts may answer, and which sources are the node itself).
+pub fn trace_at(
+    view: &NodeView,
+    plan: &Plan,
+    ruleset: &Ruleset,
+    packet: Packet,
+    addresses: &NodeAddresses,
+) -> Trace {
+    let local = node_port::LocalAddresses::new(view, addresses, plan.family);
+    let origin = frontend::origin(view, plan, &local, &packet.src);
     let hook = match origin {
         Origin::ThisNode => "nat-output",
         _ => "nat-prerouting",
@@ -198,13 +224,12 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         steps: Vec::new(),
         objects_label: "nft",
         candidates: Vec::new(),
-        masquerade: None,
         verdict: Verdict::NotAService,
         firewall_without_endpoints: false,
         iptables_variant: None,
     };
-    let Some((sp, frontend)) = find_frontend(view, plan, &packet, &origin) else {
-        not_a_service(plan, &packet, &mut t);
+    let Some((sp, frontend)) = frontend::find(plan, &local, &packet) else {
+        frontend::not_a_service(view, plan, &local, &mut t);
         return t;
     };
     t.service = Some(sp.name.clone());
@@ -276,101 +301,6 @@ pub fn trace(view: &NodeView, plan: &Plan, ruleset: &Ruleset, packet: Packet) ->
         _ => external(sp, sview, plan, &packet, &origin, &objs, &mut t),
     }
     t
-}
-
-fn svc_label(sp: &ServicePlan) -> String {
-    let port = if sp.name.port.is_empty() {
-        String::new()
-    } else {
-        format!(" port {}", sp.name.port)
-    };
-    format!("Service {}{port}", sp.name.service)
-}
-
-fn origin(view: &NodeView, plan: &Plan, src: &IpAddr) -> Origin {
-    let node_ips = view
-        .node
-        .iter()
-        .flat_map(|n| n.addresses.iter().map(|a| a.address));
-    if src.is_loopback() || node_ips.clone().any(|ip| ip == *src) {
-        return Origin::ThisNode;
-    }
-    let pod_nets = plan
-        .pod_cidrs
-        .iter()
-        .chain(view.node.iter().flat_map(|n| n.pod_cidrs.iter()));
-    for net in pod_nets {
-        if net.contains(src) {
-            return Origin::Pod(*net);
-        }
-    }
-    Origin::Outside
-}
-
-fn node_port_address(view: &NodeView, plan: &Plan, dst: &IpAddr) -> bool {
-    let local = view
-        .node
-        .iter()
-        .flat_map(|n| n.addresses.iter())
-        .any(|a| a.address == *dst);
-    match &plan.node_ports {
-        NodePortScope::AllLocal => local && !dst.is_loopback(),
-        NodePortScope::LocalWithin(nets) => {
-            !dst.is_loopback() && nets.iter().any(|n| n.contains(dst))
-        }
-    }
-}
-
-fn find_frontend<'a>(
-    view: &NodeView,
-    plan: &'a Plan,
-    p: &Packet,
-    _origin: &Origin,
-) -> Option<(&'a ServicePlan, Frontend)> {
-    let proto = |sp: &ServicePlan| sp.name.protocol == p.protocol;
-    let services = || plan.services.values().filter(|sp| proto(sp));
-    if let Some(sp) = services().find(|sp| sp.cluster_ip == p.dst && sp.port == p.port) {
-        return Some((sp, Frontend::ClusterIp));
-    }
-    if let Some(sp) = services().find(|sp| sp.port == p.port && sp.external_ips.contains(&p.dst)) {
-        return Some((sp, Frontend::ExternalIp));
-    }
-    if let Some(sp) =
-        services().find(|sp| sp.port == p.port && sp.load_balancer_ips.contains(&p.dst))
-    {
-        return Some((sp, Frontend::LoadBalancerIp));
-    }
-    if node_port_address(view, plan, &p.dst) {
-        if let Some(sp) = services().find(|sp| sp.node_port == Some(p.port)) {
-            return Some((sp, Frontend::NodePort));
-        }
-    }
-    None
-}
-
-fn not_a_service(plan: &Plan, p: &Packet, t: &mut Trace) {
-    if plan.services.values().any(|sp| sp.cluster_ip == p.dst) {
-        t.verdict = Verdict::Rejected;
-        t.steps.push(step(
-            StepKind::UnknownPort,
-            format!(
-                "{} is a ClusterIP, but no service port is {}/{}",
-                p.dst, p.port, p.protocol
-            ),
-            "traffic to unknown ports of a ClusterIP is rejected, as upstream does",
-            vec![
-                "chain cluster-ips-check".into(),
-                format!("set cluster-ips element {}", p.dst),
-            ],
-        ));
-    } else {
-        t.steps.push(step(
-            StepKind::NotAService,
-            "no Service matches this destination",
-            "Ferry only translates service addresses; the packet is routed normally",
-            vec!["map service-ips".into(), "map service-nodeports".into()],
-        ));
-    }
 }
 
 impl Trace {

@@ -29,6 +29,9 @@ pub enum Error {
     /// read.
     #[error(transparent)]
     Ipvs(#[from] IpvsError),
+    /// The node's addresses could not be read from its interfaces.
+    #[error("could not read this node's interface addresses")]
+    Addresses(#[source] nix::errno::Errno),
     /// A tool rejected the transaction (or a listing failed).
     #[error("{program} failed ({status}): {stderr}")]
     Rejected {
@@ -39,4 +42,19 @@ pub enum Error {
         /// What it printed.
         stderr: String,
     },
+}
+
+impl Error {
+    /// The error and its causes, for a log line: `could not run nft: No such file or directory
+    /// (os error 2)`.
+    pub fn with_causes(&self) -> String {
+        let mut out = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cause = c.source();
+        }
+        out
+    }
 }

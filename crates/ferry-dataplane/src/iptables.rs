@@ -19,19 +19,21 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily, ServiceName};
 
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
 mod cleanup;
 mod cli;
 mod detect;
+mod kernel;
 mod live;
 
 pub use crate::mode::IptablesBackend;
-pub use cleanup::cleanup;
-pub(crate) use cleanup::{remove_chains, save_tables};
+pub use cleanup::{cleanup, leftovers};
+pub(crate) use cleanup::{iptables_mode_ran, shared, tables as save_tables};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
 
@@ -41,6 +43,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     renderer: &IptablesRenderer,
     open: |options: &ModeOptions| Box::new(IptablesMode::open(options)),
     cleanup,
+    leftovers,
     sync_failures: FailureCounter::IptablesRestore,
 };
 
@@ -70,6 +73,23 @@ impl NodeMode for IptablesMode {
         succeeds(&program, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
     }
 
+    /// The backend's tools (`iptables-nft`, `-save`, `-restore`), CAP_NET_ADMIN, and for the
+    /// legacy backend CAP_NET_RAW (it talks to the kernel over a raw socket).
+    fn requirements(&self) -> Requirements {
+        let tools = ["", "-save", "-restore"]
+            .into_iter()
+            .map(|t| Tool::new(self.backend.program(t), "iptables"))
+            .collect();
+        let mut capabilities = vec![Capability::NetAdmin];
+        if self.backend == IptablesBackend::Legacy {
+            capabilities.push(Capability::NetRaw);
+        }
+        Requirements {
+            tools,
+            capabilities,
+        }
+    }
+
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
         Box::new(IptablesDataplane::for_family(self.backend, family))
     }
@@ -82,6 +102,12 @@ impl NodeMode for IptablesMode {
     ) -> Result<LiveReport, Error> {
         let save = live::read_back(self.backend, compiler.family())?;
         Ok(live::check(trace, &save))
+    }
+
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        let save = live::read_back(self.backend, compiler.family())?;
+        let compiled = NodeRules::new(compiler).full(state);
+        Ok(kernel::compare(&compiled, &save))
     }
 }
 

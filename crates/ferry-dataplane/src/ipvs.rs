@@ -28,7 +28,8 @@ use ferry_compile::mode::{IpvsRenderer, ProxyMode};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions};
 
 pub use applier::{IpvsApplier, IpvsReport};
-pub use cleanup::cleanup;
+pub(crate) use cleanup::ipvs_mode_ran;
+pub use cleanup::{cleanup, leftovers};
 pub use client::{Change, IpvsClient, Refused, Table};
 pub use genl::LiveRealServer;
 pub use link::Links;
@@ -41,6 +42,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     renderer: &IpvsRenderer,
     open: |options: &ModeOptions| Box::new(mode::IpvsMode::open(options)),
     cleanup,
+    leftovers,
     sync_failures: FailureCounter::IptablesRestore,
 };
 

@@ -8,8 +8,10 @@
 //! # The mode seam
 //! Every proxy mode is one module here with an [`Applier`] (one per IP family: full and
 //! incremental syncs) and one line in the [`modes`] table ([`mode::ModeEntry`]), which joins it with the mode's pure
-//! renderer in `ferry-compile` and says how to prepare the mode on a node, how to clean it up,
-//! how `ferry explain --live` reads it back, and which metric counts its failures. The binary
+//! renderer in `ferry-compile` and says how to prepare the mode on a node (what it needs there:
+//! [`preflight`]), how to clean it up ([`cleanup`]), which of kube-proxy's leftovers are of
+//! its kind ([`leftovers`]), how `ferry explain --live` and `ferry status` read it back
+//! ([`live`]), and which metric counts its failures. The binary
 //! asks the table and never matches on the mode. Modes:
 //! - [`nft`]: Ferry's own table (`ip ferry`, `ip6 ferry`): the skeleton through `nft -f`,
 //!   dispatch chains and elements over Ferry's own nfnetlink batches;
@@ -23,16 +25,20 @@
 //! touches anything a mode does not own, except that after a sync it deletes the UDP
 //! conntrack entries the compiler found stale ([`conntrack`]), as kube-proxy does.
 
+pub mod addresses;
 mod applier;
+pub mod cleanup;
 pub mod conntrack;
 mod error;
 pub mod iptables;
 pub mod ipvs;
+pub mod leftovers;
 pub mod live;
 pub mod mode;
 pub mod modes;
 mod netlink;
 pub mod nft;
+pub mod preflight;
 mod report;
 pub mod support;
 

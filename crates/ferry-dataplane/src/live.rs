@@ -1,5 +1,10 @@
-//! `ferry explain --live`: what the kernel holds for a traced destination, compared with what
-//! Ferry would program. Each mode reads its own objects back (see the mode table).
+//! What the kernel holds, compared with what Ferry would program: for a traced destination
+//! (`ferry explain --live`, [`LiveReport`]) and for every service (`ferry status`,
+//! [`KernelReport`]). Each mode reads its own objects back (see the mode table).
+
+use std::collections::BTreeMap;
+
+use ferry_model::ServiceName;
 
 /// What the kernel holds for the traced destination.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,5 +51,33 @@ impl LiveReport {
             out.push_str(&format!("   endpoints in the kernel's maps: {eps}\n"));
         }
         out
+    }
+}
+
+/// What the kernel holds for every service of one family (`ferry status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KernelReport {
+    /// The mode's objects are in this network namespace (Ferry's table, the chains).
+    pub present: bool,
+    /// Every service Ferry would program, with where the kernel differs (empty: programmed as
+    /// Ferry would program it).
+    pub services: BTreeMap<ServiceName, Vec<String>>,
+    /// Objects the kernel holds for services Ferry would not program (a deleted service's
+    /// leftovers, someone else's rules in the mode's objects).
+    pub stray: Vec<String>,
+}
+
+impl KernelReport {
+    /// The report when the mode's objects (`what`) are not in this network namespace at all.
+    pub fn absent(services: impl IntoIterator<Item = ServiceName>, what: &str) -> Self {
+        let why = format!("{what} is not in this network namespace");
+        Self {
+            present: false,
+            services: services
+                .into_iter()
+                .map(|s| (s, vec![why.clone()]))
+                .collect(),
+            stray: Vec::new(),
+        }
     }
 }

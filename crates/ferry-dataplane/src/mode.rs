@@ -11,7 +11,10 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily};
 
-use crate::live::LiveReport;
+use crate::cleanup::Cleanup;
+use crate::leftovers::Leftover;
+use crate::live::{KernelReport, LiveReport};
+use crate::preflight::Requirements;
 use crate::support::Unsupported;
 use crate::{Applier, Error};
 
@@ -25,9 +28,13 @@ pub struct ModeEntry {
     /// Prepares the mode on this node (e.g. finds the iptables backend to use): the kernel
     /// half, for `ferry run` and `ferry explain --live`.
     pub open: fn(&ModeOptions) -> Box<dyn NodeMode>,
-    /// Removes everything the mode programs in this network namespace (both families);
-    /// nothing there is not an error.
-    pub cleanup: fn() -> Result<(), Error>,
+    /// Removes everything the mode programs in this network namespace (both families), or
+    /// with `dry_run` only says what it would remove; nothing there is not an error, nor is a
+    /// tool that is not installed (it is in [`Cleanup::skipped`]).
+    pub cleanup: fn(dry_run: bool) -> Result<Cleanup, Error>,
+    /// What kube-proxy left in this network namespace of this mode's kind (its nftables
+    /// table, its iptables chains), found at start-up.
+    pub leftovers: fn() -> Vec<Leftover>,
     /// The counter of failed syncs (upstream's name for this mode).
     pub sync_failures: FailureCounter,
 }
@@ -143,6 +150,9 @@ pub trait NodeMode: Send + Sync {
     /// upstream's `platformCheckSupported`.
     fn supports(&self, family: IpFamily) -> Result<(), Unsupported>;
 
+    /// What the mode needs on this node (its tools, its capabilities), checked at start-up.
+    fn requirements(&self) -> Requirements;
+
     /// A fresh applier of `family`'s rules, in the current network namespace.
     fn applier(&self, family: IpFamily) -> Box<dyn Applier>;
 
@@ -155,4 +165,8 @@ pub trait NodeMode: Send + Sync {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<LiveReport, Error>;
+
+    /// `ferry status`: what the kernel holds for every service of the compiler's family,
+    /// compared with what the state compiles to.
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error>;
 }

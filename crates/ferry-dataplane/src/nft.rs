@@ -15,17 +15,21 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily, ServiceName};
 
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, NodeMode};
 use crate::netlink::{NetlinkError, NetlinkSocket};
+use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+mod cleanup;
 mod cli;
+mod kernel;
 mod live;
 mod pins;
 mod read_back;
 
+pub use cleanup::{cleanup, leftovers};
 pub use cli::{NftCli, NftRunner};
 pub use read_back::{read_back, LiveTable};
 
@@ -35,6 +39,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     renderer: &NftRenderer,
     open: |_| Box::new(NftMode),
     cleanup,
+    leftovers,
     sync_failures: FailureCounter::NftablesSync,
 };
 
@@ -55,6 +60,15 @@ impl NodeMode for NftMode {
         )
     }
 
+    /// The `nft` tool (the table's skeleton), and CAP_NET_ADMIN for it and for Ferry's
+    /// nfnetlink batches.
+    fn requirements(&self) -> Requirements {
+        Requirements {
+            tools: vec![Tool::new("nft", "nftables")],
+            capabilities: vec![Capability::NetAdmin],
+        }
+    }
+
     fn applier(&self, _family: IpFamily) -> Box<dyn Applier> {
         Box::new(NftDataplane::new())
     }
@@ -72,6 +86,12 @@ impl NodeMode for NftMode {
             &ferry_compile::nft::render(&plan),
             table.as_ref(),
         ))
+    }
+
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        let table = read_back(compiler.family())?;
+        let compiled = ferry_compile::nft::render(&compiler.plan(state));
+        Ok(kernel::compare(&compiled, table.as_ref()))
     }
 }
 
@@ -201,30 +221,35 @@ impl<R: NftRunner> NftDataplane<R> {
     }
 
     /// In place when netlink is open; otherwise, or when that fails, by recreating the table.
+    /// The fallbacks are logged only when one of them succeeds: a sync that fails every way is
+    /// one error, which the caller logs (at a limited rate while it keeps failing).
     fn write_full(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, Error> {
         if self.netlink.is_none() {
             return self.recreate(desired, start);
         }
-        let e = match self.in_place(desired, start) {
+        let in_place = match self.in_place(desired, start) {
             Ok(report) => return Ok(report),
             Err(e) => e,
         };
         // E.g. a set declared with another type by an older version, or a chain something
         // else still refers to: start from a clean table (the pins go with it).
-        tracing::warn!(error = %e, "full sync in place failed: recreating the table in one nft run");
-        let e = match self.recreate(desired, start) {
-            Ok(report) => return Ok(report),
+        let recreate = match self.recreate(desired, start) {
+            Ok(report) => {
+                tracing::warn!(error = %in_place, "full sync in place failed: recreated the table in one nft run");
+                return Ok(report);
+            }
             Err(e) => e,
         };
         // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session affinity's
         // `update`, see docs/nft-layout.md): delete the table, then the usual skeleton and
         // netlink batch.
-        tracing::warn!(error = %e, "recreating the table with nft failed: deleting it, then skeleton and netlink");
         let f = nft_family(desired.family);
         self.runner.run(&format!(
             "add table {f} {TABLE}\ndelete table {f} {TABLE}\n"
         ))?;
-        self.in_place(desired, start)
+        let report = self.in_place(desired, start)?;
+        tracing::warn!(in_place = %in_place, recreate = %recreate, "full sync in place and recreating the table with nft failed: deleted it, then skeleton and netlink");
+        Ok(report)
     }
 
     /// The skeleton through `nft -f`, then everything else in one netlink batch.
@@ -333,18 +358,4 @@ impl<R: NftRunner> NftDataplane<R> {
             apply_time: start.elapsed(),
         })
     }
-}
-
-/// Removes Ferry's tables (both families) from the current network namespace. Absent tables
-/// are not an error.
-pub fn cleanup() -> Result<(), Error> {
-    let mut cli = NftCli::default();
-    for family in [IpFamily::V4, IpFamily::V6] {
-        let name = nft_family(family);
-        // "add" first makes "delete" succeed whether or not the table exists.
-        cli.run(&format!(
-            "add table {name} {TABLE}\ndelete table {name} {TABLE}\n"
-        ))?;
-    }
-    Ok(())
 }

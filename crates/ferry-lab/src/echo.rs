@@ -9,6 +9,8 @@
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest request head (request line plus headers) the server reads.
@@ -32,6 +34,18 @@ pub fn serve_echo(name: &str, listen: SocketAddr) -> io::Result<()> {
 /// [`crate::netns::run_in`]) stays there, so this can serve a pod from a thread of the calling
 /// process.
 pub fn serve_echo_listener(name: &str, listener: TcpListener) -> io::Result<()> {
+    serve_echo_listener_failing(name, listener, None)
+}
+
+/// Like [`serve_echo_listener`]; while the file `<fail_dir>/<name>` exists, `/hello` answers
+/// `503 Service Unavailable`: a pod whose readiness probe starts failing, and recovers when the
+/// file is removed.
+pub fn serve_echo_listener_failing(
+    name: &str,
+    listener: TcpListener,
+    fail_dir: Option<&Path>,
+) -> io::Result<()> {
+    let fail_file: Option<Arc<Path>> = fail_dir.map(|d| Arc::from(d.join(name)));
     eprintln!(
         "lab-pod {name}: listening on tcp {}",
         listener.local_addr()?
@@ -42,8 +56,9 @@ pub fn serve_echo_listener(name: &str, listener: TcpListener) -> io::Result<()> 
             Ok(stream) => {
                 consecutive_errors = 0;
                 let name = name.to_string();
+                let fail_file = fail_file.clone();
                 std::thread::spawn(move || {
-                    if let Err(e) = handle_conn(&name, stream) {
+                    if let Err(e) = handle_conn(&name, stream, fail_file.as_deref()) {
                         if e.kind() != io::ErrorKind::UnexpectedEof {
                             eprintln!("lab-pod {name}: connection error: {e}");
                         }
@@ -82,13 +97,22 @@ pub fn serve_echo_udp(name: &str, listen: SocketAddr) -> io::Result<()> {
 /// does: a UDP service port of the lab reaches the same pods. A UDP socket that cannot be bound
 /// is reported and TCP is served anyway.
 pub fn serve_echo_tcp_and_udp(name: &str, listen: SocketAddr) -> io::Result<()> {
+    serve_echo_tcp_and_udp_failing(name, listen, None)
+}
+
+/// [`serve_echo_tcp_and_udp`] with [`serve_echo_listener_failing`]'s switch for TCP.
+pub fn serve_echo_tcp_and_udp_failing(
+    name: &str,
+    listen: SocketAddr,
+    fail_dir: Option<&Path>,
+) -> io::Result<()> {
     let udp_name = name.to_string();
     std::thread::spawn(move || {
         if let Err(e) = serve_echo_udp(&udp_name, listen) {
             eprintln!("lab-pod {udp_name}: udp {listen}: {e}");
         }
     });
-    serve_echo(name, listen)
+    serve_echo_listener_failing(name, TcpListener::bind(listen)?, fail_dir)
 }
 
 /// One parsed request head.
@@ -153,7 +177,7 @@ fn read_request(r: &mut impl BufRead) -> io::Result<Option<Request>> {
     }))
 }
 
-fn handle_conn(name: &str, stream: TcpStream) -> io::Result<()> {
+fn handle_conn(name: &str, stream: TcpStream, fail_file: Option<&Path>) -> io::Result<()> {
     // A server listening on `[::]` sees IPv4 peers as `::ffff:a.b.c.d`: report them as IPv4.
     let peer = SocketAddr::new(stream.peer_addr()?.ip().to_canonical(), 0);
     let local = SocketAddr::new(stream.local_addr()?.ip().to_canonical(), 0);
@@ -166,6 +190,9 @@ fn handle_conn(name: &str, stream: TcpStream) -> io::Result<()> {
             &mut io::sink(),
         )?;
         let (status, body) = match (req.method.as_str(), req.path.as_str()) {
+            ("GET" | "HEAD", "/hello") if fail_file.is_some_and(Path::exists) => {
+                ("503 Service Unavailable", "failing\n".to_string())
+            }
             ("GET" | "HEAD", "/hello") => ("200 OK", echo_body(name, peer.ip(), local.ip())),
             _ => ("404 Not Found", "not found\n".to_string()),
         };
@@ -235,5 +262,25 @@ mod tests {
         }
         let r = crate::http::get(&mut s, "/nope").expect("get");
         assert_eq!(r.status, 404);
+    }
+
+    #[test]
+    fn hello_fails_while_the_pods_fail_file_exists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let fail_dir = dir.path().to_path_buf();
+        std::thread::spawn(move || serve_echo_listener_failing("p1", l, Some(&fail_dir)));
+        let status = || {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            crate::http::get(&mut s, "/hello").expect("get").status
+        };
+        assert_eq!(status(), 200);
+        std::fs::write(dir.path().join("p1"), "").expect("fail");
+        assert_eq!(status(), 503);
+        std::fs::remove_file(dir.path().join("p1")).expect("recover");
+        assert_eq!(status(), 200);
     }
 }

@@ -54,7 +54,8 @@ pub mod state;
 pub mod vm;
 
 pub use echo::{
-    echo_body, serve_echo, serve_echo_listener, serve_echo_tcp_and_udp, serve_echo_udp,
+    echo_body, serve_echo, serve_echo_listener, serve_echo_listener_failing,
+    serve_echo_tcp_and_udp, serve_echo_tcp_and_udp_failing, serve_echo_udp,
 };
 pub use http::{CurlOptions, CurlResult, HttpError, HttpResponse};
 pub use lab::{running_as_root, ClientInfo, Host, Lab, LabError, NodeInfo};

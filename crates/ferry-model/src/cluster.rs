@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::intern::Interner;
-use crate::{EndpointSlice, Node, ObjectRef, Service, ServiceName};
+use crate::{EndpointSlice, Node, ObjectRef, Pod, Service, ServiceName};
 
 /// A validated object, as sources deliver it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub enum Object {
     EndpointSlice(EndpointSlice),
     /// A Node.
     Node(Node),
+    /// A Pod (standalone mode only). The state does not store Pods: the EndpointSlice
+    /// controller stage between the source and the state turns them into EndpointSlices.
+    Pod(Pod),
 }
 
 impl Object {
@@ -30,6 +33,10 @@ impl Object {
                 name: s.name.to_string(),
             },
             Object::Node(n) => ObjectKey::Node(n.name.clone()),
+            Object::Pod(p) => ObjectKey::Pod {
+                namespace: p.namespace.to_string(),
+                name: p.name.to_string(),
+            },
         }
     }
 }
@@ -48,6 +55,13 @@ pub enum ObjectKey {
     },
     /// A Node.
     Node(String),
+    /// A Pod.
+    Pod {
+        /// `metadata.namespace`.
+        namespace: String,
+        /// `metadata.name`.
+        name: String,
+    },
 }
 
 impl ObjectKey {
@@ -59,6 +73,7 @@ impl ObjectKey {
                 ObjectRef::new("EndpointSlice", namespace, name)
             }
             ObjectKey::Node(n) => ObjectRef::new("Node", "", n),
+            ObjectKey::Pod { namespace, name } => ObjectRef::new("Pod", namespace, name),
         }
     }
 }
@@ -110,7 +125,7 @@ impl ClusterState {
     }
 
     /// Stores (adds or replaces) an object; returns what changed. Storing an object equal to the
-    /// stored one changes nothing.
+    /// stored one changes nothing. Pods are not stored (see [`Object::Pod`]): nothing changes.
     pub fn apply(&mut self, object: Object) -> Touched {
         let mut touched = Touched::default();
         match object {
@@ -146,6 +161,7 @@ impl ClusterState {
                     self.nodes.insert(node.name.clone(), node);
                 }
             }
+            Object::Pod(_) => {}
         }
         touched
     }
@@ -171,6 +187,7 @@ impl ClusterState {
                     touched.nodes.insert(name.clone());
                 }
             }
+            ObjectKey::Pod { .. } => {}
         }
         touched
     }

@@ -29,6 +29,7 @@ pub fn mk_service(ns: &str, name: &str, cluster_ip: &str, port: u16) -> Service 
             protocol: Protocol::Tcp,
             port,
             node_port: None,
+            target_port: crate::PortRef::Number(port),
         }],
         external_ips: Vec::new(),
         load_balancer_ips: Vec::new(),
@@ -38,6 +39,8 @@ pub fn mk_service(ns: &str, name: &str, cluster_ip: &str, port: u16) -> Service 
         session_affinity: SessionAffinity::None,
         health_check_node_port: None,
         traffic_distribution: None,
+        selector: None,
+        publish_not_ready_addresses: false,
     }
 }
 
@@ -121,5 +124,57 @@ pub fn mk_node(name: &str, internal_ip: &str, pod_cidr: &str) -> Node {
             .unwrap_or_else(|e| panic!("bad CIDR {pod_cidr}: {e}"))],
         deletion_timestamp: None,
         taints: Vec::new(),
+    }
+}
+
+/// A running, ready Pod `ns/name` on `node` with IP `pod_ip`, labelled `app: <app>`, whose
+/// one container `app` has port `http` 8080/TCP and no probe.
+pub fn mk_pod(ns: &str, name: &str, app: &str, pod_ip: &str, node: &str) -> crate::Pod {
+    crate::Pod {
+        namespace: ns.into(),
+        name: name.into(),
+        labels: crate::Labels::new([("app", app)]),
+        node_name: Some(node.into()),
+        ips: vec![ip(pod_ip)],
+        phase: crate::PodPhase::Running,
+        ready: true,
+        deletion_timestamp: None,
+        containers: vec![crate::Container {
+            name: "app".into(),
+            sidecar: false,
+            ports: vec![crate::ContainerPort {
+                name: "http".into(),
+                port: 8080,
+                protocol: Protocol::Tcp,
+            }],
+            readiness_probe: None,
+            ready: Some(true),
+            started_at: None,
+        }],
+    }
+}
+
+/// Gives `svc` the selector `app: <app>`.
+pub fn with_selector(mut svc: Service, app: &str) -> Service {
+    svc.selector = crate::Selector::new(crate::Labels::new([("app", app)]));
+    svc
+}
+
+/// An `httpGet` readiness probe of `path` on port `port`, with kubelet's defaults but
+/// `initialDelaySeconds` and `periodSeconds` (the seed's: `/hello`, 56010, 15, 10).
+pub fn mk_http_probe(path: &str, port: u16, initial_delay: u32, period: u32) -> crate::Probe {
+    crate::Probe {
+        handler: crate::ProbeHandler::HttpGet(crate::HttpGetAction {
+            scheme: crate::HttpScheme::Http,
+            host: None,
+            path: path.into(),
+            port: crate::PortRef::Number(port),
+            headers: Vec::new(),
+        }),
+        initial_delay_seconds: initial_delay,
+        period_seconds: period,
+        timeout_seconds: 1,
+        success_threshold: 1,
+        failure_threshold: 3,
     }
 }

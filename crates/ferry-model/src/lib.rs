@@ -2,7 +2,7 @@
 //!
 //! Place in the data flow (source → **cluster state → node view** → compiler → applier): this crate
 //! holds the Kubernetes objects Ferry cares about, already validated and converted to typed values
-//! ([`Service`], [`EndpointSlice`], [`Node`]), the single-owner [`ClusterState`] that sources feed,
+//! ([`Service`], [`EndpointSlice`], [`Node`], and in standalone mode [`Pod`]), the single-owner [`ClusterState`] that sources feed,
 //! and [`NodeView`], the pure per-node answer to "which endpoints may this node send this service's
 //! traffic to?".
 //!
@@ -12,16 +12,23 @@
 mod cluster;
 mod endpoint;
 mod intern;
+mod labels;
 mod name;
 mod node;
+mod pod;
 mod service;
 mod view;
 
 pub use cluster::{ClusterState, Object, ObjectKey, Touched};
 pub use endpoint::{Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice};
 pub use intern::Interner;
+pub use labels::{Labels, Selector};
 pub use name::{ObjectRef, ServiceName, ServicePortName};
 pub use node::{Node, NodeAddress, NodeAddressType, NodeTaint, TO_BE_DELETED_TAINT};
+pub use pod::{
+    Container, ContainerPort, HttpGetAction, HttpScheme, Pod, PodPhase, PortRef, Probe,
+    ProbeHandler,
+};
 pub use service::{
     IpFamily, Protocol, Service, ServicePort, ServiceType, SessionAffinity, TrafficDistribution,
     TrafficPolicy,

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use ipnet::IpNet;
 
-use crate::ServiceName;
+use crate::{PortRef, Selector, ServiceName};
 
 /// Transport protocol of a service port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -150,6 +150,9 @@ pub struct ServicePort {
     pub port: u16,
     /// `nodePort`, for NodePort and LoadBalancer Services.
     pub node_port: Option<u16>,
+    /// `targetPort` (the API server's default: `port`). Only the EndpointSlice controller of
+    /// standalone mode reads it, to build endpoints from Pods; the proxy follows the slices.
+    pub target_port: PortRef,
 }
 
 /// A Service, validated, as the proxy sees it.
@@ -179,6 +182,12 @@ pub struct Service {
     pub health_check_node_port: Option<u16>,
     /// `spec.trafficDistribution` (unknown values are left out, see [`TrafficDistribution`]).
     pub traffic_distribution: Option<TrafficDistribution>,
+    /// `spec.selector`: the Pods whose endpoints the Service gets (standalone mode derives its
+    /// EndpointSlices from them when the manifests hold Pods it selects).
+    pub selector: Option<Selector>,
+    /// `spec.publishNotReadyAddresses`: every selected Pod's endpoint is `ready`, whatever its
+    /// readiness (read by the EndpointSlice controller, not by the proxy).
+    pub publish_not_ready_addresses: bool,
 }
 
 impl Service {

@@ -17,20 +17,28 @@
 
 use std::net::IpAddr;
 
-use ferry_model::{ObjectRef, Protocol};
+use ferry_model::{ObjectRef, PortRef, Protocol};
 use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 pub use crate::error::InvalidObject;
 
 mod endpoints;
 mod family;
 mod node;
+mod pod;
+mod probe;
 mod service;
 mod slice;
 
 pub use endpoints::{endpoints, LABEL_SKIP_MIRROR, MAX_ENDPOINTS_PER_SUBSET};
 pub use node::node;
+pub use pod::pod;
+pub use probe::{
+    DEFAULT_FAILURE_THRESHOLD, DEFAULT_PERIOD_SECONDS, DEFAULT_SUCCESS_THRESHOLD,
+    DEFAULT_TIMEOUT_SECONDS,
+};
 pub use service::{service, DEFAULT_AFFINITY_TIMEOUT_SECONDS, MAX_AFFINITY_TIMEOUT_SECONDS};
 pub use slice::endpoint_slice;
 
@@ -115,6 +123,48 @@ fn cidr(value: &str, object: &ObjectRef, field: &str) -> Result<IpNet, InvalidOb
                 format!("must be a CIDR such as 10.0.0.0/8 or 2001:db8::/64, got {value:?}"),
             )
         })
+}
+
+/// A port by number or name (`targetPort`, a probe's `port`), checked as the API server checks
+/// it: a number from 1 to 65535, or a [`port_name`].
+fn port_ref(
+    value: &IntOrString,
+    object: &ObjectRef,
+    field: &str,
+) -> Result<PortRef, InvalidObject> {
+    match value {
+        IntOrString::Int(n) => port(*n, object, field).map(PortRef::Number),
+        IntOrString::String(s) => port_name(s, object, field).map(PortRef::Name),
+    }
+}
+
+/// A port name: an IANA service name (at most 15 lower-case letters, digits and `-`, with at
+/// least one letter, no `-` at either end and no `--`).
+fn port_name(s: &str, object: &ObjectRef, field: &str) -> Result<Box<str>, InvalidObject> {
+    if is_iana_svc_name(s) {
+        return Ok(s.into());
+    }
+    Err(InvalidObject::new(
+        object,
+        field,
+        format!(
+            "must be a port number or a port name (at most 15 lower-case letters, digits and \
+             '-', with a letter, no '-' at either end and no '--'), got {s:?}"
+        ),
+    ))
+}
+
+/// Kubernetes' `IsValidPortName`.
+fn is_iana_svc_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 15
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().any(u8::is_ascii_lowercase)
+        && b.first() != Some(&b'-')
+        && b.last() != Some(&b'-')
+        && !s.contains("--")
 }
 
 /// A protocol, `TCP` when unset.

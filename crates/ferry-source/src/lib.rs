@@ -11,7 +11,8 @@
 //! - stop on bad input: a bad object becomes an [`InvalidObject`] naming the file, the object and
 //!   the field; it is reported, its last good version is kept, and every other object goes on;
 //! - touch the cluster state, the kernel, or anything but the files and the API server it was
-//!   pointed at: it only reads (list and watch), and only emits events;
+//!   pointed at, and (standalone mode) the Pods whose readiness probes it runs: it only reads
+//!   (list and watch; a probe's `GET`, TCP connect or gRPC health check), and only emits events;
 //! - make up what an API server would allocate (ClusterIPs, node ports): a manifest that lacks
 //!   them is rejected, with the field named.
 //!
@@ -23,6 +24,11 @@
 //!   files ([`manifest::ManifestSource::run`]).
 //! - [`kube`]: [`kube::connect`] finds the API server (kubeconfig, `--master`, in-cluster);
 //!   [`kube::KubeSource::run`] watches Services, EndpointSlices and this node's Node.
+//! - [`pods`]: standalone mode's EndpointSlice controller, a stage between a source and the
+//!   cluster state that turns Pods into EndpointSlices ([`pods::EndpointController`], pure) and
+//!   runs it with the probes ([`pods::run`]);
+//! - [`probe`]: readiness probes as kubelet runs them (HTTP(S), TCP, gRPC), their schedule and
+//!   their results as data ([`probe::ProbeBook`]).
 
 #![allow(
     clippy::result_large_err,
@@ -35,6 +41,8 @@ mod error;
 pub mod event;
 pub mod kube;
 pub mod manifest;
+pub mod pods;
+pub mod probe;
 
 pub use error::InvalidObject;
 pub use event::SourceEvent;

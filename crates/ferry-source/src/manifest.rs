@@ -11,9 +11,10 @@
 //! - YAML files may hold many documents (`---`); JSON files hold one. A document of
 //!   `kind: List` (or `ServiceList`, `NodeList`, … as `kubectl get -o yaml` writes them) stands
 //!   for its `items`;
-//! - `v1 Service`, `discovery.k8s.io/v1 EndpointSlice`, `v1 Endpoints` (mirrored into slices)
-//!   and `v1 Node` are converted with [`crate::convert`]; every other kind (Deployment,
-//!   ConfigMap, …) is ignored, with a debug log.
+//! - `v1 Service`, `discovery.k8s.io/v1 EndpointSlice`, `v1 Endpoints` (mirrored into slices),
+//!   `v1 Node` and `v1 Pod` are converted with [`crate::convert`]; every other kind (Deployment,
+//!   ConfigMap, …) is ignored, with a debug log. Pods are turned into EndpointSlices later, by
+//!   [`crate::pods`].
 //!
 //! Checks across objects, after each file's objects are converted:
 //! - the same kind, namespace and name twice: the first (in path, then document order) wins and
@@ -30,10 +31,12 @@ use ferry_model::Object;
 
 use crate::InvalidObject;
 
+mod documents;
 mod load;
 mod resolve;
 mod watch;
 
+pub use documents::{documents, Document};
 pub use watch::WatchError;
 
 /// The outcome of reading manifests once.

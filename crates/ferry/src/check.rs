@@ -1,66 +1,334 @@
 //! `ferry check`: validate a configuration and manifests before a rollout, for people and CI.
 //!
-//! Takes the same flags as `ferry run` and resolves them the same way (defaults, then the
-//! `--config` file, then flags), then reads `--manifests` once. Prints every problem, one per
-//! line (`error: …`, `warning: …`), then a summary; the caller exits 1 when there is an error,
-//! 0 otherwise. Warnings (unknown or unused config fields) do not fail the check.
-//!
-//! The configuration stops at its first error, as `ferry run` would; manifests report every
-//! bad object, each naming file, object and field.
+//! Takes the same flags as `ferry run` and resolves them the same way (file, defaults, flags),
+//! then reads `--manifests` once and reports everything it finds, per object, with file and
+//! document position: conversion errors (all of them, not only the first), fields the kind does
+//! not have (with the likely intended name), conflicts across Services, slice port names no
+//! Service port has, a node name no Node has, empty inputs. Errors fail the check (exit 1);
+//! warnings do not. `--output json` is for tools.
 
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
 use ferry_model::Object;
+use ferry_source::pods::EndpointController;
+use ferry_source::{InvalidObject, SourceEvent};
+use serde_json::json;
 
 use crate::cli::RunArgs;
 
-/// The outcome of a check.
+mod fields;
+mod manifests;
+
+/// `ferry check` flags.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Everything `ferry run` takes.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `--output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// One line per finding, then a summary.
+    Text,
+    /// One JSON object: findings and summary.
+    Json,
+}
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Fails the check.
+    Error,
+    /// Worth knowing; does not fail the check.
+    Warning,
+}
+
+impl Severity {
+    fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// One thing found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// The file (empty for the configuration as a whole).
+    pub file: String,
+    /// Where in the file (`document 2`), if known.
+    pub position: String,
+    /// `Kind namespace/name`, if about one object.
+    pub object: String,
+    /// The field, if about one.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.severity.as_str())?;
+        for part in [&self.file, &self.position, &self.object, &self.field] {
+            if !part.is_empty() {
+                write!(f, "{part}: ")?;
+            }
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl Finding {
+    /// An error about one object (its file, object and field, as the source names them).
+    fn invalid(e: &InvalidObject) -> Self {
+        Finding {
+            severity: Severity::Error,
+            file: e
+                .file
+                .as_ref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+            position: String::new(),
+            object: e.object.to_string(),
+            field: e.field.clone(),
+            message: e.reason.clone(),
+        }
+    }
+
+    fn general(severity: Severity, message: impl Into<String>) -> Self {
+        Finding {
+            severity,
+            file: String::new(),
+            position: String::new(),
+            object: String::new(),
+            field: String::new(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The outcome of a check.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Lines to print, in order.
-    pub lines: Vec<String>,
+    /// Everything found, configuration first, then per file, document and object.
+    pub findings: Vec<Finding>,
+    /// `ok: …` lines and counts, for the summary.
+    pub summary: Vec<String>,
+    /// Counts of valid objects per kind.
+    pub counts: BTreeMap<&'static str, usize>,
+}
+
+impl Report {
     /// Errors found (warnings not counted).
-    pub errors: usize,
+    pub fn errors(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .count()
+    }
+}
+
+/// `ferry check`: prints the report; exit 0 (valid) or 1.
+pub fn main(args: &CheckArgs) -> ExitCode {
+    let report = check(&args.run);
+    match args.output {
+        Output::Text => {
+            for f in &report.findings {
+                println!("{f}");
+            }
+            for line in &report.summary {
+                println!("{line}");
+            }
+            println!(
+                "{}",
+                match report.errors() {
+                    0 => "ferry check: ok".to_owned(),
+                    n => format!("ferry check: {n} problem(s)"),
+                }
+            );
+        }
+        Output::Json => println!("{}", to_json(&report)),
+    }
+    if report.errors() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn to_json(report: &Report) -> serde_json::Value {
+    let findings: Vec<_> = report
+        .findings
+        .iter()
+        .map(|f| {
+            json!({"severity": f.severity.as_str(), "file": f.file, "position": f.position,
+                   "object": f.object, "field": f.field, "message": f.message})
+        })
+        .collect();
+    json!({
+        "ok": report.errors() == 0,
+        "errors": report.errors(),
+        "warnings": report.findings.len() - report.errors(),
+        "summary": report.summary,
+        "objects": report.counts,
+        "findings": findings,
+    })
 }
 
 /// Checks the configuration the flags describe and, if given, the manifests.
 pub fn check(args: &RunArgs) -> Report {
-    let mut lines = Vec::new();
-    let mut errors = 0;
-    match args.resolve() {
+    let mut report = Report::default();
+    let node = match args.resolve() {
         Ok((config, warnings)) => {
-            lines.extend(warnings.iter().map(|w| format!("warning: {w}")));
+            report.findings.extend(
+                warnings
+                    .into_iter()
+                    .map(|w| Finding::general(Severity::Warning, w)),
+            );
             let source = args
                 .config
                 .as_ref()
                 .map_or("flags and defaults".to_owned(), |p| p.display().to_string());
-            lines.push(format!(
-                "ok: configuration ({source}): node {}, nftables mode",
-                config.node_name
+            report.summary.push(format!(
+                "ok: configuration ({source}): node {}, {} mode",
+                config.node_name,
+                config.mode.as_str()
             ));
+            Some(config.node_name)
         }
         Err(e) => {
-            errors += 1;
-            lines.push(format!("error: {e}"));
+            report
+                .findings
+                .push(Finding::general(Severity::Error, e.to_string()));
+            None
         }
-    }
+    };
     if let Some(path) = &args.manifests {
-        let scan = ferry_source::manifest::load(path);
-        errors += scan.errors.len();
-        lines.extend(scan.errors.iter().map(|e| format!("error: {e}")));
-        let count = |f: fn(&Object) -> bool| scan.objects.iter().filter(|o| f(o)).count();
-        lines.push(format!(
-            "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes), {} problems",
-            path.display(),
-            scan.objects.len(),
-            count(|o| matches!(o, Object::Service(_))),
-            count(|o| matches!(o, Object::EndpointSlice(_))),
-            count(|o| matches!(o, Object::Node(_))),
-            scan.errors.len()
+        check_manifests(path, node.as_deref(), &mut report);
+    }
+    report
+}
+
+fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Report) {
+    let before = report.findings.len();
+    let (docs, file_errors) = ferry_source::manifest::documents(path);
+    report
+        .findings
+        .extend(file_errors.iter().map(Finding::invalid));
+    let mut trees = BTreeMap::new();
+    let checked: Vec<_> = docs
+        .iter()
+        .map(|d| manifests::check_document(d, &mut trees, &mut report.findings))
+        .collect();
+    let pairs: Vec<_> = docs.iter().zip(checked.iter()).collect();
+    manifests::check_across(&pairs, &mut report.findings);
+    let objects: Vec<&Object> = checked.iter().flat_map(|c| c.objects.iter()).collect();
+    for obj in &objects {
+        let kind = match obj {
+            Object::Service(_) => "Services",
+            Object::EndpointSlice(_) => "EndpointSlices",
+            Object::Node(_) => "Nodes",
+            Object::Pod(_) => "Pods",
+        };
+        *report.counts.entry(kind).or_default() += 1;
+    }
+    // Across objects: the EndpointSlice controller of standalone mode names hand-written
+    // slices of Services fed by Pods, and Pods on unknown Nodes.
+    let owned = objects.iter().map(|o| (*o).clone()).collect();
+    let derived = EndpointController::new().handle(SourceEvent::Resync(owned));
+    report
+        .findings
+        .extend(derived.new_problems.iter().map(Finding::invalid));
+    if docs.is_empty() && file_errors.is_empty() {
+        report.findings.push(Finding {
+            severity: Severity::Warning,
+            file: path.display().to_string(),
+            position: String::new(),
+            object: String::new(),
+            field: String::new(),
+            message: "no manifests here: `ferry run` would program no Service".to_owned(),
+        });
+    } else if !report.counts.contains_key("Services") {
+        report.findings.push(Finding::general(
+            Severity::Warning,
+            format!("{}: no valid Service", path.display()),
         ));
     }
-    lines.push(if errors == 0 {
-        "ferry check: ok".to_owned()
-    } else {
-        format!("ferry check: {errors} problem(s)")
+    let nodes = objects.iter().filter_map(|o| match o {
+        Object::Node(n) => Some(n.name.as_str()),
+        _ => None,
     });
-    Report { lines, errors }
+    if let Some(w) = node.and_then(|n| unknown_node_warning(n, nodes)) {
+        report.findings.push(Finding::general(Severity::Warning, w));
+    }
+    let errors = report.findings[before..]
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    let count = |k: &str| report.counts.get(k).copied().unwrap_or(0);
+    let pods = match count("Pods") {
+        0 => String::new(),
+        n => format!(", {n} Pods"),
+    };
+    report.summary.push(format!(
+        "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}), {} \
+         problems",
+        path.display(),
+        objects.len(),
+        count("Services"),
+        count("EndpointSlices"),
+        count("Nodes"),
+        errors
+    ));
 }
+
+/// Why `node` is not a node of the manifests, when it is not: `no Node named "k8s-nod2" in the
+/// manifests; they define k8s-node1, k8s-node2 (did you mean "k8s-node2"?)`. Without its Node,
+/// Ferry knows neither the node's addresses (where NodePorts answer), its pod CIDR nor its zone.
+/// `ferry explain` refuses such a node; `ferry check` and `ferry rules` warn when the manifests
+/// define Nodes (see [`unknown_node_warning`]).
+pub fn unknown_node<'a>(node: &str, names: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.contains(&node) {
+        return None;
+    }
+    if names.is_empty() {
+        return Some(format!(
+            "no Node named {node:?} in the manifests; they define no Node"
+        ));
+    }
+    let hint = crate::suggest::closest(node, names.iter().copied())
+        .map(|s| format!(" (did you mean {s:?}?)"))
+        .unwrap_or_default();
+    Some(format!(
+        "no Node named {node:?} in the manifests; they define {}{hint}",
+        names.join(", ")
+    ))
+}
+
+/// [`unknown_node`] as the warning of `ferry check` and `ferry rules`: only when the manifests
+/// define Nodes (manifests of Services alone are common), with what the node then lacks.
+pub fn unknown_node_warning<'a>(
+    node: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.is_empty() {
+        return None;
+    }
+    unknown_node(node, names)
+        .map(|why| format!("{why}: this node's addresses, pod CIDR and zone are unknown"))
+}
+
+#[cfg(test)]
+mod tests;

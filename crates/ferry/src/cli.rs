@@ -1,14 +1,18 @@
-//! The command line, with kube-proxy's flag names.
+//! The command line, with kube-proxy's flag names: every flag of kube-proxy is accepted (those
+//! Ferry does not act on are named in one warning), as kube-proxy's flag library reads them
+//! (`--flag value`, `--flag=value`, `--bool=false`, `--flag_name`; see [`argv`]).
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::{
-    check_masquerade_bit, hostname, parse_bind_address, parse_cidrs, parse_duration,
-    parse_iptables_backend, parse_node_port_addresses, Config, ConfigError, DetectLocalMode,
-    FileConfig, IpvsArgs, ProxyMode,
-};
+pub mod argv;
+pub mod kube_proxy;
+mod resolve;
+
+use argv::parse_go_bool;
+
+use crate::config::Config;
 
 /// EX_USAGE: bad flags or configuration.
 pub const EXIT_USAGE: u8 = 64;
@@ -32,11 +36,18 @@ pub enum Command {
     Rules(RunArgs),
     /// Validate the configuration (flags, `--config`) and `--manifests` without running:
     /// prints every problem; exit 0 when valid, 1 otherwise.
-    Check(RunArgs),
+    Check(crate::check::CheckArgs),
     /// Explain where the first packet of a new connection goes on a node, and why.
     Explain(ExplainArgs),
-    /// Remove everything Ferry created in the kernel (this network namespace).
-    Cleanup,
+    /// Remove everything Ferry created in the kernel (this network namespace), in every mode,
+    /// and say what was removed (iptables mode's chains have kube-proxy's names: kube-proxy's
+    /// iptables chains go too).
+    Cleanup(crate::cleanup::CleanupArgs),
+    /// Show what a running agent programs: every frontend and its backends, the policies, the
+    /// last syncs, and whether the kernel holds it (from the agent's metrics server).
+    Status(crate::status::client::StatusArgs),
+    /// Print Ferry's version (and the Kubernetes version whose kube-proxy it replaces).
+    Version,
     /// A small cluster in network namespaces on this machine (root).
     #[command(subcommand)]
     Lab(crate::lab_cmd::LabCommand),
@@ -49,7 +60,23 @@ pub enum Command {
         /// Address to listen on.
         #[arg(long)]
         listen: std::net::SocketAddr,
+        /// `/hello` answers 503 while the file `<DIR>/<name>` exists (a failing readiness
+        /// probe, for the readiness lab).
+        #[arg(long, value_name = "DIR")]
+        fail_dir: Option<std::path::PathBuf>,
     },
+}
+
+impl Command {
+    /// The flags of a subcommand that takes `ferry run`'s.
+    pub fn run_args_mut(&mut self) -> Option<&mut RunArgs> {
+        match self {
+            Command::Run(a) | Command::Rules(a) => Some(a),
+            Command::Check(c) => Some(&mut c.run),
+            Command::Explain(e) => Some(&mut e.run),
+            _ => None,
+        }
+    }
 }
 
 /// `ferry explain` flags.
@@ -64,6 +91,11 @@ pub struct ExplainArgs {
     /// The node whose rules the packet goes through (same as --hostname-override).
     #[arg(long, value_name = "NODE")]
     pub node: Option<String>,
+    /// Another address of the node (repeatable): NodePorts may answer there, and packets from
+    /// it are the node's own. Its Node object's addresses are always included; with --live the
+    /// node's interfaces give its addresses instead.
+    #[arg(long = "node-address", value_name = "IP")]
+    pub node_addresses: Vec<std::net::IpAddr>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -96,14 +128,31 @@ pub enum LogFormat {
     Json,
 }
 
-/// Flags shared by `run` and `rules` (kube-proxy's names).
-#[derive(Debug, Clone, Args)]
+/// Flags shared by `run`, `rules`, `check` and `explain`: Ferry's, then kube-proxy's (same names,
+/// same meaning).
+#[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
     /// Kubernetes manifests (file or directory, watched) to take Services, EndpointSlices,
     /// Endpoints and Nodes from.
     #[arg(long, value_name = "PATH")]
     pub manifests: Option<PathBuf>,
-    /// A KubeProxyConfiguration file.
+    /// iptables mode: which iptables to program, nft, legacy or auto (the one that already
+    /// holds Kubernetes' rules).
+    #[arg(long, value_name = "BACKEND")]
+    pub iptables_backend: Option<String>,
+    /// Periodic full resync interval (Go duration) of the running mode.
+    #[arg(long, value_name = "DURATION")]
+    pub sync_period: Option<String>,
+    /// Minimum interval between syncs (changes are coalesced) of the running mode.
+    #[arg(long, value_name = "DURATION")]
+    pub min_sync_period: Option<String>,
+    /// The bit of the packet mark used for masquerading, in every mode.
+    #[arg(long, value_name = "BIT", allow_negative_numbers = true)]
+    pub masquerade_bit: Option<i64>,
+    /// Log format (kube-proxy: --logging-format).
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// A KubeProxyConfiguration file, or a ConfigMap manifest holding one in `config.conf`.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// A kubeconfig for the Kubernetes API (default: the in-cluster service account).
@@ -115,162 +164,58 @@ pub struct RunArgs {
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
-    /// Proxy mode: nftables (default), iptables or ipvs.
+    /// Proxy mode: nftables (default) or iptables.
     #[arg(long, value_name = "MODE")]
     pub proxy_mode: Option<String>,
-    /// iptables and IPVS modes: which iptables to program, nft, legacy or auto (the one that already
-    /// holds Kubernetes' rules).
-    #[arg(long, value_name = "BACKEND")]
-    pub iptables_backend: Option<String>,
     /// Pod CIDRs of the cluster (comma-separated), for the local-traffic detector.
     #[arg(long, value_name = "CIDRS")]
     pub cluster_cidr: Option<String>,
     /// How to detect local (pod) traffic: ClusterCIDR or NodeCIDR.
     #[arg(long, value_name = "MODE")]
     pub detect_local_mode: Option<String>,
-    /// Masquerade all traffic to ClusterIPs.
-    #[arg(long)]
-    pub masquerade_all: bool,
-    /// Where NodePorts answer: comma-separated CIDRs, or `primary`.
+    /// Masquerade all traffic to ClusterIPs (`--masquerade-all` or `--masquerade-all=true|false`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub masquerade_all: Option<bool>,
+    /// Where NodePorts answer: CIDRs and the keywords primary, all, localhost (comma-separated).
     #[arg(long, value_name = "LIST")]
     pub nodeport_addresses: Option<String>,
-    /// The bit of the packet mark used for masquerading.
-    #[arg(long, value_name = "BIT")]
-    pub masquerade_bit: Option<i64>,
-    /// Periodic full resync interval (Go duration).
-    #[arg(long, value_name = "DURATION")]
-    pub sync_period: Option<String>,
-    /// Minimum interval between syncs (changes are coalesced).
-    #[arg(long, value_name = "DURATION")]
-    pub min_sync_period: Option<String>,
-    /// The proxy health server's IP:PORT (`/healthz`, `/livez`); empty or port 0 disables it.
+    /// The proxy health server's IP[:PORT] (`/healthz`, `/livez`); empty or port 0 disables it.
     #[arg(long, value_name = "IP:PORT")]
     pub healthz_bind_address: Option<String>,
-    /// The metrics server's IP:PORT (`/metrics`); empty or port 0 disables it.
+    /// The metrics server's IP[:PORT] (`/metrics`, `/configz`); empty or port 0 disables it.
     #[arg(long, value_name = "IP:PORT")]
     pub metrics_bind_address: Option<String>,
-    /// Log verbosity, like kube-proxy's -v (0–2 info, 4 debug, 6+ trace).
-    #[arg(short = 'v', long = "v", default_value_t = 2)]
-    pub verbosity: u8,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// IPVS mode's flags.
+    /// Log verbosity, like kube-proxy's -v / --v (0–3 info, 4 debug, 6+ trace).
+    #[arg(short = 'v', long = "v", value_name = "N")]
+    pub verbosity: Option<u32>,
+    /// kube-proxy's other flags.
     #[command(flatten)]
-    pub ipvs: IpvsArgs,
+    pub kube_proxy: kube_proxy::KubeProxyFlags,
+    /// Flags kube-proxy once had (or has on Windows, or for klog) that were on the command line
+    /// ([`argv::normalize`] took them out).
+    #[arg(skip)]
+    pub ignored_flags: Vec<String>,
 }
 
-impl RunArgs {
-    /// Builds the effective configuration: defaults, then the file, then flags. Also returns
-    /// the file's warnings (unknown or unused fields).
-    pub fn resolve(&self) -> Result<(Config, Vec<String>), ConfigError> {
-        let mut cfg = Config::default();
-        let mut warnings = Vec::new();
-        if let Some(path) = &self.config {
-            let shown = path.display().to_string();
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ConfigError::new("--config", format!("cannot read {shown}: {e}")))?;
-            let file = FileConfig::parse(&shown, &text)?;
-            warnings = file.warnings.clone();
-            apply_file(&mut cfg, file);
-        }
-        if let Some(path) = &self.kubeconfig {
-            cfg.kubeconfig = Some(path.clone());
-        }
-        if let Some(url) = self.master.as_ref().filter(|m| !m.is_empty()) {
-            cfg.master = Some(url.clone());
-        }
-        if let Some(name) = &self.hostname_override {
-            cfg.node_name = name.clone();
-        }
-        if let Some(mode) = &self.proxy_mode {
-            cfg.mode = ProxyMode::parse(mode).map_err(|m| ConfigError::new("--proxy-mode", m))?;
-        }
-        if let Some(b) = &self.iptables_backend {
-            cfg.iptables_backend =
-                parse_iptables_backend(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
-        }
-        if let Some(cidrs) = &self.cluster_cidr {
-            cfg.cluster_cidrs = parse_cidrs("--cluster-cidr", cidrs)?;
-        }
-        if let Some(mode) = &self.detect_local_mode {
-            cfg.detect_local_mode = DetectLocalMode::parse(mode)
-                .map_err(|m| ConfigError::new("--detect-local-mode", m))?;
-        }
-        if self.masquerade_all {
-            cfg.masquerade_all = true;
-        }
-        if let Some(list) = &self.nodeport_addresses {
-            cfg.node_port_addresses =
-                parse_node_port_addresses("--nodeport-addresses", list.split(','))?;
-        }
-        if let Some(bit) = self.masquerade_bit {
-            cfg.masquerade_bit = check_masquerade_bit("--masquerade-bit", bit)?;
-        }
-        if let Some(d) = &self.sync_period {
-            cfg.sync_period =
-                parse_duration(d).map_err(|m| ConfigError::new("--sync-period", m))?;
-        }
-        if let Some(d) = &self.min_sync_period {
-            cfg.min_sync_period =
-                parse_duration(d).map_err(|m| ConfigError::new("--min-sync-period", m))?;
-        }
-        if let Some(a) = &self.healthz_bind_address {
-            cfg.healthz_bind_address = parse_bind_address("--healthz-bind-address", a)?;
-        }
-        if let Some(a) = &self.metrics_bind_address {
-            cfg.metrics_bind_address = parse_bind_address("--metrics-bind-address", a)?;
-        }
-        self.ipvs.apply(&mut cfg.ipvs)?;
-        if cfg.node_name.is_empty() {
-            cfg.node_name = hostname();
-        }
-        if cfg.node_name.is_empty() {
-            return Err(ConfigError::new(
-                "--hostname-override",
-                "no node name: the hostname is empty",
-            ));
-        }
-        if cfg.sync_period.is_zero() {
-            return Err(ConfigError::new("syncPeriod", "must be greater than 0"));
-        }
-        if cfg.min_sync_period > cfg.sync_period {
-            return Err(ConfigError::new(
-                "minSyncPeriod",
-                format!(
-                    "{:?} is longer than syncPeriod {:?}",
-                    cfg.min_sync_period, cfg.sync_period
-                ),
-            ));
-        }
-        if cfg.detect_local_mode == DetectLocalMode::ClusterCidr && cfg.cluster_cidrs.is_empty() {
-            warnings.push(
-                "clusterCIDR is empty: traffic from pods cannot be told apart, so ClusterIP \
-                 traffic from outside the cluster is not masqueraded"
-                    .to_owned(),
-            );
-        }
-        Ok((cfg, warnings))
-    }
-}
-
-/// The effective configuration and the manifest path, if any; `None` after printing the one
-/// message about a bad flag or value (the caller exits 64).
-pub fn resolve(
-    args: &RunArgs,
-    warn: impl Fn(&str),
-) -> Option<(Config, Option<std::path::PathBuf>)> {
+/// The effective configuration, its warnings and the manifest path, if any; `None` after
+/// printing the one message about a bad flag or value (the caller exits 64).
+pub fn resolve_with_warnings(args: &RunArgs) -> Option<(Config, Vec<String>, Option<PathBuf>)> {
     if args.manifests.is_some() && (args.master.is_some() || args.kubeconfig.is_some()) {
         eprintln!(
             "ferry: --manifests: cannot be combined with --master or --kubeconfig (one source)"
         );
         return None;
     }
-    match args.resolve() {
-        Ok((config, warnings)) => {
-            warnings.iter().for_each(|w| warn(w));
-            Some((config, args.manifests.clone()))
+    // A typo on a restart must not program an empty table: a PATH missing at start is fatal
+    // (one that disappears later keeps the last good rules: see `run`).
+    if let Some(path) = &args.manifests {
+        if let Err(e) = std::fs::metadata(path) {
+            eprintln!("ferry: --manifests: {}: {e}", path.display());
+            return None;
         }
+    }
+    match args.resolve() {
+        Ok((config, warnings)) => Some((config, warnings, args.manifests.clone())),
         Err(e) => {
             eprintln!("ferry: {e}");
             None
@@ -278,42 +223,12 @@ pub fn resolve(
     }
 }
 
-fn apply_file(cfg: &mut Config, file: FileConfig) {
-    if let Some(v) = file.kubeconfig {
-        cfg.kubeconfig = Some(v);
-    }
-    if let Some(v) = file.hostname_override {
-        cfg.node_name = v;
-    }
-    if let Some(v) = file.mode {
-        cfg.mode = v;
-    }
-    if let Some(v) = file.cluster_cidrs {
-        cfg.cluster_cidrs = v;
-    }
-    if let Some(v) = file.detect_local_mode {
-        cfg.detect_local_mode = v;
-    }
-    if let Some(v) = file.node_port_addresses {
-        cfg.node_port_addresses = v;
-    }
-    if let Some(v) = file.masquerade_all {
-        cfg.masquerade_all = v;
-    }
-    if let Some(v) = file.masquerade_bit {
-        cfg.masquerade_bit = v;
-    }
-    if let Some(v) = file.sync_period {
-        cfg.sync_period = v;
-    }
-    if let Some(v) = file.min_sync_period {
-        cfg.min_sync_period = v;
-    }
-    if let Some(v) = file.healthz_bind_address {
-        cfg.healthz_bind_address = v;
-    }
-    if let Some(v) = file.metrics_bind_address {
-        cfg.metrics_bind_address = v;
-    }
-    file.ipvs.apply(&mut cfg.ipvs);
+/// [`resolve_with_warnings`], handing each warning to `warn`.
+pub fn resolve(args: &RunArgs, warn: impl Fn(&str)) -> Option<(Config, Option<PathBuf>)> {
+    let (config, warnings, manifests) = resolve_with_warnings(args)?;
+    warnings.iter().for_each(|w| warn(w));
+    Some((config, manifests))
 }
+
+#[cfg(test)]
+mod tests;

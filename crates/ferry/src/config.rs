@@ -15,15 +15,19 @@ pub use ferry_compile::mode::ProxyMode;
 use ferry_compile::{CompileConfig, NodePortAddresses};
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
+use ferry_dataplane::modes::entry;
 use ferry_model::IpFamily;
 
+pub mod derive;
 mod duration;
-mod file;
+pub mod file;
 mod ipvs;
+pub mod kube_proxy;
 
-pub use duration::parse_duration;
+pub use duration::{format_duration, parse_duration, GoDuration};
 pub use file::FileConfig;
-pub use ipvs::{IpvsArgs, IpvsConfig, IpvsFileConfig};
+pub use ipvs::IpvsConfig;
+pub use kube_proxy::KubeProxyConfiguration;
 
 /// A configuration problem. Printed as `<where>: <what>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,7 +88,7 @@ impl DetectLocalMode {
 }
 
 /// Ferry's effective configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// This node's name.
     pub node_name: String,
@@ -114,8 +118,15 @@ pub struct Config {
     pub kubeconfig: Option<PathBuf>,
     /// `--master`: the API server's URL.
     pub master: Option<String>,
-    /// `ipvs.*` / `--ipvs-*` (IPVS mode).
+    /// `logging.verbosity` / `-v`.
+    pub verbosity: u32,
+    /// `logging.format` / `--logging-format` / `--log-format` is `json`.
+    pub log_json: bool,
+    /// `ipvs.*` / `--ipvs-*`, checked (IPVS mode; defaults in the other modes).
     pub ipvs: IpvsConfig,
+    /// The whole effective KubeProxyConfiguration, defaults filled in (what `/configz` and
+    /// `--write-config-to` show; IPVS mode's settings).
+    pub kube_proxy: KubeProxyConfiguration,
 }
 
 impl Default for Config {
@@ -135,7 +146,10 @@ impl Default for Config {
             metrics_bind_address: Some(SocketAddr::from(([127, 0, 0, 1], 10249))),
             kubeconfig: None,
             master: None,
+            verbosity: 2,
+            log_json: false,
             ipvs: IpvsConfig::default(),
+            kube_proxy: KubeProxyConfiguration::empty(),
         }
     }
 }
@@ -156,12 +170,17 @@ impl Config {
             DetectLocalMode::ClusterCidr => LocalDetector::ClusterCidr(self.cluster_cidrs.clone()),
             DetectLocalMode::NodeCidr => LocalDetector::NodeCidr,
         };
+        let mut node_port_addresses = self.node_port_addresses.clone();
+        // Upstream's per-mode default (the mode's renderer says which).
+        if node_port_addresses.is_default() {
+            node_port_addresses = entry(self.mode).renderer.default_node_port_addresses();
+        }
         CompileConfig {
             family,
             local_detector,
             masquerade_all: self.masquerade_all,
             masquerade_bit: self.masquerade_bit,
-            node_port_addresses: self.node_port_addresses.clone(),
+            node_port_addresses,
             ipvs_scheduler: self.ipvs.scheduler,
         }
     }
@@ -180,51 +199,70 @@ pub fn parse_cidrs(place: &str, s: &str) -> Result<Vec<IpNet>, ConfigError> {
         .collect()
 }
 
-/// Parses `nodePortAddresses` entries: CIDRs or `primary`.
+/// Parses `nodePortAddresses` entries: CIDRs and upstream's keywords `primary` (the Node's
+/// primary IPs), `all` (every local address) and `localhost` (127.0.0.0/8 and ::1/128), in any
+/// combination. Loopback is kept (for localhost NodePorts, not served yet; see
+/// [`loopback_node_port_addresses`]).
 pub fn parse_node_port_addresses<'a>(
     place: &str,
     items: impl IntoIterator<Item = &'a str>,
 ) -> Result<NodePortAddresses, ConfigError> {
     let mut out = NodePortAddresses::default();
     for (i, item) in items.into_iter().enumerate() {
-        let item = item.trim();
-        if item == "primary" {
-            out.primary = true;
-            continue;
+        match item.trim() {
+            "" => {}
+            "primary" => out.primary = true,
+            "all" => out.all = true,
+            "localhost" => out.cidrs.extend(loopback_nets()),
+            item => out.cidrs.push(item.parse().map_err(|_| {
+                ConfigError::new(
+                    format!("{place}[{i}]"),
+                    format!("{item:?} is neither a CIDR nor one of primary, all, localhost"),
+                )
+            })?),
         }
-        let net: IpNet = item.parse().map_err(|_| {
-            ConfigError::new(
-                format!("{place}[{i}]"),
-                format!("{item:?} is neither a CIDR nor \"primary\""),
-            )
-        })?;
-        if is_loopback(&net.addr()) {
-            return Err(ConfigError::new(
-                format!("{place}[{i}]"),
-                format!("{item} is a loopback range; NodePorts are never opened on localhost"),
-            ));
-        }
-        out.cidrs.push(net);
     }
-    if out.primary && !out.cidrs.is_empty() {
-        return Err(ConfigError::new(
-            place,
-            "\"primary\" cannot be combined with CIDRs",
-        ));
-    }
+    out.cidrs.sort();
+    out.cidrs.dedup();
     Ok(out)
 }
 
-fn is_loopback(ip: &IpAddr) -> bool {
-    ip.is_loopback()
+fn loopback_nets() -> [IpNet; 2] {
+    [
+        IpNet::V4(ipnet::Ipv4Net::new([127, 0, 0, 0].into(), 8).expect("valid prefix")),
+        IpNet::V6(ipnet::Ipv6Net::new(std::net::Ipv6Addr::LOCALHOST, 128).expect("valid prefix")),
+    ]
+}
+
+/// The configured NodePort CIDRs that are loopback ranges: kept, but NodePorts are not served
+/// on loopback yet (that needs a userspace listener: `route_localnet` is never set,
+/// CVE-2020-8558).
+pub fn loopback_node_port_addresses(npa: &NodePortAddresses) -> Vec<IpNet> {
+    npa.cidrs
+        .iter()
+        .filter(|n| n.addr().is_loopback())
+        .copied()
+        .collect()
 }
 
 /// Parses `healthzBindAddress` / `metricsBindAddress` (and their flags): `IP:PORT`
-/// (`[::]:10256` for IPv6). Empty, or port 0, turns the server off, like upstream.
-pub fn parse_bind_address(place: &str, s: &str) -> Result<Option<SocketAddr>, ConfigError> {
+/// (`[::]:10256` for IPv6), or an IP alone (`default_port` is added, as upstream's
+/// `AppendPortIfNeeded`). Empty, or port 0, turns the server off.
+pub fn parse_bind_address(
+    place: &str,
+    s: &str,
+    default_port: u16,
+) -> Result<Option<SocketAddr>, ConfigError> {
     let s = s.trim();
     if s.is_empty() {
         return Ok(None);
+    }
+    if let Ok(ip) = s
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        return Ok(Some(SocketAddr::new(ip, default_port)));
     }
     let addr: SocketAddr = s.parse().map_err(|_| {
         ConfigError::new(

@@ -5,11 +5,12 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use ferry_compile::trace::{Frontend, Packet, Trace, Verdict};
+use ferry_compile::trace::{Frontend, NodeAddresses, Packet, Trace, Verdict};
 use ferry_compile::NodeCompiler;
+use ferry_dataplane::addresses::local_addresses;
 use ferry_dataplane::live::LiveReport;
 use ferry_dataplane::modes::entry;
-use ferry_model::{IpFamily, NodeContext, Protocol};
+use ferry_model::{ClusterState, IpFamily, NodeContext, Protocol};
 
 use crate::cli::{resolve, ExplainArgs, Output, EXIT_USAGE};
 use crate::config::ConfigError;
@@ -53,39 +54,42 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
         eprintln!("ferry: --manifests: required");
         return ExitCode::from(EXIT_USAGE);
     }
+    if args.live && !args.node_addresses.is_empty() {
+        eprintln!(
+            "ferry: --node-address: not with --live (the node's interfaces give its addresses)"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let Some((config, manifests)) = resolve(&args.run, |w| eprintln!("warning: {w}")) else {
         return ExitCode::from(EXIT_USAGE);
     };
-    let to = match parse_to(&args.to) {
-        Ok(to) => to,
+    let packet = match packet(&args) {
+        Ok(packet) => packet,
         Err(e) => {
             eprintln!("ferry: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let family = IpFamily::of(&to.0);
-    if IpFamily::of(&args.from) != family {
-        eprintln!(
-            "ferry: --from: {} and --to {} are of different IP families; each family has its own \
-             rules (ip ferry / ip6 ferry)",
-            args.from, to.0
-        );
+    let state = crate::rules::load(&manifests.unwrap_or_default());
+    if let Err(e) = known_node(&state, &config.node_name) {
+        eprintln!("ferry: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
-    let state = crate::rules::load(&manifests.unwrap_or_default());
+    let addresses = match node_addresses(&args) {
+        Ok(addresses) => addresses,
+        Err(e) => {
+            eprintln!("ferry explain --live: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let family = IpFamily::of(&packet.dst);
     let context = NodeContext {
         node_name: config.node_name.clone(),
         family,
     };
     let compiler = NodeCompiler::new(&state, &context, &config.compile_config(family));
     let mode = entry(config.mode);
-    let packet = Packet {
-        src: args.from,
-        dst: to.0,
-        port: to.1,
-        protocol: to.2,
-    };
-    let trace = mode.renderer.trace(&compiler, &state, packet);
+    let trace = mode.renderer.trace(&compiler, &state, packet, &addresses);
     let live = if args.live {
         match (mode.open)(&config.mode_options()).live(&trace, &compiler, &state) {
             Ok(report) => Some(report),
@@ -99,6 +103,45 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
     };
     print!("{}", render(&trace, live.as_ref(), args.output));
     ExitCode::SUCCESS
+}
+
+/// The packet of `--from` and `--to`, both of one IP family.
+fn packet(args: &ExplainArgs) -> Result<Packet, ConfigError> {
+    let (dst, port, protocol) = parse_to(&args.to)?;
+    if IpFamily::of(&args.from) != IpFamily::of(&dst) {
+        return Err(ConfigError::new(
+            "--from",
+            format!(
+                "{} and --to {dst} are of different IP families; each family has its own rules \
+                 (ip ferry / ip6 ferry)",
+                args.from
+            ),
+        ));
+    }
+    Ok(Packet {
+        src: args.from,
+        dst,
+        port,
+        protocol,
+    })
+}
+
+/// The node's addresses: from its interfaces with `--live`, otherwise its Node object's and
+/// `--node-address`.
+fn node_addresses(args: &ExplainArgs) -> Result<NodeAddresses, ferry_dataplane::Error> {
+    if args.live {
+        return local_addresses().map(NodeAddresses::Live);
+    }
+    Ok(NodeAddresses::Declared(args.node_addresses.clone()))
+}
+
+/// The node must be one the manifests define: its Node object says where NodePorts answer and
+/// which sources are the node itself, so a misspelt name would explain a node with no address.
+fn known_node(state: &ClusterState, name: &str) -> Result<(), ConfigError> {
+    match crate::check::unknown_node(name, state.nodes().map(|n| n.name.as_str())) {
+        Some(why) => Err(ConfigError::new("--node", why)),
+        None => Ok(()),
+    }
 }
 
 /// Renders a trace, with the live comparison when there is one.
@@ -134,8 +177,17 @@ pub fn render(t: &Trace, live: Option<&LiveReport>, output: Output) -> String {
 
 fn to_json(t: &Trace) -> Value {
     let key = t.objects_label;
-    let targets: Vec<String> = match &t.verdict {
-        Verdict::Forwarded { targets } => targets.iter().map(ToString::to_string).collect(),
+    let targets: Vec<Value> = match &t.verdict {
+        Verdict::Forwarded { targets } => targets
+            .iter()
+            .map(|t| {
+                json!({
+                    "address": t.addr.to_string(),
+                    "masquerade": if t.masquerade.is_some() { "yes" } else { "no" },
+                    "masqueradeWhy": t.masquerade,
+                })
+            })
+            .collect(),
         _ => Vec::new(),
     };
     json!({
@@ -160,7 +212,7 @@ fn to_json(t: &Trace) -> Value {
         "endpoints": t.candidates.iter().map(|c| json!({
             "address": c.addr.to_string(), "node": c.node, "used": c.excluded.is_none(), "excluded": c.excluded,
         })).collect::<Vec<_>>(),
-        "masquerade": t.masquerade,
+        "masquerade": t.masquerade().map(|m| m.word()),
         "verdict": t.verdict_word(),
         "targets": targets,
     })

@@ -1,11 +1,13 @@
 //! The `ferry` binary: parse flags, set up logging, exit 64 on bad configuration, run.
 //!
-//! Layout: [`cli`] (flags), [`config`] (KubeProxyConfiguration), [`sync`] (the cluster state
-//! and one family sync per IP family: compile + apply), [`round`] (one sync round and what
-//! follows it), [`run`] (the agent: sources, the bounded-frequency loop, signals), [`rules`]
-//! (`ferry rules`), [`explain`] (`ferry explain`), [`health`] (`/healthz`, `/livez`),
-//! [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`), [`serve`] (their
-//! HTTP servers), [`check`] (`ferry check`).
+//! Layout: [`cli`] (flags, kube-proxy's included), [`config`] (KubeProxyConfiguration), [`sync`]
+//! (the cluster state and one family sync per IP family: compile + apply), [`round`] (one sync
+//! round and what follows it), [`run`] (the agent: sources, the bounded-frequency loop,
+//! signals), [`rules`] (`ferry rules`), [`explain`] (`ferry explain`), [`health`] (`/healthz`,
+//! `/livez`), [`healthcheck`] (service health-check NodePorts), [`metrics`] (`/metrics`,
+//! `/configz`), [`serve`] (their HTTP servers), [`check`] (`ferry check`), [`startup`]
+//! (kube-proxy's start-up steps: the mode's checks, kube-proxy's leftovers), [`status`]
+//! (`/status` and `ferry status`), [`cleanup`] (`ferry cleanup`).
 //!
 //! Nothing here matches on the proxy mode: the mode table (`ferry_dataplane::modes`) gives the
 //! renderer (`rules`, `explain`), the appliers (`run`), the cleanup and the failure metric.
@@ -16,9 +18,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use ferry_source::kube::{ConnectError, Connection};
 
+mod backoff;
 mod check;
+mod cleanup;
 mod cli;
 mod config;
+mod configz;
 mod explain;
 mod health;
 mod healthcheck;
@@ -28,12 +33,16 @@ mod round;
 mod rules;
 mod run;
 mod serve;
+mod startup;
+mod status;
+mod suggest;
 mod sync;
+mod version;
 
-use cli::{resolve, Cli, Command, LogFormat, RunArgs, EXIT_USAGE};
+use cli::{resolve, resolve_with_warnings, Cli, Command, RunArgs, EXIT_USAGE};
 
-fn init_logging(args: &RunArgs) {
-    let level = match args.verbosity {
+fn init_logging(config: &config::Config) {
+    let level = match config.verbosity {
         0..=3 => "info",
         4 | 5 => "debug",
         _ => "trace",
@@ -44,14 +53,16 @@ fn init_logging(args: &RunArgs) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    if config.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
     }
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let normalized = cli::argv::normalize(std::env::args_os());
+    let mut cli = match Cli::try_parse_from(&normalized.args) {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             let _ = e.print();
@@ -62,75 +73,96 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
+    if let Some(args) = cli.command.run_args_mut() {
+        args.ignored_flags = normalized.ignored;
+    }
     match cli.command {
         Command::Rules(args) if args.manifests.is_none() => {
             eprintln!("ferry: --manifests: required by `ferry rules`");
             ExitCode::from(EXIT_USAGE)
         }
-        Command::Run(args) => {
-            init_logging(&args);
-            let Some((config, manifests)) = resolve(&args, |w| tracing::warn!("{w}")) else {
-                return ExitCode::from(EXIT_USAGE);
-            };
-            let source = match manifests {
-                Some(path) => run::Source::Manifests(path),
-                None => run::Source::Kube(Connection {
-                    kubeconfig: config.kubeconfig.clone(),
-                    master: config.master.clone(),
-                }),
-            };
-            match run::run(config, source) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.downcast_ref::<ConnectError>().is_some() => {
-                    eprintln!("ferry: {e:#}");
-                    ExitCode::from(EXIT_USAGE)
-                }
-                Err(e) => {
-                    tracing::error!("{e:#}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Run(args) => run_command(&args),
         Command::Rules(args) => {
             let Some((config, Some(manifests))) = resolve(&args, |w| eprintln!("warning: {w}"))
             else {
                 return ExitCode::from(EXIT_USAGE);
             };
-            print!("{}", rules::render(&config, &rules::load(&manifests)));
+            let state = rules::load(&manifests);
+            let nodes = state.nodes().map(|n| n.name.as_str());
+            if let Some(w) = check::unknown_node_warning(&config.node_name, nodes) {
+                eprintln!("warning: {w}");
+            }
+            print!("{}", rules::render(&config, &state));
             ExitCode::SUCCESS
         }
-        Command::Check(args) => {
-            let report = check::check(&args);
-            for line in &report.lines {
-                println!("{line}");
-            }
-            if report.errors == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        Command::Check(args) => check::main(&args),
         Command::Explain(args) => explain::run(args),
         Command::Lab(cmd) => lab_cmd::run(cmd),
-        Command::Cleanup => {
-            // Every mode: whatever this node ran last, nothing of Ferry's is left.
-            let mut code = ExitCode::SUCCESS;
-            for mode in &ferry_dataplane::modes::MODES {
-                if let Err(e) = (mode.cleanup)() {
-                    eprintln!("ferry cleanup: {} mode: {e}", mode.mode);
-                    code = ExitCode::FAILURE;
-                }
-            }
-            code
+        Command::Cleanup(args) => cleanup::main(&args),
+        Command::Status(args) => status::client::main(&args),
+        Command::Version => {
+            println!("{}", version::line());
+            ExitCode::SUCCESS
         }
-        Command::LabPod { name, listen } => {
-            match ferry_lab::serve_echo_tcp_and_udp(&name, listen) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("ferry lab-pod: {e}");
-                    ExitCode::FAILURE
-                }
+        Command::LabPod {
+            name,
+            listen,
+            fail_dir,
+        } => match ferry_lab::serve_echo_tcp_and_udp_failing(&name, listen, fail_dir.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ferry lab-pod: {e}");
+                ExitCode::FAILURE
             }
+        },
+    }
+}
+
+/// `ferry run` (or kube-proxy's command line): the actions kube-proxy's flags ask for
+/// (`--cleanup`, `--write-config-to`, `--init-only`), else the proxy.
+fn run_command(args: &RunArgs) -> ExitCode {
+    if args.kube_proxy.cleanup == Some(true) {
+        return cleanup::main(&cleanup::CleanupArgs { dry_run: false });
+    }
+    let Some((config, warnings, manifests)) = resolve_with_warnings(args) else {
+        return ExitCode::from(EXIT_USAGE);
+    };
+    if let Some(path) = args.kube_proxy.write_config_to() {
+        return match configz::write_config_to(&config, &path) {
+            Ok(()) => {
+                eprintln!("ferry: wrote the configuration to {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("ferry: --write-config-to: {}: {e}", path.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+    init_logging(&config);
+    warnings.iter().for_each(|w| tracing::warn!("{w}"));
+    if args.kube_proxy.init_only == Some(true) {
+        tracing::info!("--init-only: nothing to initialise, exiting");
+        return ExitCode::SUCCESS;
+    }
+    startup::apply_oom_score_adj(config.kube_proxy.oom_score_adj);
+    configz::publish(&config);
+    let source = match manifests {
+        Some(path) => run::Source::Manifests(path),
+        None => run::Source::Kube(Connection {
+            kubeconfig: config.kubeconfig.clone(),
+            master: config.master.clone(),
+        }),
+    };
+    match run::run(config, source) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<ConnectError>().is_some() => {
+            eprintln!("ferry: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -9,9 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::http::header::CONTENT_TYPE;
-use axum::routing::get;
-use axum::Router;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -20,7 +17,6 @@ use prometheus_client::metrics::histogram::{exponential_buckets, linear_buckets,
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
-use ferry_compile::mode::ProxyMode;
 use ferry_dataplane::mode::FailureCounter;
 use ferry_dataplane::SyncKind;
 use ferry_model::IpFamily;
@@ -28,6 +24,7 @@ use ferry_model::IpFamily;
 use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
+mod build_info;
 mod conntrack;
 
 /// The `Content-Type` of `/metrics`.
@@ -238,6 +235,7 @@ impl Metrics {
             set.health_check_servers.clone(),
         );
         set.conntrack.register(&mut registry);
+        build_info::register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -402,18 +400,8 @@ fn catch_up(counter: &Counter, total: u64) {
     }
 }
 
-/// The metrics server: `/metrics`, and `/proxyMode` as kube-proxy serves it.
-pub fn router(metrics: Metrics, mode: ProxyMode) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let metrics = metrics.clone();
-                async move { ([(CONTENT_TYPE, CONTENT_TYPE_OPENMETRICS)], metrics.encode()) }
-            }),
-        )
-        .route("/proxyMode", get(move || async move { mode.as_str() }))
-}
+mod server;
+pub use server::router;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
 //! One sync round: every family's sync, what follows each success (metrics, the UDP conntrack
-//! cleanup), and the round's log line.
+//! cleanup), and the round's log line. A failure is not logged here: the agent logs failures
+//! at a limited rate (see [`crate::backoff`]).
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -8,6 +9,7 @@ use ferry_dataplane::{Applier, SyncKind, SyncReport};
 use ferry_model::IpFamily;
 
 use crate::metrics::Metrics;
+use crate::status::history::Attempt;
 use crate::sync::Syncer;
 
 /// What one round (every family) did.
@@ -17,6 +19,8 @@ pub struct Round {
     pub failed: bool,
     /// Some family's sync was full.
     pub full: bool,
+    /// Each family's attempt.
+    pub attempts: Vec<Attempt>,
     chains_written: usize,
     elements_changed: usize,
     script_bytes: usize,
@@ -33,6 +37,13 @@ impl Round {
         self.elements_changed += r.elements_changed;
         self.script_bytes += r.script_bytes;
         self.families += 1;
+    }
+
+    /// Why each family that failed did.
+    pub fn errors(&self) -> impl Iterator<Item = (IpFamily, &str)> {
+        self.attempts
+            .iter()
+            .filter_map(|a| a.result.as_ref().err().map(|e| (a.family, e.as_str())))
     }
 
     /// The round's `synced rules` line.
@@ -61,11 +72,13 @@ pub fn run<A: Applier>(syncer: &mut Syncer<A>, full: bool, metrics: &Metrics) ->
         let trigger_times = family_sync.pending_changes().trigger_times.clone();
         let began = Instant::now();
         let result = family_sync.sync(state, full);
-        metrics.sync_ran_for(
+        let duration = began.elapsed();
+        metrics.sync_ran_for(family, result.as_ref().ok().map(|r| r.kind), duration);
+        round.attempts.push(Attempt {
             family,
-            result.as_ref().ok().map(|r| r.kind),
-            began.elapsed(),
-        );
+            result: result.as_ref().map(|r| r.kind).map_err(|e| e.with_causes()),
+            duration,
+        });
         match result {
             Ok(report) => {
                 metrics.sync_succeeded_for(family, SystemTime::now(), &trigger_times);
@@ -78,13 +91,7 @@ pub fn run<A: Applier>(syncer: &mut Syncer<A>, full: bool, metrics: &Metrics) ->
                 }
                 round.add(&report);
             }
-            Err(e) => {
-                round.failed = true;
-                tracing::error!(
-                    ip_family = family.as_str(),
-                    "sync failed, keeping the last good rules and retrying: {e}"
-                );
-            }
+            Err(_) => round.failed = true,
         }
     }
     round.duration = started.elapsed();

@@ -6,19 +6,35 @@ use std::path::Path;
 use ferry_compile::NodeCompiler;
 use ferry_dataplane::modes::entry;
 use ferry_model::{ClusterState, IpFamily, NodeContext};
+use ferry_source::pods::EndpointController;
+use ferry_source::SourceEvent;
 
 use crate::config::Config;
 
 /// The cluster state the manifests describe, read once; a warning on stderr for each bad
-/// object (which is left out).
+/// object (which is left out). Pods become EndpointSlices as in `ferry run`, without running
+/// their readiness probes: a Pod with a probe counts as its status says until one ran.
 pub fn load(manifests: &Path) -> ClusterState {
     let scan = ferry_source::manifest::load(manifests);
     for e in &scan.errors {
         eprintln!("warning: {e}");
     }
+    let mut controller = EndpointController::new();
+    let derived = controller.handle(SourceEvent::Resync(scan.objects));
+    for e in controller.problems() {
+        eprintln!("warning: {e}");
+    }
     let mut state = ClusterState::new();
-    for obj in scan.objects {
-        state.apply(obj);
+    for event in derived.events {
+        match event {
+            SourceEvent::Apply(obj) => drop(state.apply(obj)),
+            SourceEvent::Delete(key) => drop(state.delete(&key)),
+            SourceEvent::Resync(objects) => {
+                for obj in objects {
+                    state.apply(obj);
+                }
+            }
+        }
     }
     state
 }

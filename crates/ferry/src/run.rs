@@ -1,17 +1,15 @@
-//! The agent: the source (manifests or the Kubernetes API), the bounded-frequency sync loop, the
-//! health, metrics and health-check NodePort servers, signals. Everything that depends on the
-//! proxy mode comes from its line in the mode table ([`ferry_dataplane::modes`]).
+//! The agent: start-up (the mode's checks, kube-proxy's leftovers), the source (manifests or
+//! the Kubernetes API), the health, metrics (and `/status`) and health-check NodePort servers,
+//! then the sync loop ([`agent::Agent`]). Everything that depends on the proxy mode comes from
+//! its line in the mode table ([`ferry_dataplane::modes`]).
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{sleep_until, Instant};
 
 use ferry_dataplane::mode::NodeMode;
-use ferry_dataplane::modes::{entry, MODES};
-use ferry_dataplane::Applier;
+use ferry_dataplane::modes::entry;
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::kube::{Connection, KubeSource};
 use ferry_source::manifest::ManifestSource;
@@ -19,15 +17,15 @@ use ferry_source::SourceEvent;
 
 use crate::config::Config;
 use crate::health::ProxyHealth;
-use crate::healthcheck::ServiceHealthServers;
 use crate::metrics::Metrics;
 use crate::serve::keep_serving;
+use crate::status::client::Request;
 use crate::sync::{FamilySync, Syncer};
 
-/// After a failed sync, retry this soon (upstream's retry interval is 1 s).
-const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+mod agent;
+mod presence;
 
-fn context(config: &Config, family: IpFamily) -> NodeContext {
+pub(crate) fn context(config: &Config, family: IpFamily) -> NodeContext {
     NodeContext {
         node_name: config.node_name.clone(),
         family,
@@ -37,11 +35,6 @@ fn context(config: &Config, family: IpFamily) -> NodeContext {
 /// The families this node programs: IPv4, and IPv6 when the kernel and the mode's tool
 /// support it (upstream's `platformCheckSupported`; one info line either way).
 fn supported_families(mode: &dyn NodeMode) -> Vec<IpFamily> {
-    // IPv4 is always programmed; when the mode cannot work here (no IPVS in the kernel, no
-    // tool), say why once, clearly, before the syncs fail and are retried.
-    if let Err(why) = mode.supports(IpFamily::V4) {
-        tracing::error!("{} cannot program IPv4 rules here: {why}", mode.describe());
-    }
     match mode.supports(IpFamily::V6) {
         Ok(()) => {
             tracing::info!("running in dual-stack mode (IPv4 and IPv6)");
@@ -70,16 +63,6 @@ fn syncer(config: &Config, mode: &dyn NodeMode, families: &[IpFamily]) -> Syncer
     )
 }
 
-/// Removes what the other modes left (a node switched from one mode to another), as upstream
-/// kube-proxy does at start-up; a failure is only worth a warning.
-fn cleanup_other_modes(config: &Config) {
-    for other in MODES.iter().filter(|e| e.mode != config.mode) {
-        if let Err(e) = (other.cleanup)() {
-            tracing::warn!("removing {} mode's rules failed: {e}", other.mode);
-        }
-    }
-}
-
 /// Where the cluster's objects come from.
 pub enum Source {
     /// Manifests on disk (`--manifests`), watched.
@@ -88,9 +71,23 @@ pub enum Source {
     Kube(Connection),
 }
 
+impl Source {
+    /// `manifests PATH` or `Kubernetes API`, for the start-up line and `ferry status`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Manifests(path) => format!("manifests {}", path.display()),
+            Source::Kube(c) => match &c.master {
+                Some(url) => format!("Kubernetes API {url}"),
+                None => "Kubernetes API".to_owned(),
+            },
+        }
+    }
+}
+
 /// `ferry run`: runs until SIGTERM or SIGINT. The rules stay in the kernel on exit, so traffic
 /// keeps flowing while Ferry restarts; `ferry cleanup` removes them. An API server that cannot
-/// be used at start is a [`ferry_source::kube::ConnectError`] (the caller exits 64).
+/// be used at start is a [`ferry_source::kube::ConnectError`] (the caller exits 64); a mode
+/// that cannot run here (a missing tool or capability) is an error naming what is missing.
 pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -100,11 +97,13 @@ pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
     runtime.block_on(agent(config, source))
 }
 
-/// Starts the health and metrics servers; returns their tasks.
+/// Starts the health and metrics servers (`/status` asks through `status`); returns their
+/// tasks.
 fn start_servers(
     config: &Config,
     health: &ProxyHealth,
     metrics: &Metrics,
+    status: mpsc::Sender<Request>,
     stopped: &watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut servers = Vec::new();
@@ -118,7 +117,8 @@ fn start_servers(
         )));
     }
     if let Some(addr) = config.metrics_bind_address {
-        let router = crate::metrics::router(metrics.clone(), config.mode);
+        let router = crate::metrics::router(metrics.clone(), config.mode)
+            .merge(crate::status::client::router(status));
         servers.push(tokio::spawn(keep_serving(
             "metrics",
             addr,
@@ -141,29 +141,27 @@ async fn start_source(
     let count = move |e: &ferry_source::InvalidObject| counted.invalid_object(&e.object.kind);
     match source {
         Source::Manifests(manifests) => {
-            tracing::info!(
-                node = %config.node_name,
-                manifests = %manifests.display(),
-                sync_period = ?config.sync_period,
-                min_sync_period = ?config.min_sync_period,
-                "ferry starting ({} mode)",
-                config.mode
-            );
+            // Standalone, Ferry is the cluster's EndpointSlice controller and kubelet prober
+            // too: the Pod stage turns the manifests' Pods into EndpointSlices, gated by their
+            // readiness probes, between the source and the syncer.
+            let (stage_tx, stage_rx) = mpsc::channel::<SourceEvent>(64);
             let source = ManifestSource::new(manifests);
             tokio::spawn(async move {
-                if let Err(e) = source.run(tx, count).await {
+                if let Err(e) = source.run(stage_tx, count).await {
                     tracing::error!("manifest source stopped: {e}");
                 }
             });
+            let counted = metrics.clone();
+            let options = ferry_source::pods::StageOptions {
+                check: std::sync::Arc::new(ferry_source::probe::NetworkCheck::default()),
+                max_concurrent: ferry_source::probe::DEFAULT_MAX_CONCURRENT,
+                book: std::sync::Arc::default(),
+            };
+            tokio::spawn(ferry_source::pods::run(stage_rx, tx, options, move |e| {
+                counted.invalid_object(&e.object.kind)
+            }));
         }
         Source::Kube(connection) => {
-            tracing::info!(
-                node = %config.node_name,
-                sync_period = ?config.sync_period,
-                min_sync_period = ?config.min_sync_period,
-                "ferry starting ({} mode, Kubernetes API)",
-                config.mode
-            );
             let client = ferry_source::kube::connect(&connection).await?;
             let source = KubeSource::new(client, config.node_name.clone());
             tokio::spawn(source.run(tx, count));
@@ -174,103 +172,45 @@ async fn start_source(
 
 async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let mode_entry = entry(config.mode);
+    let described = source.describe();
+    crate::startup::log_start(&config, &described);
+    let mode = (mode_entry.open)(&config.mode_options());
+    crate::startup::preflight(mode.as_ref()).map_err(anyhow::Error::msg)?;
+    tracing::info!("{}", mode.describe());
+    let families = supported_families(mode.as_ref());
+    crate::startup::log_leftovers(mode_entry);
+
     let metrics = Metrics::new(mode_entry.sync_failures);
     // Upstream's health timeout: a change may wait two sync periods before the proxy counts
     // as unhealthy.
     let health = ProxyHealth::new(2 * config.sync_period);
+    let (status_tx, status_rx) = mpsc::channel(4);
     let (stop_servers, servers_stopped) = watch::channel(false);
-    let servers = start_servers(&config, &health, &metrics, &servers_stopped);
-    let mut health_checks = ServiceHealthServers::new(health.clone());
-    let mut rx = start_source(&config, source, &metrics).await?;
-
-    let mode = (mode_entry.open)(&config.mode_options());
-    tracing::info!("{}", mode.describe());
-    let families = supported_families(mode.as_ref());
-    let mut syncer = syncer(&config, mode.as_ref(), &families);
-    cleanup_other_modes(&config);
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-
-    // No sync before the source has delivered its first complete view: a half-programmed node
-    // would reject traffic to services it has not read yet. Both sources send a Resync first:
-    // the manifests after the first scan, the API once every watch has listed once.
-    let first = tokio::select! {
-        ev = rx.recv() => ev,
-        _ = sigterm.recv() => return Ok(()),
-        _ = tokio::signal::ctrl_c() => return Ok(()),
+    let servers = start_servers(&config, &health, &metrics, status_tx, &servers_stopped);
+    let presence = match &source {
+        Source::Manifests(path) => Some(presence::Presence::new(path.clone())),
+        Source::Kube(_) => None,
     };
-    let Some(first) = first else {
-        anyhow::bail!("the source stopped before its first complete view");
-    };
-    syncer.handle(first);
-    queued(&syncer, &health, &metrics);
-
-    let mut last_sync: Option<Instant> = None;
-    let mut next_full = Instant::now();
-    let mut pending = true;
-    let mut retry_at: Option<Instant> = None;
-    loop {
-        let now = Instant::now();
-        let mut due = next_full;
-        if pending {
-            let earliest = last_sync.map_or(now, |t| t + config.min_sync_period);
-            due = due.min(earliest.max(now));
-        }
-        if let Some(r) = retry_at {
-            due = due.min(r);
-        }
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Some(ev) => {
-                    if syncer.handle(ev) {
-                        pending = true;
-                        queued(&syncer, &health, &metrics);
-                    }
-                    continue;
-                }
-                None => anyhow::bail!("the source stopped"),
-            },
-            _ = sleep_until(due) => {}
-            _ = sigterm.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
-        }
-        let full = Instant::now() >= next_full;
-        let services = syncer.pending_services();
-        let started = Instant::now();
-        last_sync = Some(started);
-        let round = crate::round::run(&mut syncer, full, &metrics);
-        if round.failed {
-            retry_at = Some(Instant::now() + RETRY_INTERVAL);
-            continue;
-        }
-        pending = false;
-        retry_at = None;
-        if round.full {
-            next_full = started + config.sync_period;
-        }
-        health.updated();
-        metrics.changes(syncer.primary().pending_changes());
-        health_checks.sync(&syncer.health_checks()).await;
-        metrics.health_check_servers(health_checks.open().len());
-        round.log(services);
+    let rx = start_source(&config, source, &metrics).await?;
+    let syncer = syncer(&config, mode.as_ref(), &families);
+    let mut agent = agent::Parts {
+        config,
+        mode_entry,
+        mode,
+        families,
+        syncer,
+        health,
+        metrics,
+        presence,
+        source: described,
     }
+    .start();
+    let result = agent.run(rx, status_rx).await;
     tracing::info!("ferry stopping; rules stay in place (run `ferry cleanup` to remove them)");
     let _ = stop_servers.send(true);
-    health_checks.close_all().await;
+    agent.stop().await;
     for server in servers {
         let _ = server.await;
     }
-    Ok(())
-}
-
-/// A change is waiting for a sync: start the health clock, export the pending changes, and
-/// follow this node's eligibility (its Node may be what changed).
-fn queued<A: Applier>(syncer: &Syncer<A>, health: &ProxyHealth, metrics: &Metrics) {
-    health.queued_update();
-    health.sync_node(syncer.this_node());
-    let now = SystemTime::now();
-    for family in syncer.families() {
-        metrics.sync_queued_for(family, now);
-    }
-    metrics.changes(syncer.primary().pending_changes());
+    result
 }

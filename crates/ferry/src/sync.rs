@@ -56,7 +56,8 @@ impl PendingChanges {
                 self.slices_total += 1;
                 self.trigger_times.extend(trigger_time.map(str::to_owned));
             }
-            ObjectKey::Node(_) => {}
+            // Pods never reach the syncer: the EndpointSlice controller stage consumes them.
+            ObjectKey::Node(_) | ObjectKey::Pod { .. } => {}
         }
     }
 
@@ -243,6 +244,11 @@ impl<A: Applier> Syncer<A> {
     /// The families, primary first.
     pub fn families(&self) -> impl Iterator<Item = IpFamily> + '_ {
         self.families.iter().map(FamilySync::family)
+    }
+
+    /// The cluster state.
+    pub fn state(&self) -> &ClusterState {
+        &self.state
     }
 
     /// The state and every family's syncs, to sync them one by one.

@@ -12,18 +12,15 @@ fn seed() -> String {
         .to_string()
 }
 
-/// Runs ferry. When this test runs as root, `ferry run` runs in a network namespace of its own
-/// (`unshare --net`): should a flag these tests expect to be refused ever be accepted, the
-/// agent programs that throw-away namespace, never this machine's. `ferry rules` and `ferry
-/// explain` run as `nobody` (`setpriv`): they only render, and must work without privileges.
+/// Runs ferry. When this test runs as root, every command but `rules` and `explain` runs in a
+/// network namespace of its own (`unshare --net`): should a flag these tests expect to be
+/// refused ever be accepted, or a kube-proxy command line without subcommand (which is `ferry
+/// run`) start the agent, it programs that throw-away namespace, never this machine's. `ferry
+/// rules` and `ferry explain` run as `nobody` (`setpriv`): they only render, and must work
+/// without privileges.
 fn ferry(args: &[&str]) -> (i32, String, String) {
     let root = nix::unistd::geteuid().is_root();
     let mut cmd = match args.first() {
-        Some(&"run") if root => {
-            let mut cmd = Command::new("unshare");
-            cmd.args(["--net", "--", FERRY]);
-            cmd
-        }
         Some(&"rules" | &"explain") if root => {
             let mut cmd = Command::new("setpriv");
             cmd.args([
@@ -34,6 +31,11 @@ fn ferry(args: &[&str]) -> (i32, String, String) {
                 "--",
                 FERRY,
             ]);
+            cmd
+        }
+        _ if root => {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--net", "--", FERRY]);
             cmd
         }
         _ => Command::new(FERRY),
@@ -64,7 +66,7 @@ fn bad_flags_exit_64_with_one_message_naming_the_flag() {
                 "--manifests",
                 &seed,
                 "--nodeport-addresses",
-                "127.0.0.0/8",
+                "nonsense",
             ],
             "--nodeport-addresses",
         ),
@@ -92,6 +94,15 @@ fn bad_flags_exit_64_with_one_message_naming_the_flag() {
         ),
         (vec!["run", "--no-such-flag"], "--no-such-flag"),
         (vec!["run"], "--manifests"),
+        // A typo on a restart must not program an empty table: a missing PATH is fatal.
+        (
+            vec!["run", "--manifests", "/nope"],
+            "--manifests: /nope: No such file or directory",
+        ),
+        (
+            vec!["rules", "--manifests", "/nope"],
+            "--manifests: /nope: No such file or directory",
+        ),
     ] {
         let (code, _, stderr) = ferry(&args);
         assert_eq!(code, 64, "{args:?}: {stderr}");
@@ -172,6 +183,76 @@ fn explain_needs_no_privileges_in_any_mode() {
 }
 
 #[test]
+fn explain_of_an_unknown_node_exits_64_listing_the_manifests_nodes() {
+    let seed = seed();
+    let base = [
+        "explain",
+        "--manifests",
+        &seed,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--node",
+        "k8s-nod2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 64, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err,
+        "ferry: --node: no Node named \"k8s-nod2\" in the manifests; they define k8s-master, \
+         k8s-node1, k8s-node2 (did you mean \"k8s-node2\"?)\n"
+    );
+    let mut live = base.to_vec();
+    live.extend([
+        "--node",
+        "k8s-node2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.1.1.9:32223",
+    ]);
+    live.extend(["--live", "--node-address", "10.1.1.19"]);
+    let (code, _, err) = ferry(&live);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.starts_with("ferry: --node-address: not with --live"),
+        "{err}"
+    );
+}
+
+#[test]
+fn explain_takes_further_node_addresses_for_node_ports() {
+    let seed = seed();
+    let mut args = vec!["explain", "--manifests", &seed, "--node", "k8s-node2"];
+    args.extend(["--from", "10.1.1.100", "--to", "10.1.1.19:32223"]);
+    args.extend(["--cluster-cidr", "192.168.0.0/16"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("10.1.1.19 is not an address of node k8s-node2"),
+        "{out}"
+    );
+    args.extend(["--node-address", "10.1.1.19"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("10.1.1.19 is an address of this node, but NodePort 32223/tcp"),
+        "{out}"
+    );
+    args.extend(["--nodeport-addresses", "10.1.1.0/24"]);
+    let (code, out, err) = ferry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("verdict: FORWARDED"), "{out}");
+}
+
+#[test]
 fn rules_reports_bad_objects_and_renders_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
@@ -226,7 +307,8 @@ fn rules_in_iptables_mode_print_iptables_restore_input_with_upstreams_chains() {
 fn bad_server_addresses_exit_64_naming_the_flag() {
     let seed = seed();
     for flag in ["--healthz-bind-address", "--metrics-bind-address"] {
-        let (code, _, stderr) = ferry(&["run", "--manifests", &seed, flag, "127.0.0.1"]);
+        // (An IP alone is fine: kube-proxy adds the default port.)
+        let (code, _, stderr) = ferry(&["run", "--manifests", &seed, flag, "nowhere"]);
         assert_eq!(code, 64, "{flag}: {stderr}");
         assert!(stderr.contains(flag), "{stderr}");
     }
@@ -285,4 +367,58 @@ apiVersion: v1\nkind: Service\nmetadata: {name: fine, namespace: dev}\nspec:\n  
         stdout.contains("kube-proxy.yaml: metricsBindAddress"),
         "{stdout}"
     );
+}
+
+fn data(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn kubeadms_configmap_checks_clean_as_kubectl_prints_it() {
+    let cm = data("kubeadm-kube-proxy-configmap.yaml");
+    let (code, stdout, stderr) = ferry(&[
+        "check",
+        "--config",
+        &cm,
+        "--hostname-override",
+        "k8s-node2",
+        "--manifests",
+        &seed(),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("warning"), "{stdout}");
+    assert!(stdout.contains("node k8s-node2, nftables mode"), "{stdout}");
+}
+
+#[test]
+fn a_kube_proxy_command_line_without_subcommand_writes_its_config_and_exits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("written.yaml");
+    let cm = data("kubeadm-kube-proxy-configmap.yaml");
+    // A copied DaemonSet's args, plus kube-proxy's --write-config-to (nothing is run).
+    let (code, _, stderr) = ferry(&[
+        &format!("--config={cm}"),
+        "--hostname-override=k8s-node2",
+        "--v=2",
+        "--masquerade-all=true",
+        "--logtostderr",
+        &format!("--write-config-to={}", out.display()),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let written = std::fs::read_to_string(&out).expect("written");
+    for line in [
+        "kind: KubeProxyConfiguration",
+        "hostnameOverride: k8s-node2",
+        "healthzBindAddress: 0.0.0.0:10256",
+        "clusterCIDR: 10.244.0.0/16",
+    ] {
+        assert!(written.contains(line), "{line}:\n{written}");
+    }
+    let (code, stdout, _) = ferry(&["version"]);
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("ferry v"), "{stdout}");
 }

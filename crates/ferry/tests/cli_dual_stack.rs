@@ -36,6 +36,10 @@ fn rules(mode: &str) -> String {
         CIDRS,
         "--proxy-mode",
         mode,
+        // The golden files hold the compiler's default scope (the primary IPs); iptables mode's
+        // own default is every local address (upstream's), so ask for the primary IPs.
+        "--nodeport-addresses",
+        "primary",
     ]);
     assert_eq!(code, 0, "{err}");
     out

@@ -5,9 +5,19 @@ use std::process::Command;
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
 
-/// Runs ferry outside any pod (no in-cluster service account environment).
+/// Runs ferry outside any pod (no in-cluster service account environment). As root, in a
+/// network namespace of its own (`unshare --net`): should the agent ever start (a kubeconfig
+/// found on this machine, a flag accepted), it programs that throw-away namespace, never this
+/// machine's.
 fn ferry(args: &[&str]) -> (i32, String) {
-    let out = Command::new(FERRY)
+    let mut cmd = if nix::unistd::geteuid().is_root() {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--net", "--", FERRY]);
+        cmd
+    } else {
+        Command::new(FERRY)
+    };
+    let out = cmd
         .args(args)
         .env_remove("KUBERNETES_SERVICE_HOST")
         .env_remove("KUBERNETES_SERVICE_PORT")

@@ -106,11 +106,32 @@ fn the_daemonset_runs_like_kube_proxy_without_privileged_mode() {
     let container = &pod.containers[0];
     let security = container.security_context.clone().expect("securityContext");
     assert_ne!(security.privileged, Some(true));
-    let caps = security
-        .capabilities
-        .and_then(|c| c.add)
-        .unwrap_or_default();
-    assert_eq!(caps, ["NET_ADMIN", "NET_RAW"]);
+    let caps = security.capabilities.expect("capabilities");
+    assert_eq!(caps.drop.unwrap_or_default(), ["ALL"]);
+    assert_eq!(
+        caps.add.unwrap_or_default(),
+        ["NET_ADMIN"],
+        "the narrowest that works"
+    );
+    for (probe, path) in [
+        (container.liveness_probe.as_ref(), "/livez"),
+        (container.readiness_probe.as_ref(), "/healthz"),
+    ] {
+        let get = probe
+            .and_then(|p| p.http_get.as_ref())
+            .expect("an HTTP probe");
+        assert_eq!(get.path.as_deref(), Some(path));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(10256)
+        );
+    }
+    let selector = pod.node_selector.clone().unwrap_or_default();
+    assert_eq!(
+        selector.get("proxy.ferry.dev/ferry").map(String::as_str),
+        Some("true"),
+        "node by node: docs/migrate.md"
+    );
     let mounts: Vec<&str> = container
         .volume_mounts
         .iter()

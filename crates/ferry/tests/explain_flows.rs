@@ -1,15 +1,17 @@
 //! `ferry explain` predicts every seed flow the lab runs with real packets (same list:
-//! tests/support/flows.rs). No root needed.
+//! tests/support/flows.rs), per target where the outcome depends on it. No root needed.
 
 use std::collections::BTreeSet;
 use std::process::Command;
+
+use serde_json::Value;
 
 #[path = "support/flows.rs"]
 mod flows;
 #[path = "support/seed.rs"]
 mod seed;
 
-use flows::{Expect, Peer, FLOWS, SERVERS};
+use flows::{Expect, Flow, Peer, EXTRA_MANIFESTS, FLOWS};
 
 #[test]
 fn explain_predicts_every_lab_flow() {
@@ -20,50 +22,85 @@ fn explain_predicts_every_lab_flow() {
 
 fn predict(mode: &str) {
     for policy in ["Cluster", "Local"] {
-        let manifests = seed::Manifests::new(if policy == "Local" {
-            "Local"
-        } else {
-            "Cluster"
-        });
+        let manifests = seed::Manifests::new(policy);
+        for (name, text) in EXTRA_MANIFESTS {
+            manifests.put(name, text);
+        }
         for f in FLOWS.iter().filter(|f| f.policy == policy) {
-            let dir = manifests.path().display().to_string();
-            let out = Command::new(seed::FERRY)
-                .args(f.explain_args(mode, &dir))
-                .output()
-                .expect("run ferry explain");
-            assert!(
-                out.status.success(),
-                "{}: {}",
-                f.name,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+            let v = explain(&manifests, f, mode);
+            let name = format!("{mode}: {}", f.name);
             let verdict = v["verdict"].as_str().unwrap_or_default();
-            let masq = !v["masquerade"].is_null();
             match f.expect_in(mode) {
-                Expect::Dropped => assert_eq!(verdict, "dropped", "{}: {v}", f.name),
-                Expect::Rejected => assert_eq!(verdict, "rejected", "{}: {v}", f.name),
+                Expect::Dropped => assert_eq!(verdict, "dropped", "{name}: {v}"),
+                Expect::Rejected => assert_eq!(verdict, "rejected", "{name}: {v}"),
+                Expect::Untranslated => {
+                    assert_eq!(verdict, "not-a-service", "{name}: {v}");
+                    // It names the NodePort that does not answer there.
+                    assert_eq!(v["service"]["name"], "url-analysis", "{name}: {v}");
+                }
                 Expect::Forwarded(peer) => {
-                    assert_eq!(verdict, "forwarded", "{}: {v}", f.name);
-                    let targets: BTreeSet<String> = v["targets"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|t| t.as_str().map(str::to_owned))
-                        .collect();
-                    let want: BTreeSet<String> =
-                        SERVERS.iter().map(|s| format!("{s}:56010")).collect();
-                    assert_eq!(targets, want, "{}", f.name);
-                    match peer {
-                        Peer::Source => assert!(!masq, "{}: {v}", f.name),
-                        Peer::Node(_) => assert!(masq, "{}: {v}", f.name),
-                        Peer::HairpinOr(_) => {
-                            assert!(!masq, "{}: {v}", f.name);
-                            assert!(v.to_string().contains("hairpin"), "{}: {v}", f.name);
-                        }
-                    }
+                    assert_eq!(verdict, "forwarded", "{name}: {v}");
+                    forwarded(f, peer, &v, &name);
                 }
             }
         }
+    }
+}
+
+fn explain(manifests: &seed::Manifests, f: &Flow, mode: &str) -> Value {
+    let dir = manifests.path().display().to_string();
+    let mut cmd = Command::new(seed::FERRY);
+    cmd.args(f.explain_args(mode, &dir));
+    if let Some(ip) = f.node_address() {
+        cmd.args(["--node-address", ip]);
+    }
+    let out = cmd.output().expect("run ferry explain");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        f.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// The targets are the flow's servers, each masqueraded exactly when the endpoint sees the
+/// node as its peer, and the summary agrees.
+fn forwarded(f: &Flow, peer: Peer, v: &Value, name: &str) {
+    let targets: Vec<&Value> = v["targets"].as_array().into_iter().flatten().collect();
+    let addresses: BTreeSet<&str> = targets
+        .iter()
+        .filter_map(|t| t["address"].as_str())
+        .collect();
+    let want: BTreeSet<String> = f.servers.iter().map(|s| format!("{s}:56010")).collect();
+    let want: BTreeSet<&str> = want.iter().map(String::as_str).collect();
+    assert_eq!(addresses, want, "{name}");
+    for t in &targets {
+        let is_sender = t["address"]
+            .as_str()
+            .is_some_and(|a| a.starts_with(&format!("{}:", f.src())));
+        let masqueraded = match peer {
+            Peer::Source => false,
+            Peer::Node(_) => true,
+            Peer::HairpinOr(_) => is_sender,
+        };
+        let word = if masqueraded { "yes" } else { "no" };
+        assert_eq!(t["masquerade"], word, "{name}: {t}");
+        if is_sender {
+            let why = t["masqueradeWhy"].as_str().unwrap_or_default();
+            assert!(why.contains("hairpin"), "{name}: {t}");
+        }
+    }
+    let every = targets.iter().all(|t| t["masquerade"] == "yes");
+    let none = targets.iter().all(|t| t["masquerade"] == "no");
+    let summary = match (every, none) {
+        (true, _) => "yes",
+        (_, true) => "no",
+        _ => "some",
+    };
+    assert_eq!(v["masquerade"], summary, "{name}: {v}");
+    if let Peer::HairpinOr(_) = peer {
+        assert!(v.to_string().contains("hairpin"), "{name}: {v}");
+        assert_eq!(v["masquerade"], "some", "{name}: several endpoints");
     }
 }

@@ -150,7 +150,7 @@ fn explain(seed: &SeedLab, node: &str, from: &str, to: &str, port: u16) -> (Stri
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let verdict = v["verdict"].as_str().unwrap_or_default().to_owned();
-    (verdict, !v["masquerade"].is_null())
+    (verdict, v["masquerade"] == "yes")
 }
 
 fn url(ip: &str, port: u16) -> String {

@@ -1,4 +1,5 @@
-//! Every seed flow (tests/support/flows.rs) with real packets, in every proxy mode. Needs root.
+//! Every seed flow (tests/support/flows.rs) with real packets, in every proxy mode, with the
+//! flows' extra Service and the nodes' secondary addresses. Needs root.
 
 #[path = "support/flows.rs"]
 mod flows;
@@ -6,7 +7,7 @@ mod flows;
 mod seed;
 
 use ferry_lab::{CurlResult, Host};
-use flows::{Expect, From, FLOWS, SERVERS};
+use flows::{Expect, From, EXTRA_MANIFESTS, FLOWS, SECONDARY};
 use seed::{Hello, Mode, SeedLab};
 
 fn host(from: From) -> Host {
@@ -18,17 +19,27 @@ fn host(from: From) -> Host {
 }
 
 fn run(mode: Mode, policy: &'static str) {
-    let seed = SeedLab::start(mode, policy);
+    let mut seed = SeedLab::start(mode, policy);
+    for (name, text) in EXTRA_MANIFESTS {
+        seed.apply(name, text);
+    }
+    for (node, ip) in SECONDARY {
+        let ip = ip.parse().expect("address");
+        seed.lab
+            .add_node_address(node, ip)
+            .expect("secondary address");
+    }
     for f in FLOWS.iter().filter(|f| f.policy == policy) {
         let from = host(f.from);
-        match f.expect {
+        match f.expect_in(mode.flag()) {
             Expect::Dropped => assert_eq!(
                 seed.curl(&from, &f.url()),
                 CurlResult::TimedOut,
                 "{}",
                 f.name
             ),
-            Expect::Rejected => assert_eq!(
+            // Nothing listens on the node's port: the node itself refuses.
+            Expect::Rejected | Expect::Untranslated => assert_eq!(
                 seed.curl(&from, &f.url()),
                 CurlResult::Refused,
                 "{}",
@@ -37,7 +48,11 @@ fn run(mode: Mode, policy: &'static str) {
             Expect::Forwarded(peer) => {
                 for _ in 0..8 {
                     let h: Hello = seed.hello(&from, &f.url());
-                    assert!(SERVERS.contains(&h.server_ip.as_str()), "{}: {h:?}", f.name);
+                    assert!(
+                        f.servers.contains(&h.server_ip.as_str()),
+                        "{}: {h:?}",
+                        f.name
+                    );
                     let want = f.peer_seen(peer, &h.server_ip);
                     assert_eq!(h.client_ip, want, "{}: {h:?}", f.name);
                 }
@@ -62,13 +77,14 @@ modes! {
 }
 
 /// `ferry explain --live` inside a node reads the kernel's table: it agrees with what Ferry
-/// compiled, and reports a difference made by hand.
+/// compiled, and reports a difference made by hand. It takes the node's addresses from its
+/// interfaces: a secondary one is the node's, outside nodePortAddresses' default.
 #[test]
 #[ignore = "needs root: network namespaces"]
 fn explain_live_reads_the_kernel_and_reports_differences() {
     let seed = SeedLab::start(Mode::Nftables, "Cluster");
     let dir = seed.manifests.path().display().to_string();
-    let explain = || {
+    let explain_to = |to: &str| {
         seed.lab
             .exec(
                 "k8s-node1",
@@ -83,13 +99,27 @@ fn explain_live_reads_the_kernel_and_reports_differences() {
                     "--from",
                     "10.1.1.100",
                     "--to",
-                    "10.1.1.17:32223",
+                    to,
                     "--cluster-cidr",
                     "192.168.0.0/16",
                 ],
             )
             .expect("ferry explain --live")
     };
+    let explain = || explain_to("10.1.1.17:32223");
+    seed.lab
+        .add_node_address("k8s-node1", "10.1.1.27".parse().expect("ip"))
+        .expect("secondary address");
+    let out = explain_to("10.1.1.27:32223");
+    assert!(
+        out.contains("10.1.1.27 is an address of this node, but NodePort 32223/tcp"),
+        "{out}"
+    );
+    let out = explain_to("10.1.1.29:32223");
+    assert!(
+        out.contains("this node's: 10.1.1.17, 10.1.1.27 (its interfaces)"),
+        "{out}"
+    );
     let out = explain();
     assert!(out.contains("agrees with the compiled rules"), "{out}");
     assert!(

@@ -103,7 +103,8 @@ fn health_check_node_ports_answer_by_local_endpoints_and_follow_the_service() {
     for node in [MASTER, NODE1, NODE2] {
         let log = seed.ferry(node).log();
         assert_eq!(
-            log.matches("ferry starting").count(),
+            // The start-up line: `ferry v0.1.0 starting (nftables mode, manifests …)`.
+            log.matches(" starting (").count(),
             1,
             "{node} restarted:\n{log}"
         );

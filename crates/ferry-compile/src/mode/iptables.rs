@@ -5,8 +5,8 @@ use ferry_model::{ClusterState, IpFamily};
 use super::{ProxyMode, Renderer};
 use crate::family::iptables_tool;
 use crate::iptables::NodeRules;
-use crate::trace::{trace, Packet, Trace};
-use crate::NodeCompiler;
+use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use crate::{NodeCompiler, NodePortAddresses};
 
 /// iptables mode's renderer: upstream kube-proxy's chains, as `iptables-restore --noflush`
 /// takes them.
@@ -22,6 +22,15 @@ impl Renderer for IptablesRenderer {
         NodeRules::new(compiler).full(state).to_string()
     }
 
+    /// Every local address, as upstream's iptables mode (its `ADDRTYPE match dst-type LOCAL`
+    /// rule).
+    fn default_node_port_addresses(&self) -> NodePortAddresses {
+        NodePortAddresses {
+            all: true,
+            ..NodePortAddresses::default()
+        }
+    }
+
     fn family_header(&self, family: IpFamily) -> Option<String> {
         Some(format!(
             "# {} rules: {}-restore --noflush input\n",
@@ -30,9 +39,15 @@ impl Renderer for IptablesRenderer {
         ))
     }
 
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
+    fn trace(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        packet: Packet,
+        addresses: &NodeAddresses,
+    ) -> Trace {
         let view = compiler.view(state);
         let plan = compiler.plan_of(&view);
-        trace(&view, &plan, &crate::nft::render(&plan), packet).for_iptables()
+        trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses).for_iptables()
     }
 }

@@ -1,11 +1,13 @@
 //! IPVS mode's renderer.
 
+use std::net::IpAddr;
+
 use ferry_model::{ClusterState, IpFamily};
 
 use super::{ProxyMode, Renderer};
 use crate::ipvs::NodeRules;
-use crate::trace::{trace, Packet, Trace};
-use crate::NodeCompiler;
+use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use crate::{NodeCompiler, NodePortAddresses};
 
 /// IPVS mode's renderer: kube-ipvs0's addresses, the virtual servers as `ipvsadm -Ln` lists
 /// them, the ipsets as `ipset save` prints them, and the chains as `iptables-restore
@@ -27,11 +29,37 @@ impl Renderer for IpvsRenderer {
         Some(format!("\n# {} rules\n", family.as_str()))
     }
 
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
+    /// Every local address, as upstream's IPVS mode (a virtual server per node address).
+    fn default_node_port_addresses(&self) -> NodePortAddresses {
+        NodePortAddresses {
+            all: true,
+            ..NodePortAddresses::default()
+        }
+    }
+
+    fn trace(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        packet: Packet,
+        addresses: &NodeAddresses,
+    ) -> Trace {
         let view = compiler.view(state);
         let plan = compiler.plan_of(&view);
-        let rules = NodeRules::offline(compiler);
+        // NodePorts get a virtual server on each of the node's addresses: those read from its
+        // interfaces (`--live`), or its Node object's and the declared ones.
+        let local: Vec<IpAddr> = match addresses {
+            NodeAddresses::Live(ips) => ips.clone(),
+            NodeAddresses::Declared(extra) => view
+                .node
+                .iter()
+                .flat_map(|n| n.addresses.iter().map(|a| a.address))
+                .chain(extra.iter().copied())
+                .collect(),
+        };
+        let rules = NodeRules::new(compiler, &local);
         let ruleset = crate::ipvs::render(&plan, compiler.config(), rules.context());
-        trace(&view, &plan, &crate::nft::render(&plan), packet).for_ipvs(&view, &plan, &ruleset)
+        trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses)
+            .for_ipvs(&view, &plan, &ruleset)
     }
 }

@@ -4,7 +4,7 @@ use ferry_model::ClusterState;
 
 use super::{ProxyMode, Renderer};
 use crate::nft::{render, NodeRules};
-use crate::trace::{trace, Packet, Trace};
+use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
 use crate::NodeCompiler;
 
 /// nftables mode's renderer: Ferry's table (`table ip ferry`), as `nft -f` takes it.
@@ -20,9 +20,15 @@ impl Renderer for NftRenderer {
         NodeRules::new(compiler).full(state).to_string()
     }
 
-    fn trace(&self, compiler: &NodeCompiler, state: &ClusterState, packet: Packet) -> Trace {
+    fn trace(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        packet: Packet,
+        addresses: &NodeAddresses,
+    ) -> Trace {
         let view = compiler.view(state);
         let plan = compiler.plan_of(&view);
-        trace(&view, &plan, &render(&plan), packet)
+        trace_at(&view, &plan, &render(&plan), packet, addresses)
     }
 }

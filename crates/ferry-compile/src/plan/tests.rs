@@ -188,6 +188,7 @@ fn node_port_cidrs_are_used_as_given() {
         node_port_addresses: NodePortAddresses {
             cidrs: vec!["10.1.1.0/24".parse().expect("net")],
             primary: false,
+            all: false,
         },
         ..CompileConfig::default()
     };
@@ -197,6 +198,38 @@ fn node_port_cidrs_are_used_as_given() {
         NodePortScope::LocalWithin(vec!["10.1.1.0/24".parse().expect("net")])
     );
 }
+
+#[test]
+fn node_ports_on_every_local_address_with_all_and_primary_mixed_with_cidrs() {
+    let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
+    let all = CompileConfig {
+        node_port_addresses: NodePortAddresses {
+            all: true,
+            ..NodePortAddresses::default()
+        },
+        ..CompileConfig::default()
+    };
+    assert_eq!(
+        plan_on("k8s-node1", &state, &all).node_ports,
+        NodePortScope::AllLocal
+    );
+    let mixed = CompileConfig {
+        node_port_addresses: NodePortAddresses {
+            cidrs: vec!["172.16.0.0/12".parse().expect("net")],
+            primary: true,
+            all: false,
+        },
+        ..CompileConfig::default()
+    };
+    assert_eq!(
+        plan_on("k8s-node1", &state, &mixed).node_ports,
+        NodePortScope::LocalWithin(vec![
+            "10.1.1.17/32".parse().expect("net"),
+            "172.16.0.0/12".parse().expect("net"),
+        ])
+    );
+}
+
 mod family;
 
 #[test]

@@ -8,7 +8,7 @@ use crate::iptables::names::{
 };
 use crate::plan::EndpointSet;
 
-use super::{Frontend, Step, StepKind, Trace, Verdict};
+use super::{Frontend, NodePortAnswer, Step, StepKind, Trace, Verdict};
 
 impl Trace {
     /// The iptables chains involved in `step`.
@@ -67,7 +67,8 @@ impl Trace {
                     "nat {chain} (-m recent --rcheck --seconds {timeout} --reap, one rule per endpoint, before the random choice)"
                 )];
                 if let Verdict::Forwarded { targets } = &self.verdict {
-                    out.extend(targets.iter().map(|ep| {
+                    out.extend(targets.iter().map(|t| {
+                        let ep = &t.addr;
                         let sep = endpoint_chain(name, ep);
                         format!("nat {sep} (-m recent --name {sep} --set, on the DNAT to {ep})")
                     }));
@@ -81,11 +82,9 @@ impl Trace {
                 };
                 let mut out = vec![format!("nat {chain} (-m statistic --mode random)")];
                 if let Verdict::Forwarded { targets } = &self.verdict {
-                    out.extend(
-                        targets
-                            .iter()
-                            .map(|ep| format!("nat {} (DNAT to {ep})", endpoint_chain(name, ep))),
-                    );
+                    out.extend(targets.iter().map(|t| {
+                        format!("nat {} (DNAT to {})", endpoint_chain(name, &t.addr), t.addr)
+                    }));
                 }
                 out
             }
@@ -122,9 +121,40 @@ impl Trace {
                 vec![format!("filter {KUBE_EXTERNAL_SERVICES} (REJECT: has no endpoints)")]
             }
             StepKind::Rejected => vec![format!("filter {KUBE_SERVICES} (REJECT: has no endpoints)")],
+            StepKind::NodePortNotHere(answer) => self.node_port_not_here(answer),
+            StepKind::DeliveredLocally => Vec::new(),
+            StepKind::LocalAddressFilter => self.local_address_filter(),
             StepKind::UnknownPort | StepKind::NotAService => {
                 vec![format!("nat {KUBE_SERVICES} (no rule matches)")]
             }
         }
+    }
+
+    /// The `KUBE-EXTERNAL-SERVICES` rule filtering the NodePort on every local address.
+    fn local_address_filter(&self) -> Vec<String> {
+        let target = match self.verdict {
+            Verdict::Rejected => "REJECT: has no endpoints",
+            _ => "DROP: has no local endpoints",
+        };
+        let p = &self.packet;
+        let proto = p.protocol.as_str();
+        vec![format!(
+            "filter {KUBE_EXTERNAL_SERVICES} (-m addrtype --dst-type LOCAL -p {proto} --dport {}: {target})",
+            p.port
+        )]
+    }
+
+    /// Why no `KUBE-NODEPORTS` jump matches the destination.
+    fn node_port_not_here(&self, answer: NodePortAnswer) -> Vec<String> {
+        let why = match answer {
+            NodePortAnswer::NotLocal => "-m addrtype --dst-type LOCAL: not a local address",
+            NodePortAnswer::Loopback => "loopback destinations never jump",
+            NodePortAnswer::OutOfScope | NodePortAnswer::Answers => {
+                "the jumps' -d prefixes (nodePortAddresses) leave it out"
+            }
+        };
+        vec![format!(
+            "nat {KUBE_SERVICES} (no jump to {KUBE_NODEPORTS} matches: {why})"
+        )]
     }
 }

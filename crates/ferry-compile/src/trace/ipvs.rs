@@ -12,14 +12,16 @@ use std::net::IpAddr;
 
 use ferry_model::{NodeView, Protocol, TrafficPolicy};
 
-use super::steps::candidates;
-use super::{step, Frontend, Origin, Step, StepKind, Trace, Verdict};
+use super::steps::{candidates, cluster_ip_masquerade};
+use super::{step, Frontend, Origin, Step, StepKind, Target, Trace, Verdict};
 use crate::iptables::{KUBE_MARK_MASQ, KUBE_POSTROUTING, KUBE_SERVICES};
 use crate::ipvs::chains::{
     KUBE_IPVS_FILTER, KUBE_LOAD_BALANCER, KUBE_NODE_PORT, KUBE_SOURCE_RANGES_FIREWALL,
 };
 use crate::ipvs::sets::{self, SetEntry, SetKind};
-use crate::ipvs::{real_server_line, service_line, RealServerLine, Ruleset, VirtualAddress};
+use crate::ipvs::{
+    real_server_line, service_line, FrontendKind, RealServerLine, Ruleset, VirtualAddress,
+};
 use crate::plan::{Dispatch, EndpointSet, Plan, ServicePlan};
 
 /// What the kernel does with a new connection to a virtual server without real servers:
@@ -41,15 +43,22 @@ impl Trace {
             port: p.port,
         };
         let services = ruleset.virtual_services();
-        let (Some(vs), Some(name)) = (services.get(&va), self.service.clone()) else {
+        let Some(vs) = services.get(&va) else {
             return self.no_virtual_server(ruleset);
         };
+        let name = vs.service.clone();
         let Some(sp) = plan.services.get(&name) else {
             return self.no_virtual_server(ruleset);
         };
+        // The virtual server decides the service and frontend (a NodePort answers on every
+        // node address in IPVS mode, wherever the other modes' defaults put it).
+        let same_service = self.service.as_ref() == Some(&name);
+        self.service = Some(name.clone());
+        self.frontend = Some(frontend_of(vs.kind));
         let firewall: Vec<Step> = self
             .steps
             .drain(..)
+            .filter(|_| same_service)
             .filter(|s| {
                 matches!(
                     s.kind,
@@ -68,10 +77,10 @@ impl Trace {
         self.candidates = candidates(view.services.get(&name), Some(set));
         self.steps
             .push(self.dispatch_step(sp, &va, ruleset, &vs.server));
-        self.masquerade = self.ipvs_masquerade(sp);
-        if let Some(why) = self.masquerade.clone() {
+        let masquerade = self.ipvs_masquerade(sp, plan);
+        if let Some(why) = &masquerade {
             self.steps
-                .push(masquerade_step(&why, self.frontend, ruleset));
+                .push(masquerade_step(why, self.frontend, ruleset));
         }
         let reals: Vec<RealServerLine> = vs.real_servers.values().map(RealServerLine::of).collect();
         if reals.is_empty() {
@@ -92,7 +101,10 @@ impl Trace {
                 vec![format!("ipvsadm: {}", service_line(&va, &vs.server))],
             ));
         }
-        let targets: Vec<_> = reals.iter().map(|r| r.address).collect();
+        let targets: Vec<Target> = reals
+            .iter()
+            .map(|r| Target::new(r.address, p.src, masquerade.as_deref()))
+            .collect();
         self.steps.push(step(
             StepKind::Forward(set),
             format!(
@@ -106,7 +118,7 @@ impl Trace {
             ),
             reals.iter().map(|r| format!("ipvsadm: {}", real_server_line(r).trim())).collect(),
         ));
-        if let Some(me) = targets.iter().find(|a| a.ip() == p.src) {
+        if let Some(me) = targets.iter().map(|t| t.addr).find(|a| a.ip() == p.src) {
             let entry = SetEntry::IpPortIp(me.ip(), p.protocol, me.port(), me.ip());
             self.steps.push(step(
                 StepKind::Hairpin,
@@ -216,9 +228,11 @@ impl Trace {
 
     /// Who masquerades: upstream's IPVS chains mark ClusterIP traffic from outside the pod
     /// CIDR (or all, with masqueradeAll) and external traffic of Cluster-policy services.
-    fn ipvs_masquerade(&self, sp: &ServicePlan) -> Option<String> {
+    fn ipvs_masquerade(&self, sp: &ServicePlan, plan: &Plan) -> Option<String> {
         match (self.frontend, &sp.external) {
-            (Some(Frontend::ClusterIp) | None, _) | (_, None) => self.masquerade.clone(),
+            (Some(Frontend::ClusterIp) | None, _) | (_, None) => {
+                cluster_ip_masquerade(sp, plan, &self.packet)
+            }
             (_, Some(ext)) if ext.policy == TrafficPolicy::Cluster => Some(
                 "externalTrafficPolicy Cluster: the real server may be on another node".to_owned(),
             ),
@@ -251,11 +265,20 @@ impl Trace {
     /// (`KUBE-IPVS-FILTER`); anything else is not a service.
     fn no_virtual_server(mut self, ruleset: &Ruleset) -> Trace {
         let p = self.packet;
-        self.steps.clear();
         self.candidates.clear();
-        self.service = None;
         self.frontend = None;
-        self.masquerade = None;
+        if self.verdict == Verdict::NotAService && self.names_a_node_port_not_here() {
+            // A NodePort on a node address it does not answer on (loopback, outside
+            // nodePortAddresses): the trace keeps naming it, with IPVS's objects.
+            for s in &mut self.steps {
+                if matches!(s.kind, StepKind::NodePortNotHere(_)) {
+                    s.objects = vec!["ipvsadm: (no virtual server)".to_owned()];
+                }
+            }
+            return self;
+        }
+        self.steps.clear();
+        self.service = None;
         if ruleset.bind_addresses().contains(&p.dst) {
             self.verdict = Verdict::Rejected;
             self.steps.push(step(
@@ -277,6 +300,23 @@ impl Trace {
             ));
         }
         self
+    }
+}
+
+impl Trace {
+    fn names_a_node_port_not_here(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::NodePortNotHere(_)))
+    }
+}
+
+fn frontend_of(kind: FrontendKind) -> Frontend {
+    match kind {
+        FrontendKind::ClusterIp => Frontend::ClusterIp,
+        FrontendKind::ExternalIp => Frontend::ExternalIp,
+        FrontendKind::LoadBalancer => Frontend::LoadBalancerIp,
+        FrontendKind::NodePort => Frontend::NodePort,
     }
 }
 

@@ -104,7 +104,6 @@ pub(super) fn output_drop(
         .as_ref()
         .map(|s| format!(" ({s}, {})", t.packet.dst))
         .unwrap_or_default();
-    t.masquerade = None;
     t.candidates = candidates(sview, Some(EndpointSet::Local));
     t.verdict = Verdict::Dropped;
     t.steps.push(step(

@@ -6,15 +6,14 @@ use ipnet::IpNet;
 use ferry_model::{Exclusion, ServicePortView, TrafficPolicy};
 
 use super::topology;
-use super::{step, Candidate, Origin, Packet, StepKind, Trace, Verdict};
+use super::{step, Candidate, Origin, Packet, StepKind, Target, Trace, Verdict};
 use crate::nft::dispatch::endpoint_map;
 use crate::nft::{Key, ServiceRules, Value, Verdict as NftVerdict};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
 
-pub(super) fn candidates(
-    sview: Option<&ServicePortView>,
-    set: Option<EndpointSet>,
-) -> Vec<Candidate> {
+/// Every endpoint of the service port, in or out of `set` (the cluster-wide set when `None`),
+/// and why not (`ferry explain`'s endpoint list, `ferry status`'s backends).
+pub fn candidates(sview: Option<&ServicePortView>, set: Option<EndpointSet>) -> Vec<Candidate> {
     let Some(sview) = sview else {
         return Vec::new();
     };
@@ -102,17 +101,32 @@ impl Objects<'_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How the connection is forwarded: to which endpoint set, why, and why it is masqueraded
+/// whatever the target (`None`: only hairpin traffic is).
+struct Forward<'a> {
+    set: EndpointSet,
+    why: &'a str,
+    masquerade: Option<&'a str>,
+}
+
 fn forward(
     sp: &ServicePlan,
     sview: Option<&ServicePortView>,
-    set: EndpointSet,
+    fwd: Forward<'_>,
     p: &Packet,
     objs: &Objects<'_>,
-    why: &str,
     t: &mut Trace,
 ) {
-    let targets = sp.endpoints(set).to_vec();
+    let Forward {
+        set,
+        why,
+        masquerade,
+    } = fwd;
+    let targets: Vec<Target> = sp
+        .endpoints(set)
+        .iter()
+        .map(|ep| Target::new(*ep, p.src, masquerade))
+        .collect();
     super::affinity::pinned(sp, set, p, &objs.chain(), objs.by_node_port, t);
     let (label, why) = match set {
         EndpointSet::Cluster => (
@@ -140,10 +154,15 @@ fn forward(
             objs.slots(set, targets.len()),
         ],
     ));
-    if targets.iter().any(|e| e.ip() == p.src) {
+    if targets.iter().any(|e| e.addr.ip() == p.src) {
+        let what = if targets.iter().all(|e| e.addr.ip() == p.src) {
+            "the endpoint is the sender itself (hairpin): the connection is masqueraded"
+        } else {
+            "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded"
+        };
         t.steps.push(step(
             StepKind::Hairpin,
-            "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded",
+            what,
             "a pod reaching itself through its Service must see the node as the peer",
             vec![
                 "chain masquerading".into(),
@@ -152,6 +171,20 @@ fn forward(
         ));
     }
     t.verdict = Verdict::Forwarded { targets };
+}
+
+/// Why ClusterIP traffic from `p`'s source is masqueraded (`None`: it is not).
+pub(super) fn cluster_ip_masquerade(sp: &ServicePlan, plan: &Plan, p: &Packet) -> Option<String> {
+    match sp.cluster_ip_masquerade {
+        ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
+        ClusterIpMasquerade::NotFromPods if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) => {
+            Some(format!(
+                "the source is not a pod (not in {})",
+                list(&plan.pod_cidrs)
+            ))
+        }
+        _ => None,
+    }
 }
 
 pub(super) fn internal(
@@ -167,28 +200,22 @@ pub(super) fn internal(
         Dispatch::Forward(set) => {
             t.candidates = candidates(sview, Some(set));
             let chain = objs.chain();
-            t.masquerade = match sp.cluster_ip_masquerade {
-                ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
-                ClusterIpMasquerade::NotFromPods
-                    if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
-                {
-                    Some(format!(
-                        "the source is not a pod (not in {})",
-                        list(&plan.pod_cidrs)
-                    ))
-                }
-                _ => None,
-            };
-            if let Some(why) = &t.masquerade {
+            let masquerade = cluster_ip_masquerade(sp, plan, p);
+            if let Some(why) = &masquerade {
                 t.steps.push(step(
-StepKind::Masquerade,
+                    StepKind::Masquerade,
                     "marked for masquerade",
                     format!("ClusterIP traffic is masqueraded when {why}, so replies come back through this node"),
                     vec![format!("chain {chain}"), "chain mark-for-masquerade".into(), "chain masquerading".into()],
                 ));
             }
             let why = format!("internalTrafficPolicy {policy:?}");
-            forward(sp, sview, set, p, objs, &why, t);
+            let fwd = Forward {
+                set,
+                why: &why,
+                masquerade: masquerade.as_deref(),
+            };
+            forward(sp, sview, fwd, p, objs, t);
         }
         Dispatch::Drop => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
@@ -245,20 +272,20 @@ pub(super) fn external(
     match (ext.policy, origin) {
         (TrafficPolicy::Cluster, _) => {
             t.candidates = candidates(sview, Some(EndpointSet::Cluster));
-            t.masquerade = Some(
-                "externalTrafficPolicy Cluster: the endpoint may be on another node".to_owned(),
-            );
             t.steps.push(step(
-StepKind::Masquerade,"marked for masquerade", "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it", masq_objs(&chain)));
-            forward(
-                sp,
-                sview,
-                EndpointSet::Cluster,
-                p,
-                objs,
-                "externalTrafficPolicy Cluster",
-                t,
-            );
+                StepKind::Masquerade,
+                "marked for masquerade",
+                "external traffic with the Cluster policy is SNATed to this node, so the reply comes back through it",
+                masq_objs(&chain),
+            ));
+            let fwd = Forward {
+                set: EndpointSet::Cluster,
+                why: "externalTrafficPolicy Cluster",
+                masquerade: Some(
+                    "externalTrafficPolicy Cluster: the endpoint may be on another node",
+                ),
+            };
+            forward(sp, sview, fwd, p, objs, t);
         }
         (TrafficPolicy::Local, Origin::Pod(net))
             if plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
@@ -270,19 +297,15 @@ StepKind::ShortCircuit,
                 "pod traffic to an external destination behaves as if it went out to a load balancer and came back",
                 vec![format!("chain {chain}")],
             ));
-            forward(
-                sp,
-                sview,
-                EndpointSet::Cluster,
-                p,
-                objs,
-                "short-circuit to the cluster-wide endpoints",
-                t,
-            );
+            let fwd = Forward {
+                set: EndpointSet::Cluster,
+                why: "short-circuit to the cluster-wide endpoints",
+                masquerade: None,
+            };
+            forward(sp, sview, fwd, p, objs, t);
         }
         (TrafficPolicy::Local, Origin::ThisNode) => {
             t.candidates = candidates(sview, Some(EndpointSet::Cluster));
-            t.masquerade = Some("the source is this node".to_owned());
             t.steps.push(step(
 StepKind::ShortCircuit,
                 "short-circuit: the source is this node, masqueraded",
@@ -290,15 +313,12 @@ StepKind::ShortCircuit,
                 masq_objs(&chain),
             ));
             let before = t.steps.len();
-            forward(
-                sp,
-                sview,
-                EndpointSet::Cluster,
-                p,
-                objs,
-                "short-circuit to the cluster-wide endpoints",
-                t,
-            );
+            let fwd = Forward {
+                set: EndpointSet::Cluster,
+                why: "short-circuit to the cluster-wide endpoints",
+                masquerade: Some("the source is this node"),
+            };
+            forward(sp, sview, fwd, p, objs, t);
             if !objs.by_node_port && ext.dispatch == Dispatch::Drop {
                 super::pre_dnat::output_drop(sview, objs, before, t);
             }
@@ -306,7 +326,14 @@ StepKind::ShortCircuit,
         (TrafficPolicy::Local, _) => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
             match ext.dispatch {
-                Dispatch::Forward(set) => forward(sp, sview, set, p, objs, "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept", t),
+                Dispatch::Forward(set) => {
+                    let fwd = Forward {
+                        set,
+                        why: "externalTrafficPolicy Local: only this node's endpoints; the client's source IP is kept",
+                        masquerade: None,
+                    };
+                    forward(sp, sview, fwd, p, objs, t);
+                }
                 _ => {
                     t.verdict = Verdict::Dropped;
                     t.steps.push(step(

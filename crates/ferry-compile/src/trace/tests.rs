@@ -100,7 +100,7 @@ fn the_seed_question_cluster_policy_forwards_masqueraded() {
         32223,
     );
     assert_eq!(t.verdict_word(), "forwarded");
-    assert!(t.masquerade.is_some());
+    assert!(matches!(t.masquerade(), Some(Masquerade::Yes(_))));
     let Verdict::Forwarded { targets } = &t.verdict else {
         panic!("forwarded")
     };
@@ -117,7 +117,7 @@ fn local_policy_on_the_node_with_pods_keeps_the_client_ip() {
         32223,
     );
     assert_eq!(t.verdict_word(), "forwarded");
-    assert_eq!(t.masquerade, None);
+    assert_eq!(t.masquerade(), Some(Masquerade::No));
 }
 
 #[test]
@@ -134,7 +134,7 @@ fn pods_and_the_node_short_circuit_the_local_policy() {
         Origin::Pod("192.168.0.0/16".parse().expect("net"))
     );
     assert_eq!(pod.verdict_word(), "forwarded");
-    assert_eq!(pod.masquerade, None);
+    assert_eq!(pod.masquerade(), Some(Masquerade::No));
     let node = explain(
         TrafficPolicy::Local,
         "k8s-master",
@@ -144,7 +144,7 @@ fn pods_and_the_node_short_circuit_the_local_policy() {
     );
     assert_eq!(node.origin, Origin::ThisNode);
     assert_eq!(node.verdict_word(), "forwarded");
-    assert!(node.masquerade.is_some());
+    assert!(matches!(node.masquerade(), Some(Masquerade::Yes(_))));
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn cluster_ip_from_the_node_is_masqueraded_and_from_a_pod_is_not() {
         "10.96.198.86",
         8080,
     );
-    assert!(node.masquerade.is_some());
+    assert!(matches!(node.masquerade(), Some(Masquerade::Yes(_))));
     let pod = explain(
         TrafficPolicy::Cluster,
         "k8s-master",
@@ -164,12 +164,22 @@ fn cluster_ip_from_the_node_is_masqueraded_and_from_a_pod_is_not() {
         "10.96.198.86",
         8080,
     );
-    assert_eq!(pod.masquerade, None);
+    assert_eq!(pod.masquerade(), Some(Masquerade::No));
     assert_eq!(pod.frontend, Some(Frontend::ClusterIp));
 }
 
+fn targets(t: &Trace) -> Vec<(String, Option<String>)> {
+    let Verdict::Forwarded { targets } = &t.verdict else {
+        panic!("forwarded: {}", t.to_text())
+    };
+    targets
+        .iter()
+        .map(|t| (t.addr.to_string(), t.masquerade.clone()))
+        .collect()
+}
+
 #[test]
-fn hairpin_is_explained() {
+fn hairpin_masquerades_only_the_target_that_is_the_sender() {
     let t = explain(
         TrafficPolicy::Cluster,
         "k8s-node2",
@@ -177,7 +187,104 @@ fn hairpin_is_explained() {
         "10.96.198.86",
         8080,
     );
-    assert!(t.to_text().contains("hairpin"), "{}", t.to_text());
+    assert_eq!(
+        targets(&t),
+        [
+            ("192.168.169.166:56010".into(), Some(HAIRPIN.into())),
+            ("192.168.169.168:56010".into(), None),
+        ]
+    );
+    assert!(matches!(t.masquerade(), Some(Masquerade::Some(_))));
+    let text = t.to_text();
+    assert!(
+        text.contains(
+            "masquerade: depends on the endpoint chosen: yes to 192.168.169.166:56010 (hairpin"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("verdict: FORWARDED to one of 192.168.169.166:56010 (masqueraded), 192.168.169.168:56010 (not masqueraded)"),
+        "{text}"
+    );
+    let m = t.to_mermaid();
+    assert!(
+        m.contains("-->|DNAT + SNAT| ep0") && m.contains("-->|DNAT| ep1"),
+        "{m}"
+    );
+    // iptables mode: the same targets, the hairpin rule in the sender's KUBE-SEP- chain.
+    let ipt = t.for_iptables();
+    assert!(matches!(ipt.masquerade(), Some(Masquerade::Some(_))));
+    assert!(ipt
+        .to_text()
+        .contains("(-s 192.168.169.166 -j KUBE-MARK-MASQ)"));
+}
+
+#[test]
+fn hairpin_to_the_only_endpoint_is_always_masqueraded() {
+    let mut state = seed(TrafficPolicy::Cluster);
+    let eps = vec![mk_endpoint("192.168.169.166", "k8s-node2")];
+    state.apply(Object::EndpointSlice(mk_slice(
+        "dev",
+        "url-analysis",
+        56010,
+        eps,
+    )));
+    let view = NodeView::build(
+        &state,
+        &NodeContext {
+            node_name: "k8s-node2".into(),
+            family: IpFamily::V4,
+        },
+    );
+    let cfg = CompileConfig {
+        local_detector: LocalDetector::ClusterCidr(vec!["192.168.0.0/16".parse().expect("cidr")]),
+        ..CompileConfig::default()
+    };
+    let plan = Plan::build(&view, &cfg);
+    let packet = Packet {
+        src: ip("192.168.169.166"),
+        dst: ip("10.96.198.86"),
+        port: 8080,
+        protocol: Protocol::Tcp,
+    };
+    let t = trace(&view, &plan, &crate::nft::render(&plan), packet);
+    assert_eq!(t.masquerade(), Some(Masquerade::Yes(vec![HAIRPIN])));
+    let text = t.to_text();
+    assert!(text.contains("masquerade: yes: hairpin"), "{text}");
+    assert!(
+        text.contains("the endpoint is the sender itself (hairpin): the connection is masqueraded"),
+        "{text}"
+    );
+    assert!(t.to_mermaid().contains("-->|DNAT + SNAT| ep0"));
+}
+
+#[test]
+fn hairpin_through_a_node_port_short_circuited_for_a_pod() {
+    let t = explain(
+        TrafficPolicy::Local,
+        "k8s-node2",
+        "192.168.169.166",
+        "10.1.1.9",
+        32223,
+    );
+    assert_eq!(
+        targets(&t),
+        [
+            ("192.168.169.166:56010".into(), Some(HAIRPIN.into())),
+            ("192.168.169.168:56010".into(), None),
+        ]
+    );
+    // A reason for the whole connection covers the sender too.
+    let cluster = explain(
+        TrafficPolicy::Cluster,
+        "k8s-node2",
+        "192.168.169.166",
+        "10.1.1.9",
+        32223,
+    );
+    assert!(
+        matches!(cluster.masquerade(), Some(Masquerade::Yes(why)) if why.len() == 1 && why[0] != HAIRPIN)
+    );
 }
 
 #[test]

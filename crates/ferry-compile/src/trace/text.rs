@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Frontend, Trace, Verdict};
+use super::{Frontend, Masquerade, StepKind, Trace, Verdict};
 
 impl Trace {
     /// A one-word verdict: `forwarded`, `dropped`, `rejected`, `not-a-service`.
@@ -13,6 +13,13 @@ impl Trace {
             Verdict::Rejected => "rejected",
             Verdict::NotAService => "not-a-service",
         }
+    }
+
+    /// Not translated, and addressed to the node itself.
+    fn delivered_locally(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| s.kind == StepKind::DeliveredLocally)
     }
 
     /// The explanation for people, naming the mode's objects.
@@ -50,16 +57,21 @@ impl Trace {
                 }
             }
         }
-        let masq = match &self.masquerade {
-            Some(why) => format!("yes: {why}"),
-            None => "no: the endpoint sees the original source".to_owned(),
-        };
-        if matches!(self.verdict, Verdict::Forwarded { .. }) {
+        if let Some(masq) = self.masquerade_text() {
             let _ = writeln!(out, "masquerade: {masq}");
         }
+        // Each target says whether it is masqueraded when that depends on the target.
+        let mixed = matches!(self.masquerade(), Some(Masquerade::Some(_)));
         let verdict = match &self.verdict {
             Verdict::Forwarded { targets } => {
-                let t: Vec<String> = targets.iter().map(ToString::to_string).collect();
+                let t: Vec<String> = targets
+                    .iter()
+                    .map(|t| match (mixed, &t.masquerade) {
+                        (true, Some(_)) => format!("{} (masqueraded)", t.addr),
+                        (true, None) => format!("{} (not masqueraded)", t.addr),
+                        (false, _) => t.addr.to_string(),
+                    })
+                    .collect();
                 format!("FORWARDED to one of {}", t.join(", "))
             }
             Verdict::Dropped => "DROPPED (the client times out)".to_owned(),
@@ -95,19 +107,18 @@ impl Trace {
         }
         match &self.verdict {
             Verdict::Forwarded { targets } => {
-                let via = if self.masquerade.is_some() {
-                    "DNAT + SNAT"
-                } else {
-                    "DNAT"
-                };
                 for (i, t) in targets.iter().enumerate() {
+                    let via = match t.masquerade {
+                        Some(_) => "DNAT + SNAT",
+                        None => "DNAT",
+                    };
                     let node = self
                         .candidates
                         .iter()
-                        .find(|c| c.addr == *t)
+                        .find(|c| c.addr == t.addr)
                         .and_then(|c| c.node.clone())
                         .unwrap_or_default();
-                    let _ = writeln!(out, "  ep{i}[\"{t}<br/>{node}\"]");
+                    let _ = writeln!(out, "  ep{i}[\"{}<br/>{node}\"]", t.addr);
                     let _ = writeln!(out, "  {last} -->|{via}| ep{i}");
                 }
             }
@@ -116,6 +127,9 @@ impl Trace {
             }
             Verdict::Rejected => {
                 let _ = writeln!(out, "  reject((connection refused))\n  {last} --> reject");
+            }
+            Verdict::NotAService if self.delivered_locally() => {
+                let _ = writeln!(out, "  local((delivered to the node))\n  {last} --> local");
             }
             Verdict::NotAService => {
                 let _ = writeln!(out, "  route((routed normally))\n  {last} --> route");

@@ -12,8 +12,9 @@ pub(super) fn cluster_label(sview: Option<&ServicePortView>) -> String {
     }
 }
 
-/// The topology clause of the DNAT step's reason, when there is something to say.
-pub(super) fn note(sview: Option<&ServicePortView>) -> Option<String> {
+/// The topology clause of the DNAT step's reason, when there is something to say (also
+/// `ferry status`'s topology line).
+pub fn note(sview: Option<&ServicePortView>) -> Option<String> {
     let sview = sview?;
     let hinted = |f: fn(&EndpointView) -> bool| {
         let ready = sview.endpoints.iter().filter(|e| e.conditions.ready);

@@ -1,27 +1,35 @@
-//! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends.
+//! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends (or, dry,
+//! names them), and finds kube-proxy's chains at start-up. Ferry's iptables mode uses
+//! upstream's chain names, so kube-proxy's iptables-mode chains are the same objects.
 //!
-//! iptables and IPVS modes share chain names (`KUBE-SERVICES`, `KUBE-POSTROUTING`, …, as
-//! upstream's do), so each mode's cleanup acts only where a chain that mode alone writes
-//! shows it ran ([`iptables_mode_ran`]): at start-up each mode removes the other's leftovers,
-//! never its own live chains.
+//! iptables and IPVS modes share some chain names (`KUBE-SERVICES`, `KUBE-POSTROUTING`, …, as
+//! upstream's do): this cleanup acts only where iptables mode ran (its canary, or a chain only
+//! it writes, is there: [`iptables_mode_ran`]), and leaves the shared chains to IPVS mode
+//! where that ran too ([`shared`]), so neither mode's cleanup of the other (after the first
+//! sync) deletes the running mode's chains.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ferry_compile::iptables::{
-    jump_rules, JumpRule, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY,
-    SERVICE_CHAIN_PREFIXES,
+    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_EXTERNAL_SERVICES,
+    KUBE_NODEPORTS, KUBE_SERVICES, SERVICE_CHAIN_PREFIXES,
 };
 
 use ferry_model::IpFamily;
 
 use super::chains_in;
 use super::cli::{IptablesCli, IptablesRunner};
+use crate::cleanup::{not_installed, some_of, Cleanup};
+use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
 use crate::Error;
 
+/// Chain names a cleanup line shows before `and N more`.
+const SHOWN: usize = 6;
+
 /// Chains of each table in an `iptables-save` output of several tables.
-pub(crate) fn save_tables(save: &str) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut current = None;
     for line in save.lines() {
@@ -35,12 +43,37 @@ pub(crate) fn save_tables(save: &str) -> BTreeMap<String, Vec<String>> {
     out
 }
 
-/// Whether iptables mode's rules are here: its canary, or a per-service chain.
-fn iptables_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
-    existing
-        .values()
-        .flatten()
-        .any(|c| c == CANARY || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p)))
+/// Whether iptables mode (Ferry's or kube-proxy's) ran here, in the tables `existing` lists:
+/// its canary, or a chain only it writes (`KUBE-SVC-…`, `KUBE-NODEPORTS`, …).
+pub(crate) fn iptables_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
+    let only_iptables = |t: Table, c: &str| {
+        c == CANARY
+            || match t {
+                Table::Nat => {
+                    c == KUBE_NODEPORTS || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p))
+                }
+                Table::Filter => c == KUBE_EXTERNAL_SERVICES || c == KUBE_SERVICES,
+                Table::Mangle => false,
+            }
+    };
+    [Table::Nat, Table::Filter, Table::Mangle]
+        .into_iter()
+        .any(|t| {
+            existing
+                .get(t.as_str())
+                .is_some_and(|cs| cs.iter().any(|c| only_iptables(t, c)))
+        })
+}
+
+/// The chains both iptables and IPVS modes write (same names, as upstream's): removed by a
+/// mode's cleanup only where the other mode did not run.
+pub(crate) fn shared(table: Table, chain: &str) -> bool {
+    let ipvs = match table {
+        Table::Nat => ferry_compile::ipvs::chains::NAT_CHAINS.as_slice(),
+        Table::Filter => ferry_compile::ipvs::chains::FILTER_CHAINS.as_slice(),
+        Table::Mangle => &[],
+    };
+    ours(table, chain) && ipvs.contains(&chain)
 }
 
 fn ours(table: Table, chain: &str) -> bool {
@@ -55,45 +88,35 @@ fn ours(table: Table, chain: &str) -> bool {
         }
 }
 
-/// Removes Ferry's chains through one runner when iptables mode ran here: the jumps from
-/// built-in chains first, then every chain of Ferry's in one restore. Tables that do not exist
-/// are not created.
-pub fn cleanup_with(runner: &mut impl IptablesRunner) -> Result<(), Error> {
-    let existing = save_tables(&runner.save(None)?);
-    if !iptables_mode_ran(&existing) {
-        return Ok(());
-    }
-    remove_chains(runner, &existing, &jump_rules(), ours)
-}
-
-/// Removes the jumps (every copy) into the chains `ours` selects among `existing` (chains per
-/// table, from [`save_tables`]), then those chains, in one restore.
-pub(crate) fn remove_chains(
+/// Removes Ferry's chains through one runner (whose tools `tool` names, `iptables-nft`): the
+/// jumps from built-in chains first, then every chain of Ferry's in one restore; with
+/// `dry_run`, only finds them. Tables that do not exist are not created. Returns what it
+/// removed (or would), one phrase per kind.
+pub fn cleanup_with(
     runner: &mut impl IptablesRunner,
-    existing: &BTreeMap<String, Vec<String>>,
-    jumps: &[JumpRule],
-    ours: impl Fn(Table, &str) -> bool,
-) -> Result<(), Error> {
-    let chains_of = |t: Table| -> Vec<&str> {
+    tool: &str,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let existing = tables(&runner.save(None)?);
+    if !iptables_mode_ran(&existing) {
+        return Ok(Vec::new());
+    }
+    let keep_shared = crate::ipvs::ipvs_mode_ran(&existing);
+    let chains_of = |t: Table| -> Vec<String> {
         existing
             .get(t.as_str())
             .map(|cs| {
                 cs.iter()
-                    .map(String::as_str)
-                    .filter(|c| ours(t, c))
+                    .filter(|c| ours(t, c) && !(keep_shared && shared(t, c)))
+                    .cloned()
                     .collect()
             })
             .unwrap_or_default()
     };
-    for jump in jumps {
-        let target = jump.args.last().map(String::as_str).unwrap_or_default();
-        if !chains_of(jump.table).contains(&target) {
-            continue;
-        }
-        let mut args = vec!["-t", jump.table.as_str(), "-D", jump.chain];
-        args.extend(jump.args.iter().map(String::as_str));
-        // Delete every copy (a crashed run may have inserted one twice).
-        while runner.iptables(&args)? {}
+    let jumps = remove_jumps(runner, &chains_of, dry_run)?;
+    let mut objects = Vec::new();
+    if !jumps.is_empty() {
+        objects.push(format!("{tool} jumps: {}", jumps.join(", ")));
     }
     let mut input = String::new();
     for table in [Table::Filter, Table::Nat, Table::Mangle] {
@@ -101,6 +124,11 @@ pub(crate) fn remove_chains(
         if chains.is_empty() {
             continue;
         }
+        objects.push(format!(
+            "{tool} {} chains: {}",
+            table.as_str(),
+            some_of(&chains, SHOWN)
+        ));
         let _ = writeln!(input, "*{}", table.as_str());
         for c in &chains {
             let _ = writeln!(input, ":{c} - [0:0]");
@@ -110,23 +138,86 @@ pub(crate) fn remove_chains(
         }
         input.push_str("COMMIT\n");
     }
-    if !input.is_empty() {
+    if !dry_run && !input.is_empty() {
         runner.restore(&input)?;
     }
-    Ok(())
+    Ok(objects)
+}
+
+/// Deletes every copy of each jump from a built-in chain into a chain of Ferry's that exists
+/// (a crashed run may have inserted one twice), or with `dry_run` only finds them. Returns
+/// them (`nat PREROUTING → KUBE-SERVICES`).
+fn remove_jumps(
+    runner: &mut impl IptablesRunner,
+    chains_of: &impl Fn(Table) -> Vec<String>,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let mut jumps = Vec::new();
+    for jump in jump_rules() {
+        let target = jump.args.last().cloned().unwrap_or_default();
+        if !chains_of(jump.table).contains(&target) {
+            continue;
+        }
+        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
+        args.extend(jump.args.iter().map(String::as_str));
+        let found = if dry_run {
+            runner.iptables(&args)?
+        } else {
+            args[2] = "-D";
+            let mut deleted = false;
+            while runner.iptables(&args)? {
+                deleted = true;
+            }
+            deleted
+        };
+        if found {
+            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
+        }
+    }
+    Ok(jumps)
+}
+
+/// The tools of both backends, both families, with their names (`ip6tables-legacy`).
+fn every_cli() -> impl Iterator<Item = (IptablesCli, String)> {
+    [IpFamily::V4, IpFamily::V6].into_iter().flat_map(|family| {
+        IptablesBackend::ALL.into_iter().map(move |backend| {
+            (
+                IptablesCli::for_family(backend, family),
+                backend.program_for(family, ""),
+            )
+        })
+    })
 }
 
 /// Removes Ferry's iptables and ip6tables chains and jumps from both backends in the current
-/// network namespace. A tool that is not installed is skipped.
-pub fn cleanup() -> Result<(), Error> {
-    for family in [IpFamily::V4, IpFamily::V6] {
-        for backend in IptablesBackend::ALL {
-            let mut cli = IptablesCli::for_family(backend, family);
-            match cleanup_with(&mut cli) {
-                Err(Error::Spawn { .. }) => continue,
-                other => other?,
-            }
+/// network namespace (or, dry, names them). A tool that is not installed is skipped.
+pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+    let mut out = Cleanup::default();
+    for (mut cli, tool) in every_cli() {
+        match cleanup_with(&mut cli, &tool, dry_run) {
+            Err(e) if not_installed(&e) => out.skipped.push(format!("{tool} is not installed")),
+            other => out.objects.extend(other?),
         }
     }
-    Ok(())
+    Ok(out)
+}
+
+/// kube-proxy's iptables-mode chains in either backend. They have the names of iptables mode's
+/// own chains.
+pub fn leftovers() -> Vec<Leftover> {
+    every_cli()
+        .filter_map(|(mut cli, tool)| {
+            // Only where iptables mode ran: kube-proxy's IPVS mode's chains (same names) are
+            // IPVS mode's leftovers.
+            let found = iptables_mode_ran(&tables(&cli.save(None).ok()?));
+            found.then(|| Leftover {
+                what: format!(
+                    "{tool} nat chain {KUBE_SERVICES} and the KUBE-* chains of kube-proxy's \
+                     iptables layout"
+                ),
+                shared: true,
+                remove: None,
+            })
+        })
+        .collect()
 }

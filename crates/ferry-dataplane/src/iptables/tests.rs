@@ -135,15 +135,22 @@ fn a_partial_sync_of_an_unchanged_service_sends_nothing() {
     assert_eq!(dp.runner().restores.len(), 1);
 }
 
-#[test]
-fn cleanup_removes_jumps_then_only_ferrys_chains() {
-    let mut fake = Fake {
+fn with_kube_chains() -> Fake {
+    Fake {
         save: "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FORWARD - [0:0]\n:MINE - [0:0]\nCOMMIT\n\
                *nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
             .into(),
+        present: ["-t nat PREROUTING -m comment --comment kubernetes service portals -j KUBE-SERVICES".to_owned()]
+            .into_iter()
+            .collect(),
         ..Fake::default()
-    };
-    cleanup_with(&mut fake).expect("cleanup");
+    }
+}
+
+#[test]
+fn cleanup_removes_jumps_then_only_ferrys_chains_and_says_which() {
+    let mut fake = with_kube_chains();
+    let removed = cleanup_with(&mut fake, "iptables-nft", false).expect("cleanup");
     let text = &fake.restores[0];
     for c in [
         "KUBE-FORWARD",
@@ -158,4 +165,33 @@ fn cleanup_removes_jumps_then_only_ferrys_chains() {
         .commands
         .iter()
         .any(|c| c.starts_with("-t nat -D PREROUTING")));
+    assert_eq!(
+        removed,
+        [
+            "iptables-nft jumps: nat PREROUTING → KUBE-SERVICES",
+            "iptables-nft filter chains: KUBE-FORWARD",
+            "iptables-nft nat chains: KUBE-SERVICES, KUBE-SVC-X, KUBE-PROXY-CANARY",
+        ]
+    );
+}
+
+#[test]
+fn a_dry_cleanup_names_the_same_objects_and_changes_nothing() {
+    let mut fake = with_kube_chains();
+    let would = cleanup_with(&mut fake, "iptables-nft", true).expect("dry cleanup");
+    assert!(fake.restores.is_empty(), "{:?}", fake.restores);
+    assert!(
+        fake.commands.iter().all(|c| !c.contains(" -D ")),
+        "{:?}",
+        fake.commands
+    );
+    let mut fake = with_kube_chains();
+    assert_eq!(
+        would,
+        cleanup_with(&mut fake, "iptables-nft", false).expect("cleanup")
+    );
+    let mut empty = Fake::default();
+    assert!(cleanup_with(&mut empty, "iptables-nft", false)
+        .expect("cleanup")
+        .is_empty());
 }

@@ -2,15 +2,20 @@
 //! real servers, kube-ipvs0's address and the ipset entries the explanation names, compared
 //! with what the cluster state compiles to on this node.
 
-use ferry_compile::ipvs::{service_line, NodeRules, VirtualAddress, DUMMY_DEVICE};
+use std::collections::BTreeMap;
+
+use ferry_compile::ipvs::{
+    service_line, NodeRules, VirtualAddress, VirtualServer, VirtualService, DUMMY_DEVICE,
+};
 use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::ClusterState;
 
 use super::client::IpvsClient;
+use super::genl::LiveRealServer;
 use super::link::Links;
 use super::{ipset, node, IpvsError};
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::Error;
 
 /// Reads the kernel and compares it with what `compiler` renders for `state`.
@@ -55,39 +60,9 @@ pub fn check(
             service_line(&va, vs)
         )),
         (Some(w), Some(vs)) => {
-            report.checked += 1;
-            if *vs != w.server {
-                report.differences.push(format!(
-                    "the kernel's virtual server is {}, Ferry programs {}",
-                    service_line(&va, vs),
-                    service_line(&va, &w.server)
-                ));
-            }
             let reals = client.real_servers(&va)?;
-            for rs in w.real_servers.values() {
-                report.checked += 1;
-                match reals.iter().find(|l| l.server.address == rs.address) {
-                    None => report
-                        .differences
-                        .push(format!("real server {} is missing from {va}", rs.address)),
-                    Some(l) if l.server != *rs => report.differences.push(format!(
-                        "real server {} of {va} has weight {} in the kernel, Ferry programs {}",
-                        rs.address, l.server.weight, rs.weight
-                    )),
-                    Some(_) => {}
-                }
-            }
-            for l in reals
-                .iter()
-                .filter(|l| !w.real_servers.contains_key(&l.server.address))
-            {
-                if l.server.weight != 0 {
-                    report.differences.push(format!(
-                        "the kernel's {va} has real server {}, which Ferry would not program",
-                        l.server.address
-                    ));
-                }
-            }
+            report.checked += 1 + w.real_servers.len();
+            report.differences.extend(compare(&va, w, vs, &reals));
             report.endpoints = reals
                 .iter()
                 .filter(|l| l.server.weight > 0)
@@ -105,6 +80,88 @@ pub fn check(
     }
     check_sets(trace, &mut report)?;
     Ok(report)
+}
+
+/// Where the kernel's virtual server `va` (settings `vs`, real servers `reals`) differs from
+/// the wanted one. Draining real servers (weight 0) are not differences.
+fn compare(
+    va: &VirtualAddress,
+    want: &VirtualService,
+    vs: &VirtualServer,
+    reals: &[LiveRealServer],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if *vs != want.server {
+        out.push(format!(
+            "the kernel's virtual server is {}, Ferry programs {}",
+            service_line(va, vs),
+            service_line(va, &want.server)
+        ));
+    }
+    for rs in want.real_servers.values() {
+        match reals.iter().find(|l| l.server.address == rs.address) {
+            None => out.push(format!("real server {} is missing from {va}", rs.address)),
+            Some(l) if l.server != *rs => out.push(format!(
+                "real server {} of {va} has weight {} in the kernel, Ferry programs {}",
+                rs.address, l.server.weight, rs.weight
+            )),
+            Some(_) => {}
+        }
+    }
+    for l in reals
+        .iter()
+        .filter(|l| !want.real_servers.contains_key(&l.server.address) && l.server.weight != 0)
+    {
+        out.push(format!(
+            "the kernel's {va} has real server {}, which Ferry would not program",
+            l.server.address
+        ));
+    }
+    out
+}
+
+/// `ferry status`: every service's virtual servers and kube-ipvs0 addresses in the kernel,
+/// compared with what `state` compiles to; virtual servers of the family no service wants are
+/// stray.
+pub fn kernel(compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+    let local = node::local_addresses()?;
+    let desired = NodeRules::new(compiler, &local).full(state);
+    let mut client = IpvsClient::open()?;
+    let table = client.table()?;
+    let bound = dummy_addresses()?;
+    let family = compiler.family();
+    if bound.is_none() && !table.keys().any(|va| va.family() == family) {
+        return Ok(KernelReport::absent(
+            desired.services.keys().cloned(),
+            "IPVS mode (no virtual server, no kube-ipvs0)",
+        ));
+    }
+    let bound = bound.unwrap_or_default();
+    let mut services = BTreeMap::new();
+    for (name, svc) in &desired.services {
+        let mut diffs = Vec::new();
+        for (va, want) in &svc.virtual_services {
+            match table.get(va) {
+                None => diffs.push(format!("virtual server {va} is missing")),
+                Some((vs, reals)) => diffs.extend(compare(va, want, vs, reals)),
+            }
+        }
+        for ip in svc.bind.iter().filter(|ip| !bound.contains(ip)) {
+            diffs.push(format!("{ip} is not an address of {DUMMY_DEVICE}"));
+        }
+        services.insert(name.clone(), diffs);
+    }
+    let wanted = desired.virtual_services();
+    let stray = table
+        .iter()
+        .filter(|(va, _)| va.family() == family && !wanted.contains_key(va))
+        .map(|(va, (vs, _))| format!("virtual server {}", service_line(va, vs)))
+        .collect();
+    Ok(KernelReport {
+        present: true,
+        services,
+        stray,
+    })
 }
 
 /// kube-ipvs0's addresses, `None` when it does not exist.

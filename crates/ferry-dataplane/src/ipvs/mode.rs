@@ -9,8 +9,9 @@ use super::applier::IpvsApplier;
 use super::client::IpvsClient;
 use super::live;
 use crate::iptables::{detect_backend, IptablesCli};
-use crate::live::LiveReport;
+use crate::live::{KernelReport, LiveReport};
 use crate::mode::{IptablesBackend, IpvsOptions, ModeOptions, NodeMode};
+use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::{Applier, Error};
 
@@ -49,6 +50,25 @@ impl NodeMode for IpvsMode {
         succeeds(&program, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
     }
 
+    /// `ipset` and the backend's iptables tools (IPVS itself is programmed over netlink),
+    /// CAP_NET_ADMIN, and CAP_NET_RAW for the legacy backend.
+    fn requirements(&self) -> Requirements {
+        let mut tools = vec![Tool::new("ipset", "ipset")];
+        tools.extend(
+            ["", "-save", "-restore"]
+                .into_iter()
+                .map(|t| Tool::new(self.backend.program(t), "iptables")),
+        );
+        let mut capabilities = vec![Capability::NetAdmin];
+        if self.backend == IptablesBackend::Legacy {
+            capabilities.push(Capability::NetRaw);
+        }
+        Requirements {
+            tools,
+            capabilities,
+        }
+    }
+
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
         Box::new(IpvsApplier::new(
             family,
@@ -64,5 +84,9 @@ impl NodeMode for IpvsMode {
         state: &ClusterState,
     ) -> Result<LiveReport, Error> {
         live::check(trace, compiler, state)
+    }
+
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        live::kernel(compiler, state)
     }
 }

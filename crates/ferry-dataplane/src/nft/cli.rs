@@ -70,7 +70,7 @@ impl NftRunner for NftCli {
 
 impl NftCli {
     /// Runs an `nft` listing and returns its stdout.
-    fn list(&self, args: &[&str]) -> Result<String, Error> {
+    pub(super) fn list(&self, args: &[&str]) -> Result<String, Error> {
         let out = Command::new(&self.program)
             .args(args)
             .output()

@@ -101,4 +101,4 @@ pub(super) fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> 
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

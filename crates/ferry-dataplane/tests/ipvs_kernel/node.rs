@@ -122,7 +122,8 @@ fn virtual_servers_in_exclude_cidrs_are_kept_and_others_replaced() {
 fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
     in_guest_netns(|| {
         let cleanup = entry(ProxyMode::Ipvs).cleanup;
-        cleanup().expect("nothing to clean is fine");
+        let nothing = cleanup(false).expect("nothing to clean is fine");
+        assert!(nothing.objects.is_empty(), "{nothing:?}");
         sync(IpvsOptions {
             exclude_cidrs: vec!["10.200.0.0/16".parse().expect("cidr")],
             ..IpvsOptions::default()
@@ -132,7 +133,14 @@ fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
             && iptables-nft -t nat -N OTHER && iptables-nft -t nat -A PREROUTING -j OTHER",
         );
         assert!(sh("ip -br link").contains("kube-ipvs0"));
-        cleanup().expect("cleanup");
+        // A dry run names IPVS mode's objects and removes none.
+        let dry = cleanup(true).expect("dry run").objects.join("\n");
+        for what in ["IPVS virtual servers: ", "ipsets: KUBE-", "link kube-ipvs0"] {
+            assert!(dry.contains(what), "{what}: {dry}");
+        }
+        assert!(sh("ip -br link").contains("kube-ipvs0"));
+        let done = cleanup(false).expect("cleanup").objects.join("\n");
+        assert_eq!(done, dry);
         let list = sh("ipvsadm -Ln");
         println!("{list}");
         assert!(list.contains("TCP  10.200.0.1:80 rr"), "{list}");
@@ -146,6 +154,7 @@ fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
         assert!(!nat.contains("KUBE-"), "{nat}");
         assert!(nat.contains("-A PREROUTING -j OTHER"), "{nat}");
         assert!(!sh("iptables-nft-save -t filter").contains("KUBE-"));
-        cleanup().expect("a second cleanup finds nothing");
+        let again = cleanup(false).expect("a second cleanup");
+        assert!(again.objects.is_empty(), "{again:?}");
     });
 }

@@ -189,6 +189,18 @@ impl Lab {
         Ok(())
     }
 
+    /// Adds a secondary address to a node's LAN interface (in the LAN's prefix, so the LAN's
+    /// hosts reach it directly). The node keeps its primary address for everything it sends.
+    /// Removed with the lab.
+    pub fn add_node_address(&self, node: &str, ip: Ipv4Addr) -> Result<(), LabError> {
+        let ns = self.node(node)?.netns.clone();
+        let prefix_len = self.spec.lan.prefix_len();
+        let mut b = IpBatch::new(Some(&ns));
+        b.line(format!("addr add {ip}/{prefix_len} dev eth0"));
+        b.run()?;
+        Ok(())
+    }
+
     /// Creates pod `name` on `node` with `ip`, calico-style. On failure the pod's namespace is
     /// removed again.
     pub(super) fn create_pod(

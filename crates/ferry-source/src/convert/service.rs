@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ferry_model::{
-    IpFamily, ObjectRef, Service, ServiceName, ServicePort, ServiceType, SessionAffinity,
-    TrafficDistribution, TrafficPolicy,
+    IpFamily, Labels, ObjectRef, Selector, Service, ServiceName, ServicePort, ServiceType,
+    SessionAffinity, TrafficDistribution, TrafficPolicy,
 };
 use k8s_openapi::api::core::v1 as k8s;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{cidr, ignored_by_labels, ip, namespaced_ref, non_empty, port, protocol};
+use super::{cidr, ignored_by_labels, ip, namespaced_ref, non_empty, port, port_ref, protocol};
 use crate::InvalidObject;
 
 /// Default `sessionAffinityConfig.clientIP.timeoutSeconds` (3 hours), as the API server sets it.
@@ -23,8 +24,8 @@ pub const MAX_AFFINITY_TIMEOUT_SECONDS: u32 = 86_400;
 ///
 /// Beyond the API server's rules, a Service must carry what an allocator would normally fill in,
 /// since in standalone mode nothing allocates: a ClusterIP (`spec.clusterIP`), and a `nodePort`
-/// on every port of a NodePort Service (and of a LoadBalancer Service unless
-/// `allocateLoadBalancerNodePorts: false`).
+/// on every port of a NodePort Service. A LoadBalancer port without a `nodePort` has no
+/// NodePort, as upstream.
 pub fn service(svc: &k8s::Service) -> Result<Option<Service>, InvalidObject> {
     let object = namespaced_ref("Service", &svc.metadata)?;
     if ignored_by_labels(&svc.metadata) {
@@ -98,6 +99,11 @@ pub fn service(svc: &k8s::Service) -> Result<Option<Service>, InvalidObject> {
         session_affinity,
         health_check_node_port,
         traffic_distribution: traffic_distribution(spec.traffic_distribution.as_deref()),
+        selector: spec
+            .selector
+            .as_ref()
+            .and_then(|s| Selector::new(Labels::new(s))),
+        publish_not_ready_addresses: spec.publish_not_ready_addresses == Some(true),
     }))
 }
 
@@ -184,11 +190,10 @@ fn ports(
             "must have at least one port",
         ));
     }
-    let node_port_required = match service_type {
-        ServiceType::ClusterIp => false,
-        ServiceType::NodePort => true,
-        ServiceType::LoadBalancer => spec.allocate_load_balancer_node_ports != Some(false),
-    };
+    // A LoadBalancer port without a nodePort is programmed without one (its ClusterIP and
+    // load-balancer IPs still work), as kube-proxy does: the API server accepts it
+    // (`allocateLoadBalancerNodePorts: false`, or a manifest written before allocation).
+    let node_port_required = service_type == ServiceType::NodePort;
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     let mut ports: Vec<ServicePort> = Vec::with_capacity(raw.len());
     for (i, p) in raw.iter().enumerate() {
@@ -256,11 +261,18 @@ fn ports(
             }
             _ => {}
         }
+        // The API server defaults an unset (or zero, or empty) targetPort to the port.
+        let target_port = match &p.target_port {
+            None | Some(IntOrString::Int(0)) => ferry_model::PortRef::Number(number),
+            Some(IntOrString::String(s)) if s.is_empty() => ferry_model::PortRef::Number(number),
+            Some(target) => port_ref(target, object, &at("targetPort"))?,
+        };
         ports.push(ServicePort {
             name: name.to_owned(),
             protocol: proto,
             port: number,
             node_port,
+            target_port,
         });
     }
     Ok(ports)

@@ -7,6 +7,7 @@ use crate::InvalidObject;
 mod endpoints;
 mod family;
 mod node;
+mod pod;
 mod service;
 mod slice;
 mod topology;

@@ -48,13 +48,13 @@ impl RawScan {
 /// Reads PATH: a file, or a directory read recursively.
 pub(super) fn read(path: &Path) -> RawScan {
     let mut scan = RawScan::default();
-    let mut files = Vec::new();
-    match fs::metadata(path) {
-        Err(e) => scan.broken(path, format!("cannot read: {e}")),
-        Ok(meta) if meta.is_dir() => walk(path, &mut files, &mut BTreeSet::new(), &mut scan),
-        Ok(_) => files.push(path.to_path_buf()),
+    let (files, errors) = files(path);
+    for e in errors {
+        if let Some(f) = &e.file {
+            scan.broken.push(f.clone());
+        }
+        scan.errors.push(e);
     }
-    files.sort();
     for file in files {
         read_file(&file, &mut scan);
     }
@@ -108,19 +108,7 @@ pub(super) fn is_manifest(path: &Path) -> bool {
 
 /// Reads one file's documents into `scan`.
 fn read_file(file: &Path, scan: &mut RawScan) {
-    let text = match fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) => return scan.broken(file, format!("cannot read: {e}")),
-    };
-    let is_json = file
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-    let documents = if is_json {
-        parse_json(&text)
-    } else {
-        parse_yaml(&text)
-    };
-    match documents {
+    match file_documents(file) {
         Ok(documents) => {
             for (index, value) in documents.into_iter().enumerate() {
                 document(file, index, value, None, &mut scan.docs);
@@ -128,6 +116,44 @@ fn read_file(file: &Path, scan: &mut RawScan) {
         }
         Err(reason) => scan.broken(file, reason),
     }
+}
+
+/// The documents of one file (a JSON file holds one), or why it cannot be read.
+pub(super) fn file_documents(file: &Path) -> Result<Vec<Value>, String> {
+    let text = fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
+    let is_json = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+    if is_json {
+        parse_json(&text)
+    } else {
+        parse_yaml(&text)
+    }
+}
+
+/// The manifest files under PATH (PATH itself when it is a file), in read order, and the
+/// problems met walking there.
+pub(super) fn files(path: &Path) -> (Vec<PathBuf>, Vec<InvalidObject>) {
+    let mut scan = RawScan::default();
+    let mut files = Vec::new();
+    match fs::metadata(path) {
+        Err(e) => scan.broken(path, format!("cannot read: {e}")),
+        Ok(meta) if meta.is_dir() => walk(path, &mut files, &mut BTreeSet::new(), &mut scan),
+        Ok(_) => files.push(path.to_path_buf()),
+    }
+    files.sort();
+    (files, scan.errors)
+}
+
+/// Converts one document (or list item) as the loader does: the objects it stands for (none
+/// for kinds Ferry does not read), or its problems.
+pub(super) fn convert_document(
+    file: &Path,
+    value: Value,
+) -> Vec<Result<Vec<Object>, InvalidObject>> {
+    let mut docs = Vec::new();
+    document(file, 0, value, None, &mut docs);
+    docs.into_iter().map(|d| d.outcome).collect()
 }
 
 fn parse_json(text: &str) -> Result<Vec<Value>, String> {
@@ -169,6 +195,7 @@ enum Kind {
     EndpointSlice,
     Endpoints,
     Node,
+    Pod,
 }
 
 impl Kind {
@@ -178,6 +205,7 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Node") => Some(Kind::Node),
+            ("v1", "Pod") => Some(Kind::Pod),
             _ => None,
         }
     }
@@ -188,6 +216,7 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Endpoints => "Endpoints",
             Kind::Node => "Node",
+            Kind::Pod => "Pod",
         }
     }
 }
@@ -309,6 +338,7 @@ fn convert_value(
             .map(Object::EndpointSlice)
             .collect(),
         Kind::Node => vec![Object::Node(convert::node(&typed(value, object)?)?)],
+        Kind::Pod => vec![Object::Pod(convert::pod(&typed(value, object)?)?)],
     })
 }
 

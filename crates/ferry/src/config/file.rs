@@ -1,324 +1,167 @@
-//! The `kubeproxy.config.k8s.io/v1alpha1` `KubeProxyConfiguration` file.
+//! Reading a `KubeProxyConfiguration` file as kube-proxy does: the file itself, or the ConfigMap
+//! that carries it (`kubectl -n kube-system get cm kube-proxy -o yaml` output: its
+//! `config.conf`). Every field upstream knows is read; an unknown one is one warning naming the
+//! file, the field's path and the field it most likely meant (kube-proxy's lenient decoding
+//! also ignores it). A value of the wrong type is an error naming file and path.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::Path;
 
-use ipnet::IpNet;
 use serde_json::{Map, Value};
 
-use ferry_compile::NodePortAddresses;
+use super::kube_proxy::{KubeProxyConfiguration, API_VERSION, KIND};
+use super::ConfigError;
+use crate::suggest::unknown_fields;
 
-use super::{
-    check_masquerade_bit, parse_bind_address, parse_cidrs, parse_duration,
-    parse_node_port_addresses, ConfigError, DetectLocalMode, IpvsFileConfig, ProxyMode,
-};
+mod lift;
 
-/// Prefix of the warning for a field KubeProxyConfiguration does not have.
+/// Text of the warning for a field KubeProxyConfiguration does not have.
 pub const UNKNOWN_FIELD: &str = "unknown field";
 
-/// What the file sets (`None`: not set).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// The key of kubeadm's kube-proxy ConfigMap that holds the configuration.
+pub const CONFIG_MAP_KEY: &str = "config.conf";
+
+/// A configuration file, read.
+#[derive(Debug, Clone, PartialEq)]
 pub struct FileConfig {
-    /// `hostnameOverride`.
-    pub hostname_override: Option<String>,
-    /// `mode`.
-    pub mode: Option<ProxyMode>,
-    /// `clusterCIDR` (or `detectLocal.clusterCIDRs`).
-    pub cluster_cidrs: Option<Vec<IpNet>>,
-    /// `detectLocalMode`.
-    pub detect_local_mode: Option<DetectLocalMode>,
-    /// `nodePortAddresses`.
-    pub node_port_addresses: Option<NodePortAddresses>,
-    /// `masqueradeAll`.
-    pub masquerade_all: Option<bool>,
-    /// `nftables.masqueradeBit` / `iptables.masqueradeBit`.
-    pub masquerade_bit: Option<u8>,
-    /// `syncPeriod` / `nftables.syncPeriod`.
-    pub sync_period: Option<Duration>,
-    /// `minSyncPeriod` / `nftables.minSyncPeriod`.
-    pub min_sync_period: Option<Duration>,
-    /// `healthzBindAddress` (`Some(None)`: set empty, the server is off).
-    pub healthz_bind_address: Option<Option<SocketAddr>>,
-    /// `metricsBindAddress` (`Some(None)`: set empty, the server is off).
-    pub metrics_bind_address: Option<Option<SocketAddr>>,
-    /// `clientConnection.kubeconfig`.
-    pub kubeconfig: Option<PathBuf>,
-    /// `ipvs.*`.
-    pub ipvs: IpvsFileConfig,
-    /// Fields that are unknown, or known to kube-proxy but not used by Ferry: reported, not
-    /// silently dropped.
+    /// What it says (zero values still unset: defaults are applied later).
+    pub config: KubeProxyConfiguration,
+    /// How messages name it: the path, plus `data[config.conf]` for a ConfigMap.
+    pub name: String,
+    /// Unknown fields, and fields read from another version's place.
     pub warnings: Vec<String>,
 }
 
-/// KubeProxyConfiguration fields Ferry reads.
-const USED: &[&str] = &[
-    "apiVersion",
-    "kind",
-    "hostnameOverride",
-    "mode",
-    "clusterCIDR",
-    "detectLocalMode",
-    "detectLocal",
-    "nodePortAddresses",
-    "masqueradeAll",
-    "nftables",
-    "iptables",
-    "syncPeriod",
-    "minSyncPeriod",
-    "healthzBindAddress",
-    "metricsBindAddress",
-    "clientConnection",
-    "ipvs",
-];
-
-/// KubeProxyConfiguration fields Ferry accepts but does not use (yet).
-const NOT_USED: &[&str] = &[
-    "bindAddress",
-    "bindAddressHardFail",
-    "configSyncPeriod",
-    "conntrack",
-    "enableProfiling",
-    "featureGates",
-    "logging",
-    "oomScoreAdj",
-    "portRange",
-    "showHiddenMetricsForVersion",
-    "winkernel",
-];
-
-struct Reader<'a> {
-    file: &'a str,
-}
-
-impl Reader<'_> {
-    fn err(&self, field: &str, message: impl Into<String>) -> ConfigError {
-        ConfigError::new(format!("{}: {field}", self.file), message)
-    }
-
-    fn string<'v>(
-        &self,
-        obj: &'v Map<String, Value>,
-        field: &str,
-        path: &str,
-    ) -> Result<Option<&'v str>, ConfigError> {
-        match obj.get(field) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(self.err(path, format!("must be a string, got {other}"))),
-        }
-    }
-
-    fn duration(
-        &self,
-        obj: &Map<String, Value>,
-        field: &str,
-        path: &str,
-    ) -> Result<Option<Duration>, ConfigError> {
-        self.string(obj, field, path)?
-            .map(|s| parse_duration(s).map_err(|m| self.err(path, m)))
-            .transpose()
-    }
-
-    fn bit(&self, obj: &Map<String, Value>, path: &str) -> Result<Option<u8>, ConfigError> {
-        match obj.get("masqueradeBit") {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => {
-                let v = n
-                    .as_i64()
-                    .ok_or_else(|| self.err(path, format!("must be an integer, got {n}")))?;
-                check_masquerade_bit(&format!("{}: {path}", self.file), v).map(Some)
-            }
-            Some(other) => Err(self.err(path, format!("must be an integer, got {other}"))),
-        }
-    }
-}
-
 impl FileConfig {
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new("--config", format!("cannot read {shown}: {e}")))?;
+        Self::parse(&shown, &text)
+    }
+
     /// Parses the file's text. `file` names it in messages.
     pub fn parse(file: &str, text: &str) -> Result<FileConfig, ConfigError> {
-        let r = Reader { file };
-        let value: Value = serde_saphyr::from_str(text)
-            .map_err(|e| ConfigError::new(file, format!("not valid YAML: {e}")))?;
-        let Value::Object(obj) = value else {
+        let value = yaml(file, text)?;
+        let (name, value) = match kind(&value) {
+            Some("ConfigMap") => from_config_map(file, &value)?,
+            _ => (file.to_owned(), value),
+        };
+        let Value::Object(mut obj) = value else {
             return Err(ConfigError::new(
-                file,
-                "must be a KubeProxyConfiguration object",
+                &name,
+                format!("must be a {KIND} object, got {}", describe(&value)),
             ));
         };
-        match r.string(&obj, "kind", "kind")? {
-            Some("KubeProxyConfiguration") => {}
-            other => {
-                return Err(r.err(
-                    "kind",
-                    format!("must be KubeProxyConfiguration, got {other:?}"),
-                ))
-            }
+        check_type(&name, &obj)?;
+        let mut warnings = Vec::new();
+        let v1alpha2 = obj.get("apiVersion").and_then(Value::as_str) != Some(API_VERSION);
+        lift::lift(&mut obj, v1alpha2, &name, &mut warnings);
+        let value = Value::Object(obj);
+        for field in unknown_fields(&value, &KubeProxyConfiguration::field_tree()) {
+            let hint = field
+                .suggestion
+                .map(|s| format!(" (did you mean {s:?}?)"))
+                .unwrap_or_default();
+            warnings.push(format!(
+                "{name}: {}: {UNKNOWN_FIELD} of {KIND}, ignored{hint}",
+                field.path
+            ));
         }
-        match r.string(&obj, "apiVersion", "apiVersion")? {
-            Some("kubeproxy.config.k8s.io/v1alpha1") | Some("kubeproxy.config.k8s.io/v1alpha2") => {
-            }
-            other => {
-                return Err(r.err(
-                    "apiVersion",
-                    format!("must be kubeproxy.config.k8s.io/v1alpha1, got {other:?}"),
-                ))
-            }
-        }
-        let mut out = FileConfig::default();
-        for key in obj.keys() {
-            if NOT_USED.contains(&key.as_str()) {
-                out.warnings
-                    .push(format!("{file}: {key}: accepted but not used by Ferry"));
-            } else if !USED.contains(&key.as_str()) {
-                out.warnings.push(format!(
-                    "{file}: {key}: {UNKNOWN_FIELD} of KubeProxyConfiguration, ignored"
-                ));
-            }
-        }
-        out.hostname_override = r
-            .string(&obj, "hostnameOverride", "hostnameOverride")?
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
-        out.mode = r
-            .string(&obj, "mode", "mode")?
-            .map(|m| ProxyMode::parse(m).map_err(|e| r.err("mode", e)))
-            .transpose()?;
-        out.detect_local_mode = r
-            .string(&obj, "detectLocalMode", "detectLocalMode")?
-            .map(|m| DetectLocalMode::parse(m).map_err(|e| r.err("detectLocalMode", e)))
-            .transpose()?;
-        if let Some(cidrs) = r
-            .string(&obj, "clusterCIDR", "clusterCIDR")?
-            .filter(|s| !s.is_empty())
-        {
-            out.cluster_cidrs = Some(parse_cidrs(&format!("{file}: clusterCIDR"), cidrs)?);
-        }
-        if let Some(Value::Object(dl)) = obj.get("detectLocal") {
-            if let Some(Value::Array(items)) = dl.get("clusterCIDRs") {
-                let mut nets = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let place = format!("detectLocal.clusterCIDRs[{i}]");
-                    let s = item
-                        .as_str()
-                        .ok_or_else(|| r.err(&place, "must be a string"))?;
-                    nets.extend(parse_cidrs(&format!("{file}: {place}"), s)?);
-                }
-                if !nets.is_empty() {
-                    out.cluster_cidrs = Some(nets);
-                }
-            }
-        }
-        match obj.get("nodePortAddresses") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(items)) => {
-                let mut strs = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    strs.push(item.as_str().ok_or_else(|| {
-                        r.err(&format!("nodePortAddresses[{i}]"), "must be a string")
-                    })?);
-                }
-                out.node_port_addresses = Some(parse_node_port_addresses(
-                    &format!("{file}: nodePortAddresses"),
-                    strs,
-                )?);
-            }
-            Some(other) => {
-                return Err(r.err("nodePortAddresses", format!("must be a list, got {other}")))
-            }
-        }
-        out.masquerade_all = match obj.get("masqueradeAll") {
-            None | Some(Value::Null) => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(other) => {
-                return Err(r.err(
-                    "masqueradeAll",
-                    format!("must be true or false, got {other}"),
-                ))
-            }
-        };
-        for (field, slot) in [
-            ("healthzBindAddress", &mut out.healthz_bind_address),
-            ("metricsBindAddress", &mut out.metrics_bind_address),
-        ] {
-            if let Some(s) = r.string(&obj, field, field)? {
-                *slot = Some(parse_bind_address(&format!("{file}: {field}"), s)?);
-            }
-        }
-        out.kubeconfig = client_connection(&r, &obj, &mut out.warnings)?;
-        out.sync_period = r.duration(&obj, "syncPeriod", "syncPeriod")?;
-        out.min_sync_period = r.duration(&obj, "minSyncPeriod", "minSyncPeriod")?;
-        // Per-mode sections: the section of the chosen mode (nftables by default) wins over the
-        // other for the bit, and over the top level for the periods (v1alpha1 keeps them per
-        // mode; v1alpha2 moved them up).
-        let own = match out.mode {
-            Some(ProxyMode::Iptables) => "iptables",
-            _ => "nftables",
-        };
-        let order = if own == "iptables" {
-            ["nftables", "iptables"]
-        } else {
-            ["iptables", "nftables"]
-        };
-        for section in order {
-            match obj.get(section) {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(sec)) => {
-                    if let Some(bit) = r.bit(sec, &format!("{section}.masqueradeBit"))? {
-                        out.masquerade_bit = Some(bit);
-                    }
-                    if section == own {
-                        let place = format!("{section}.syncPeriod");
-                        if let Some(d) = r.duration(sec, "syncPeriod", &place)? {
-                            out.sync_period = Some(d);
-                        }
-                        let place = format!("{section}.minSyncPeriod");
-                        if let Some(d) = r.duration(sec, "minSyncPeriod", &place)? {
-                            out.min_sync_period = Some(d);
-                        }
-                    }
-                }
-                Some(other) => {
-                    return Err(r.err(section, format!("must be an object, got {other}")))
-                }
-            }
-        }
-        out.ipvs = IpvsFileConfig::parse(file, &obj)?;
-        if out.mode == Some(ProxyMode::Ipvs) {
-            // IPVS mode's periods are in its own section (v1alpha1), like the other modes'.
-            out.sync_period = out.ipvs.sync_period.or(out.sync_period);
-            out.min_sync_period = out.ipvs.min_sync_period.or(out.min_sync_period);
-        }
-        Ok(out)
+        let config: KubeProxyConfiguration =
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                ConfigError::new(format!("{name}: {}", e.path()), e.inner().to_string())
+            })?;
+        Ok(FileConfig {
+            config,
+            name,
+            warnings,
+        })
     }
 }
 
-/// `clientConnection`: `kubeconfig` is used; kube-proxy's other fields (`qps`, `burst`,
-/// `contentType`, `acceptContentTypes`) are accepted with a warning.
-fn client_connection(
-    r: &Reader<'_>,
-    obj: &Map<String, Value>,
-    warnings: &mut Vec<String>,
-) -> Result<Option<PathBuf>, ConfigError> {
-    let section = match obj.get("clientConnection") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(section)) => section,
-        Some(other) => {
-            return Err(r.err(
-                "clientConnection",
-                format!("must be an object, got {other}"),
-            ))
-        }
+fn yaml(name: &str, text: &str) -> Result<Value, ConfigError> {
+    if text.trim().is_empty() {
+        return Err(ConfigError::new(name, format!("is empty (want a {KIND})")));
+    }
+    serde_saphyr::from_str(text).map_err(|e| ConfigError::new(name, format!("not valid YAML: {e}")))
+}
+
+fn kind(value: &Value) -> Option<&str> {
+    value.get("kind").and_then(Value::as_str)
+}
+
+/// A value as a message shows it: `"ConfigMap"`, `a number`, `nothing` (never Rust's debug
+/// text).
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "nothing".to_owned(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::Array(_) => "a list".to_owned(),
+        Value::Object(_) => "an object".to_owned(),
+    }
+}
+
+/// The KubeProxyConfiguration a ConfigMap carries: its `config.conf` (kubeadm's key), or else
+/// its only value that is one.
+fn from_config_map(file: &str, cm: &Value) -> Result<(String, Value), ConfigError> {
+    let data = cm.get("data").and_then(Value::as_object);
+    let entries: Vec<(&String, &str)> = data
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k, v.as_str()?)))
+        .collect();
+    let chosen = entries
+        .iter()
+        .find(|(k, _)| k.as_str() == CONFIG_MAP_KEY)
+        .or_else(|| {
+            let mut found = entries
+                .iter()
+                .filter(|(_, text)| text.contains(&format!("kind: {KIND}")));
+            let first = found.next();
+            first.filter(|_| found.next().is_none())
+        });
+    let Some((key, text)) = chosen else {
+        let keys: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
+        return Err(ConfigError::new(
+            format!("{file}: data"),
+            format!(
+                "this ConfigMap has no {CONFIG_MAP_KEY} holding a {KIND} (its keys: {})",
+                if keys.is_empty() {
+                    "none".to_owned()
+                } else {
+                    keys.join(", ")
+                }
+            ),
+        ));
     };
-    for key in section.keys().filter(|k| *k != "kubeconfig") {
-        warnings.push(format!(
-            "{}: clientConnection.{key}: accepted but not used by Ferry",
-            r.file
+    let name = format!("{file}: data[{key}]");
+    let value = yaml(&name, text)?;
+    Ok((name, value))
+}
+
+fn check_type(name: &str, obj: &Map<String, Value>) -> Result<(), ConfigError> {
+    let field = |f: &str| obj.get(f).unwrap_or(&Value::Null);
+    if kind_is(field("kind"), KIND).is_err() {
+        return Err(ConfigError::new(
+            format!("{name}: kind"),
+            format!("must be {KIND}, got {}", describe(field("kind"))),
         ));
     }
-    Ok(
-        r.string(section, "kubeconfig", "clientConnection.kubeconfig")?
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from),
-    )
+    match field("apiVersion").as_str() {
+        Some(API_VERSION | "kubeproxy.config.k8s.io/v1alpha2") => Ok(()),
+        _ => Err(ConfigError::new(
+            format!("{name}: apiVersion"),
+            format!(
+                "must be {API_VERSION} (or v1alpha2), got {}",
+                describe(field("apiVersion"))
+            ),
+        )),
+    }
+}
+
+fn kind_is(value: &Value, want: &str) -> Result<(), ()> {
+    (value.as_str() == Some(want)).then_some(()).ok_or(())
 }

@@ -1,69 +1,220 @@
+use std::path::Path;
 use std::time::Duration;
 
 use super::file::UNKNOWN_FIELD;
 use super::*;
+use crate::cli::RunArgs;
+
+const HEAD: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n";
 
 fn parse(text: &str) -> Result<FileConfig, ConfigError> {
     FileConfig::parse("kube-proxy.yaml", text)
 }
 
-const HEAD: &str = "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n";
+/// `ferry run --config FILE` with `text` as FILE (named kube-proxy.yaml) and `flags` set.
+fn resolve_with(
+    text: &str,
+    flags: impl FnOnce(&mut RunArgs),
+) -> Result<(Config, Vec<String>), ConfigError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("kube-proxy.yaml");
+    std::fs::write(&path, text).expect("write");
+    let mut args = RunArgs {
+        config: Some(path),
+        hostname_override: Some("n1".to_owned()),
+        ..RunArgs::default()
+    };
+    flags(&mut args);
+    args.resolve()
+}
+
+/// The health and metrics servers' addresses (`off` when disabled).
+fn servers(c: &Config) -> [String; 2] {
+    [c.healthz_bind_address, c.metrics_bind_address]
+        .map(|a| a.map_or_else(|| "off".to_owned(), |a| a.to_string()))
+}
+
+fn resolve(text: &str) -> Result<(Config, Vec<String>), ConfigError> {
+    resolve_with(text, |_| {})
+}
+
+fn data(file: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn kubeadms_configmap_loads_as_is_with_upstreams_defaults() {
+    let (c, warnings) = resolve(&data("kubeadm-kube-proxy-configmap.yaml")).expect("loads");
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(servers(&c), ["0.0.0.0:10256", "127.0.0.1:10249"]);
+    assert_eq!(c.sync_period, Duration::from_secs(30));
+    assert_eq!(c.min_sync_period, Duration::from_secs(1));
+    assert_eq!(c.masquerade_bit, 14);
+    assert_eq!(c.mode, ProxyMode::Nftables);
+    assert_eq!(
+        c.cluster_cidrs,
+        vec!["10.244.0.0/16".parse::<IpNet>().expect("net")]
+    );
+    assert!(c.node_port_addresses.is_default());
+    assert_eq!(
+        c.kubeconfig.as_deref(),
+        Some(Path::new("/var/lib/kube-proxy/kubeconfig.conf"))
+    );
+    assert_eq!(c.kube_proxy.oom_score_adj, Some(-999));
+    assert_eq!(c.kube_proxy.conntrack.max_per_core, Some(32768));
+}
+
+#[test]
+fn an_older_kubeadm_config_with_removed_fields_loads_without_warnings() {
+    let (c, warnings) = resolve(&data("kubeadm-1.25-kube-proxy-config.conf")).expect("loads");
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(c.sync_period, Duration::from_secs(30));
+}
+
+#[test]
+fn a_configmap_without_config_conf_names_its_keys() {
+    let err = parse("apiVersion: v1\nkind: ConfigMap\ndata:\n  other: x\n").expect_err("no config");
+    assert_eq!(err.place, "kube-proxy.yaml: data");
+    assert!(
+        err.message.contains("config.conf") && err.message.contains("other"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_wrong_kind_or_version_is_named_plainly() {
+    for (text, place, got) in [
+        (
+            "apiVersion: apps/v1\nkind: Deployment\n",
+            "kind",
+            "got \"Deployment\"",
+        ),
+        ("apiVersion: v1\n", "kind", "got nothing"),
+        (
+            "kind: KubeProxyConfiguration\napiVersion: 7\n",
+            "apiVersion",
+            "got 7",
+        ),
+    ] {
+        let err = parse(text).expect_err(text);
+        assert_eq!(err.place, format!("kube-proxy.yaml: {place}"), "{err}");
+        assert!(err.message.contains(got), "{err}");
+        assert!(
+            !err.to_string().contains("Some("),
+            "no Rust debug text: {err}"
+        );
+    }
+}
 
 #[test]
 fn reads_the_supported_fields() {
-    let f = parse(&format!(
+    let (c, warnings) = resolve(&format!(
         "{HEAD}hostnameOverride: k8s-node1\nmode: nftables\nclusterCIDR: 192.168.0.0/16\n\
-         detectLocalMode: NodeCIDR\nnodePortAddresses: [10.1.1.0/24]\nmasqueradeAll: true\n\
-         nftables:\n  masqueradeBit: 13\n  syncPeriod: 1m\n  minSyncPeriod: 500ms\n"
+         detectLocalMode: NodeCIDR\nnodePortAddresses: [10.1.1.0/24]\n\
+         nftables:\n  masqueradeAll: true\n  masqueradeBit: 13\n  syncPeriod: 1m\n  minSyncPeriod: 500ms\n"
     ))
     .expect("valid");
-    assert_eq!(f.hostname_override.as_deref(), Some("k8s-node1"));
-    assert_eq!(f.mode, Some(ProxyMode::Nftables));
-    assert_eq!(
-        f.cluster_cidrs,
-        Some(vec!["192.168.0.0/16".parse().expect("net")])
-    );
-    assert_eq!(f.detect_local_mode, Some(DetectLocalMode::NodeCidr));
-    assert_eq!(f.node_port_addresses.map(|n| n.cidrs.len()), Some(1));
-    assert_eq!(f.masquerade_all, Some(true));
-    assert_eq!(f.masquerade_bit, Some(13));
-    assert_eq!(f.sync_period, Some(Duration::from_secs(60)));
-    assert_eq!(f.min_sync_period, Some(Duration::from_millis(500)));
-    assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+    assert_eq!(c.node_name, "n1", "the flag wins over hostnameOverride");
+    assert_eq!(c.mode, ProxyMode::Nftables);
+    assert_eq!(c.detect_local_mode, DetectLocalMode::NodeCidr);
+    assert_eq!(c.node_port_addresses.cidrs.len(), 1);
+    assert!(c.masquerade_all);
+    assert_eq!(c.masquerade_bit, 13);
+    assert_eq!(c.sync_period, Duration::from_secs(60));
+    assert_eq!(c.min_sync_period, Duration::from_millis(500));
+    assert!(warnings.is_empty(), "{warnings:?}");
 }
 
 #[test]
 fn iptables_mode_takes_its_bit_and_periods_from_the_iptables_section() {
-    let f = parse(&format!(
+    let (c, _) = resolve(&format!(
         "{HEAD}mode: iptables\niptables:\n  masqueradeBit: 12\n  syncPeriod: 10s\n\
          nftables:\n  masqueradeBit: 13\n  syncPeriod: 1m\n"
     ))
     .expect("valid");
-    assert_eq!(f.mode, Some(ProxyMode::Iptables));
-    assert_eq!(f.masquerade_bit, Some(12));
-    assert_eq!(f.sync_period, Some(Duration::from_secs(10)));
+    assert_eq!(c.mode, ProxyMode::Iptables);
+    assert_eq!(c.masquerade_bit, 12);
+    assert_eq!(c.sync_period, Duration::from_secs(10));
 }
 
 #[test]
-fn unknown_fields_are_reported_not_dropped() {
-    let f = parse(&format!(
-        "{HEAD}clusterCidr: 10.0.0.0/8\nbindAddress: 0.0.0.0\n"
+fn an_empty_mode_reads_the_iptables_section_as_kube_proxy_does() {
+    let (c, _) = resolve(&format!(
+        "{HEAD}mode: \"\"\niptables:\n  masqueradeAll: true\n  syncPeriod: 10s\n  minSyncPeriod: 2s\n"
     ))
     .expect("valid");
-    assert!(
-        f.warnings
-            .iter()
-            .any(|w| w.contains("clusterCidr") && w.contains(UNKNOWN_FIELD)),
-        "{:?}",
-        f.warnings
+    assert_eq!(c.mode, ProxyMode::Nftables);
+    assert!(c.masquerade_all);
+    assert_eq!(c.sync_period, Duration::from_secs(10));
+    assert_eq!(c.min_sync_period, Duration::from_secs(2));
+}
+
+#[test]
+fn unknown_fields_are_reported_with_path_and_likely_name() {
+    let f = parse(&format!(
+        "{HEAD}clusterCidr: 10.0.0.0/8\niptables:\n  masqueradeBits: 3\nbanana: 1\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        f.warnings,
+        [
+            format!("kube-proxy.yaml: banana: {UNKNOWN_FIELD} of KubeProxyConfiguration, ignored"),
+            format!(
+                "kube-proxy.yaml: clusterCidr: {UNKNOWN_FIELD} of KubeProxyConfiguration, ignored \
+                 (did you mean \"clusterCIDR\"?)"
+            ),
+            format!(
+                "kube-proxy.yaml: iptables.masqueradeBits: {UNKNOWN_FIELD} of \
+                 KubeProxyConfiguration, ignored (did you mean \"masqueradeBit\"?)"
+            ),
+        ]
     );
+}
+
+#[test]
+fn fields_kube_proxy_has_but_ferry_does_not_use_are_named_when_set() {
+    let (_, warnings) = resolve(&format!(
+        "{HEAD}enableProfiling: true\nconntrack:\n  maxPerCore: 0\nfeatureGates:\n  Foo: true\n"
+    ))
+    .expect("valid");
+    for field in ["enableProfiling", "conntrack", "featureGates"] {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains(&format!("kube-proxy.yaml: {field}: set, but not used"))),
+            "{field}: {warnings:?}"
+        );
+    }
+}
+
+#[test]
+fn v1alpha2_fields_are_read_and_named_in_a_v1alpha1_file() {
+    let (c, warnings) = resolve(&format!(
+        "{HEAD}syncPeriod: 20s\nminSyncPeriod: 2s\ndetectLocal:\n  clusterCIDRs: [10.0.0.0/8]\n"
+    ))
+    .expect("valid");
+    assert_eq!(c.sync_period, Duration::from_secs(20));
+    assert_eq!(c.min_sync_period, Duration::from_secs(2));
+    assert_eq!(c.cluster_cidrs.len(), 1);
     assert!(
-        f.warnings
+        warnings
             .iter()
-            .any(|w| w.contains("bindAddress") && w.contains("not used")),
-        "{:?}",
-        f.warnings
+            .any(|w| w.contains("syncPeriod: a v1alpha2 field")),
+        "{warnings:?}"
     );
+    let (c, warnings) = resolve(
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha2\nkind: KubeProxyConfiguration\n\
+         detectLocal:\n  clusterCIDRs: [10.0.0.0/8]\nsyncPeriod: 20s\nlinux:\n  masqueradeAll: true\nhealthzBindAddresses: [0.0.0.0/0]\n\
+         healthzBindPort: 10300\nmetricsBindPort: 10301\n",
+    )
+    .expect("valid v1alpha2");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.sync_period, Duration::from_secs(20));
+    assert!(c.masquerade_all);
+    assert_eq!(servers(&c), ["0.0.0.0:10300", "127.0.0.1:10301"]);
 }
 
 #[test]
@@ -76,36 +227,80 @@ fn each_bad_value_names_its_field() {
             "nodePortAddresses: [primary, nonsense]\n",
             "nodePortAddresses[1]",
         ),
-        ("nodePortAddresses: [127.0.0.0/8]\n", "nodePortAddresses[0]"),
-        ("masqueradeAll: maybe\n", "masqueradeAll"),
+        (
+            "iptables:\n  masqueradeAll: maybe\n",
+            "iptables.masqueradeAll",
+        ),
         ("nftables:\n  masqueradeBit: 32\n", "nftables.masqueradeBit"),
-        ("iptables:\n  masqueradeBit: -1\n", "iptables.masqueradeBit"),
         ("nftables:\n  syncPeriod: soon\n", "nftables.syncPeriod"),
-        ("minSyncPeriod: 5\n", "minSyncPeriod"),
+        ("nftables:\n  minSyncPeriod: 5m\n", "nftables.minSyncPeriod"),
+        ("iptables:\n  minSyncPeriod: 5\n", "iptables.minSyncPeriod"),
+        (
+            "clientConnection:\n  kubeconfig: [7]\n",
+            "clientConnection.kubeconfig",
+        ),
+        ("metricsBindAddress: nowhere\n", "metricsBindAddress"),
     ];
     for (body, field) in cases {
-        let err = parse(&format!("{HEAD}{body}")).expect_err(body);
-        assert!(err.to_string().contains(field), "{body:?}: {err}");
-        assert!(err.to_string().starts_with("kube-proxy.yaml"), "{err}");
+        let err = resolve(&format!("{HEAD}{body}")).expect_err(body);
+        assert!(
+            err.place.ends_with(&format!("kube-proxy.yaml: {field}")),
+            "{body:?}: {err}"
+        );
     }
 }
 
 #[test]
-fn the_wrong_kind_is_rejected() {
-    let err = parse("apiVersion: v1\nkind: ConfigMap\n").expect_err("not a KubeProxyConfiguration");
-    assert!(err.to_string().contains("kind"), "{err}");
+fn node_port_addresses_take_cidrs_and_keywords_alone_or_mixed() {
+    let npa = parse_node_port_addresses("--nodeport-addresses", ["primary", "10.0.0.0/8"])
+        .expect("mixed is fine, as upstream");
+    assert!(npa.primary && npa.cidrs.len() == 1);
+    let npa = parse_node_port_addresses("--nodeport-addresses", ["all"]).expect("all");
+    assert!(npa.all);
+    let npa = parse_node_port_addresses("x", ["localhost", "10.0.0.0/8"]).expect("localhost");
+    assert_eq!(loopback_node_port_addresses(&npa).len(), 2);
+    assert_eq!(npa.cidrs.len(), 3);
+    let err = parse_node_port_addresses("--nodeport-addresses", ["nonsense"]).expect_err("bad");
+    assert!(
+        err.to_string().starts_with("--nodeport-addresses[0]"),
+        "{err}"
+    );
 }
 
 #[test]
-fn node_port_addresses_accept_primary_but_not_mixed_with_cidrs() {
+fn a_loopback_node_port_range_is_kept_with_a_warning_not_fatal() {
+    let (c, warnings) = resolve(&format!("{HEAD}nodePortAddresses: [127.0.0.0/8]\n")).expect("ok");
+    assert_eq!(c.node_port_addresses.cidrs.len(), 1);
     assert!(
-        parse_node_port_addresses("--nodeport-addresses", ["primary"])
-            .expect("ok")
+        warnings
+            .iter()
+            .any(|w| w.contains("127.0.0.0/8 kept") && w.contains("not served")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn iptables_mode_answers_node_ports_on_every_local_address_by_default() {
+    let (c, _) = resolve(&format!("{HEAD}mode: iptables\n")).expect("ok");
+    assert!(
+        c.compile_config(ferry_model::IpFamily::V4)
+            .node_port_addresses
+            .all
+    );
+    let (c, _) = resolve(&format!("{HEAD}mode: nftables\n")).expect("ok");
+    assert!(c
+        .compile_config(ferry_model::IpFamily::V4)
+        .node_port_addresses
+        .is_default());
+    let (c, _) = resolve(&format!(
+        "{HEAD}mode: iptables\nnodePortAddresses: [primary]\n"
+    ))
+    .expect("ok");
+    assert!(
+        c.compile_config(ferry_model::IpFamily::V4)
+            .node_port_addresses
             .primary
     );
-    let err = parse_node_port_addresses("--nodeport-addresses", ["primary", "10.0.0.0/8"])
-        .expect_err("mixed");
-    assert!(err.to_string().starts_with("--nodeport-addresses"), "{err}");
 }
 
 #[test]
@@ -117,61 +312,43 @@ fn cluster_cidr_flag_takes_a_comma_separated_list() {
 }
 
 #[test]
-fn bind_addresses_are_read_and_empty_or_port_zero_disables() {
-    let f = parse(&format!(
-        "{HEAD}healthzBindAddress: 10.1.1.9:10256\nmetricsBindAddress: \"\"\n"
+fn bind_addresses_default_when_empty_take_a_default_port_and_port_zero_disables() {
+    let (c, _) = resolve(&format!(
+        "{HEAD}healthzBindAddress: 10.1.1.9\nmetricsBindAddress: \"0.0.0.0:0\"\n"
     ))
     .expect("valid");
     assert_eq!(
-        f.healthz_bind_address,
-        Some(Some("10.1.1.9:10256".parse().expect("addr")))
+        c.healthz_bind_address,
+        Some("10.1.1.9:10256".parse().expect("addr"))
     );
-    assert_eq!(f.metrics_bind_address, Some(None));
-    assert!(f.warnings.is_empty(), "{:?}", f.warnings);
-    assert_eq!(parse_bind_address("--x", "0.0.0.0:0"), Ok(None));
+    assert_eq!(c.metrics_bind_address, None);
     assert_eq!(
-        parse_bind_address("--x", "[::]:10256"),
+        parse_bind_address("--x", "[::]:10256", 1),
         Ok(Some("[::]:10256".parse().expect("addr")))
     );
-}
-
-#[test]
-fn a_bad_bind_address_names_file_and_field() {
-    let err = parse(&format!("{HEAD}metricsBindAddress: 127.0.0.1\n")).expect_err("no port");
-    assert_eq!(err.place, "kube-proxy.yaml: metricsBindAddress");
-    let err = parse_bind_address("--healthz-bind-address", "localhost:10256").expect_err("name");
+    assert_eq!(parse_bind_address("--x", "", 1), Ok(None));
+    let err = parse_bind_address("--healthz-bind-address", "localhost:10256", 1).expect_err("name");
     assert_eq!(err.place, "--healthz-bind-address");
 }
 
 #[test]
 fn default_servers_are_upstreams() {
-    let c = Config::default();
-    assert_eq!(
-        c.healthz_bind_address,
-        Some("0.0.0.0:10256".parse().expect("addr"))
-    );
-    assert_eq!(
-        c.metrics_bind_address,
-        Some("127.0.0.1:10249".parse().expect("addr"))
-    );
+    let (c, _) = resolve(HEAD).expect("valid");
+    assert_eq!(servers(&c), ["0.0.0.0:10256", "127.0.0.1:10249"]);
+    let (c, _) = resolve(&format!("{HEAD}bindAddress: \"::\"\n")).expect("valid");
+    assert_eq!(servers(&c), ["[::]:10256", "[::1]:10249"]);
 }
 
 #[test]
-fn client_connection_kubeconfig_is_read_and_its_other_fields_reported() {
-    let f = parse(&format!(
-        "{HEAD}clientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n  qps: 5\n"
+fn client_connection_kubeconfig_is_read_and_its_tuning_reported() {
+    let (c, warnings) = resolve(&format!(
+        "{HEAD}clusterCIDR: 10.0.0.0/8\nclientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n  qps: 50\n"
     ))
     .expect("valid");
     assert_eq!(
-        f.kubeconfig.as_deref(),
-        Some(std::path::Path::new("/var/lib/kube-proxy/kubeconfig.conf"))
+        c.kubeconfig.as_deref(),
+        Some(Path::new("/var/lib/kube-proxy/kubeconfig.conf"))
     );
-    assert_eq!(f.warnings.len(), 1, "{:?}", f.warnings);
-    assert!(
-        f.warnings[0].contains("clientConnection.qps"),
-        "{:?}",
-        f.warnings
-    );
-    let e = parse(&format!("{HEAD}clientConnection:\n  kubeconfig: 7\n")).expect_err("bad");
-    assert!(e.place.ends_with("clientConnection.kubeconfig"), "{e}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("clientConnection"), "{warnings:?}");
 }

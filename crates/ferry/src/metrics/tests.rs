@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use ferry_compile::mode::ProxyMode;
 use ferry_dataplane::mode::FailureCounter;
 use ferry_dataplane::SyncKind;
 
@@ -243,6 +244,34 @@ async fn the_server_serves_metrics_text() {
 }
 
 #[tokio::test]
+async fn the_metrics_server_also_answers_healthz_and_configz_like_kube_proxys() {
+    let mut config = crate::config::Config::default();
+    crate::config::kube_proxy::defaults::apply(&mut config.kube_proxy);
+    crate::configz::publish(&config);
+    let server = Server::start(
+        "metrics",
+        "127.0.0.1:0".parse().expect("addr"),
+        router(
+            Metrics::new(FailureCounter::NftablesSync),
+            ProxyMode::Nftables,
+        ),
+    )
+    .await
+    .expect("bind");
+    let r = get(server.local_addr(), "/healthz").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    let r = get(server.local_addr(), "/configz").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_str(&r.body).expect("json");
+    assert_eq!(
+        v["kubeproxy.config.k8s.io"]["metricsBindAddress"],
+        "127.0.0.1:10249"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn proxy_mode_names_the_running_mode() {
     let m = Metrics::new(FailureCounter::IptablesRestore);
     let server = Server::start(
@@ -257,6 +286,20 @@ async fn proxy_mode_names_the_running_mode() {
         "iptables"
     );
     server.stop().await;
+}
+
+#[test]
+fn build_info_is_exported_with_ferrys_version() {
+    let text = Metrics::new(FailureCounter::NftablesSync).encode();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("kubernetes_build_info{"))
+        .unwrap_or_else(|| panic!("no kubernetes_build_info:\n{text}"));
+    assert!(
+        line.contains(&format!("git_version=\"v{}\"", crate::version::VERSION)),
+        "{line}"
+    );
+    assert!(line.ends_with(" 1"), "{line}");
 }
 
 #[test]

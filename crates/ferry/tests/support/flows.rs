@@ -1,5 +1,9 @@
 //! The seed flows as data: one list, run with real packets in the lab (`lab_flows.rs`) and
 //! predicted by `ferry explain` (`explain_flows.rs`), so the two must agree.
+//!
+//! Besides the seed's manifests, the flows use a second Service whose only endpoint is pod A
+//! ([`EXTRA_MANIFESTS`]) and a secondary LAN address on two nodes ([`SECONDARY`]): the lab
+//! adds them before the flows run, explain is given them (the file, `--node-address`).
 
 #![allow(dead_code)]
 
@@ -30,12 +34,15 @@ pub enum Peer {
 /// What happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
-    /// Answered by one of the url-analysis pods; the pod sees `Peer`.
+    /// Answered by one of the flow's servers; the pod sees `Peer`.
     Forwarded(Peer),
     /// Dropped: the client times out.
     Dropped,
     /// Rejected: connection refused.
     Rejected,
+    /// Not translated (explain: not a service) and addressed to the node, where nothing
+    /// listens: connection refused.
+    Untranslated,
 }
 
 /// One flow of the seed matrix.
@@ -49,12 +56,57 @@ pub struct Flow {
     pub node: &'static str,
     pub dst: &'static str,
     pub port: u16,
+    /// The endpoints it may reach when forwarded.
+    pub servers: &'static [&'static str],
+    /// What happens in nftables mode, and in iptables mode unless `iptables` says otherwise.
     pub expect: Expect,
+    /// What happens in iptables mode when it differs (its filter on every local address).
+    pub iptables: Option<Expect>,
 }
 
 pub const MASTER_POD_FROM: From = From::Pod(MASTER_POD.0, MASTER_POD.1, "k8s-master");
 pub const POD_A_FROM: From = From::Pod(POD_A.0, POD_A.1, "k8s-node2");
 pub const SERVERS: [&str; 2] = [POD_A.1, POD_B.1];
+/// The ClusterIP of `dev/only-a`, whose only endpoint is pod A.
+pub const ONLY_A_IP: &str = "10.96.0.60";
+/// A secondary LAN address of a node: (node, address).
+pub const SECONDARY: [(&str, &str); 2] = [("k8s-node1", "10.1.1.27"), ("k8s-node2", "10.1.1.19")];
+
+/// The manifests the flows need besides the seed's: `dev/only-a`, with pod A as its only
+/// endpoint (hairpin to a single endpoint).
+pub const EXTRA_MANIFESTS: &[(&str, &str)] = &[("only-a.yaml", ONLY_A)];
+
+const ONLY_A: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: only-a
+  namespace: dev
+spec:
+  clusterIP: 10.96.0.60
+  ports:
+  - name: http
+    protocol: TCP
+    port: 8080
+    targetPort: 56010
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: only-a-1
+  namespace: dev
+  labels:
+    kubernetes.io/service-name: only-a
+addressType: IPv4
+ports:
+- name: http
+  port: 56010
+  protocol: TCP
+endpoints:
+- addresses: [\"192.168.169.166\"]
+  conditions:
+    ready: true
+  nodeName: k8s-node2
+";
 
 const fn flow(
     name: &'static str,
@@ -72,7 +124,35 @@ const fn flow(
         node,
         dst,
         port,
+        servers: &SERVERS,
         expect,
+        iptables: None,
+    }
+}
+
+impl Flow {
+    /// The same flow, reaching only `servers`.
+    const fn to(mut self, servers: &'static [&'static str]) -> Flow {
+        self.servers = servers;
+        self
+    }
+
+    /// The same flow, with another outcome in iptables mode.
+    const fn iptables(mut self, expect: Expect) -> Flow {
+        self.iptables = Some(expect);
+        self
+    }
+
+    /// What happens in `mode` (its `--proxy-mode` value).
+    pub fn expect_in(&self, mode: &str) -> Expect {
+        let ipvs = IPVS_DIFFERENCES
+            .iter()
+            .find(|(name, _)| *name == self.name)
+            .map(|(_, e)| *e);
+        match (mode, self.iptables, ipvs) {
+            ("iptables", Some(e), _) | ("ipvs", _, Some(e)) => e,
+            _ => self.expect,
+        }
     }
 }
 
@@ -105,6 +185,16 @@ pub const FLOWS: &[Flow] = &[
         Expect::Forwarded(Peer::HairpinOr("10.1.1.9")),
     ),
     flow(
+        "pod → own Service, its only endpoint (hairpin)",
+        "Cluster",
+        POD_A_FROM,
+        "k8s-node2",
+        ONLY_A_IP,
+        8080,
+        Expect::Forwarded(Peer::Node("10.1.1.9")),
+    )
+    .to(&[POD_A.1]),
+    flow(
         "client → master NodePort, Cluster",
         "Cluster",
         From::Client,
@@ -131,6 +221,18 @@ pub const FLOWS: &[Flow] = &[
         NODE_PORT,
         Expect::Forwarded(Peer::Node("10.1.1.9")),
     ),
+    // nodePortAddresses' default leaves the secondary address out in nftables mode (the
+    // primary IPs); iptables mode's default is every local address, as upstream's.
+    flow(
+        "client → node2 NodePort on its secondary address, Cluster",
+        "Cluster",
+        From::Client,
+        "k8s-node2",
+        "10.1.1.19",
+        NODE_PORT,
+        Expect::Untranslated,
+    )
+    .iptables(Expect::Forwarded(Peer::Node("10.1.1.9"))),
     flow(
         "client → Service without endpoints",
         "Cluster",
@@ -176,6 +278,36 @@ pub const FLOWS: &[Flow] = &[
         NODE_PORT,
         Expect::Dropped,
     ),
+    // iptables mode's filter drops a NodePort without local endpoints on every local address.
+    flow(
+        "client → node1 NodePort on its secondary address, Local",
+        "Local",
+        From::Client,
+        "k8s-node1",
+        "10.1.1.27",
+        NODE_PORT,
+        Expect::Untranslated,
+    )
+    .iptables(Expect::Dropped),
+    flow(
+        "node → own NodePort on localhost, Local",
+        "Local",
+        From::Node("k8s-node1"),
+        "k8s-node1",
+        "127.0.0.1",
+        NODE_PORT,
+        Expect::Untranslated,
+    )
+    .iptables(Expect::Dropped),
+    flow(
+        "pod → own NodePort, Local (short-circuit, hairpin)",
+        "Local",
+        POD_A_FROM,
+        "k8s-node2",
+        "10.1.1.9",
+        NODE_PORT,
+        Expect::Forwarded(Peer::HairpinOr("10.1.1.9")),
+    ),
     flow(
         "pod → master NodePort, Local (short-circuit)",
         "Local",
@@ -196,12 +328,20 @@ pub const FLOWS: &[Flow] = &[
     ),
 ];
 
-/// Where IPVS mode differs from the other modes (as upstream's IPVS proxier does): a node
+/// Where IPVS mode differs from nftables mode (as upstream's IPVS proxier does): a node
 /// without a local endpoint of a Local-policy service has a virtual server without real
 /// servers, which the kernel refuses (ICMP port unreachable), and there is no short-circuit for
-/// pods and the node itself.
+/// pods and the node itself; NodePorts answer on every node address but loopback.
 pub const IPVS_DIFFERENCES: &[(&str, Expect)] = &[
+    (
+        "client → node2 NodePort on its secondary address, Cluster",
+        Expect::Forwarded(Peer::Node("10.1.1.9")),
+    ),
     ("client → node1 NodePort, Local", Expect::Rejected),
+    (
+        "client → node1 NodePort on its secondary address, Local",
+        Expect::Rejected,
+    ),
     ("client → master NodePort, Local", Expect::Rejected),
     (
         "pod → master NodePort, Local (short-circuit)",
@@ -214,12 +354,12 @@ pub const IPVS_DIFFERENCES: &[(&str, Expect)] = &[
 ];
 
 impl Flow {
-    /// What happens in `mode` (`--proxy-mode`).
-    pub fn expect_in(&self, mode: &str) -> Expect {
-        IPVS_DIFFERENCES
+    /// The node's secondary address, when it has one.
+    pub fn node_address(&self) -> Option<&'static str> {
+        SECONDARY
             .iter()
-            .find(|(name, _)| mode == "ipvs" && *name == self.name)
-            .map_or(self.expect, |(_, e)| *e)
+            .find(|(n, _)| *n == self.node)
+            .map(|(_, ip)| *ip)
     }
 
     /// The source address.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ferry_lab::spec::{MASTER, NODE1, NODE2};
 use ferry_lab::{http, CurlResult, Host};
 
-use crate::flows::{Expect, From, FLOWS, SERVERS};
+use crate::flows::{Expect, From, EXTRA_MANIFESTS, FLOWS, SECONDARY};
 use crate::lb::{self, Lb, CLIENT2, CLIENT2_IP, CLIENT_IP, NODE1_IP, NODE2_IP};
 use crate::seed::*;
 
@@ -246,18 +246,30 @@ fn host(from: crate::flows::From) -> Host {
 /// Every seed flow with real packets, and `ferry explain --proxy-mode ipvs --live` inside the
 /// node predicting it and finding the kernel as Ferry compiled it.
 pub fn flows_behave_as_explained(policy: &'static str) {
-    let seed = SeedLab::start(Mode::Ipvs, policy);
+    let mut seed = SeedLab::start(Mode::Ipvs, policy);
+    for (name, text) in EXTRA_MANIFESTS {
+        seed.apply(name, text);
+    }
+    for (node, ip) in SECONDARY {
+        let ip = ip.parse().expect("address");
+        seed.lab
+            .add_node_address(node, ip)
+            .expect("secondary address");
+    }
     let dir = seed.manifests.path().display().to_string();
     for f in FLOWS.iter().filter(|f| f.policy == policy) {
         let from = host(f.from);
         let expect = f.expect_in("ipvs");
         let got = match expect {
-            Expect::Dropped => seed.curl(&from, &f.url()),
-            Expect::Rejected => seed.curl(&from, &f.url()),
+            Expect::Dropped | Expect::Rejected | Expect::Untranslated => seed.curl(&from, &f.url()),
             Expect::Forwarded(peer) => {
                 for _ in 0..4 {
                     let h = seed.hello(&from, &f.url());
-                    assert!(SERVERS.contains(&h.server_ip.as_str()), "{}: {h:?}", f.name);
+                    assert!(
+                        f.servers.contains(&h.server_ip.as_str()),
+                        "{}: {h:?}",
+                        f.name
+                    );
                     let want = f.peer_seen(peer, &h.server_ip);
                     assert_eq!(h.client_ip, want, "{}: {h:?}", f.name);
                 }
@@ -267,6 +279,8 @@ pub fn flows_behave_as_explained(policy: &'static str) {
         let (verdict, curl) = match expect {
             Expect::Dropped => ("dropped", Some(CurlResult::TimedOut)),
             Expect::Rejected => ("rejected", Some(CurlResult::Refused)),
+            // Nothing listens on the node's port: the node itself refuses.
+            Expect::Untranslated => ("not-a-service", Some(CurlResult::Refused)),
             Expect::Forwarded(_) => ("forwarded", None),
         };
         if let Some(want) = curl {

@@ -191,10 +191,22 @@ impl SeedLab {
 
     /// Like [`start`](Self::start), with extra `ferry run` flags (e.g. a short sync period).
     pub fn start_with(setup: impl Into<Setup>, policy: &'static str, extra: &[&str]) -> SeedLab {
+        Self::start_with_pods(setup, policy, extra, PodProgram::ferry(FERRY), |_| {})
+    }
+
+    /// Like [`start_with`](Self::start_with), with the pods' program (e.g. `ferry lab-pod
+    /// --fail-dir …`) and a change to the manifests before the Ferries start (e.g. Pods instead
+    /// of the EndpointSlice).
+    pub fn start_with_pods(
+        setup: impl Into<Setup>,
+        policy: &'static str,
+        extra: &[&str],
+        program: PodProgram,
+        edit: impl FnOnce(&mut Manifests),
+    ) -> SeedLab {
         let Setup { mode, source } = setup.into();
         let mut lab = lab();
         let api = (source == Source::Api).then(|| start_apiserver(&mut lab));
-        let program = PodProgram::ferry(FERRY);
         for (name, ip) in [POD_A, POD_B] {
             lab.add_echo_pod(
                 NODE2,
@@ -213,7 +225,9 @@ impl SeedLab {
             &program,
         )
         .expect("pod on master");
-        let manifests = Manifests::new(policy);
+        let mut manifests = Manifests::new(policy);
+        edit(&mut manifests);
+        manifests.write();
         if let Some(api) = &api {
             api.replace_all(manifest_objects(&manifests.path()));
         }

@@ -142,6 +142,7 @@ fn node_port_cidrs_of_the_other_family_only_open_every_address_like_upstream() {
         node_port_addresses: NodePortAddresses {
             cidrs: vec![net("10.1.1.0/24")],
             primary: false,
+            all: false,
         },
         ..CompileConfig::default()
     };

@@ -8,7 +8,7 @@ use ferry_model::{
 };
 
 use crate::config::{CompileConfig, LocalDetector};
-use crate::trace::{trace, Packet, Trace, Verdict};
+use crate::trace::{trace, Packet, Target, Trace, Verdict};
 use crate::Plan;
 
 fn hinted(addr: &str, node: &str, zone: Option<&str>) -> Endpoint {
@@ -56,7 +56,10 @@ fn zone_hints_used_are_named_with_each_left_out_endpoint() {
     assert_eq!(
         t.verdict,
         Verdict::Forwarded {
-            targets: vec!["10.0.1.10:8080".parse().expect("addr")]
+            targets: vec![Target {
+                addr: "10.0.1.10:8080".parse().expect("addr"),
+                masquerade: None,
+            }]
         }
     );
     assert!(

@@ -9,7 +9,7 @@ use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, Protoco
 
 use super::*;
 
-fn setup() -> (Trace, Ruleset) {
+pub(in crate::nft) fn setup() -> (Trace, Ruleset) {
     let mut state = ClusterState::new();
     let svc = with_node_port(
         mk_service("dev", "web", "10.96.198.86", 8080),
@@ -50,7 +50,7 @@ fn setup() -> (Trace, Ruleset) {
 }
 
 /// The live table as the kernel would hold `ruleset` (every element, every chain).
-fn as_live(ruleset: &Ruleset) -> LiveTable {
+pub(in crate::nft) fn as_live(ruleset: &Ruleset) -> LiveTable {
     let mut live = LiveTable::default();
     live.chains.extend(ruleset.chain_names().map(str::to_owned));
     for (set, els) in ruleset.all_elements() {

@@ -1,7 +1,7 @@
 //! `convert::service`.
 
 use ferry_model::fixtures::{ip, mk_service, with_node_port};
-use ferry_model::{Protocol, ServicePort, ServiceType, SessionAffinity, TrafficPolicy};
+use ferry_model::{PortRef, Protocol, ServicePort, ServiceType, SessionAffinity, TrafficPolicy};
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{json, Value};
 
@@ -40,7 +40,9 @@ fn cluster_ip_service_gets_upstream_defaults() {
     let converted = service(&svc(spec_with(json!({}))))
         .expect("valid")
         .expect("not ignored");
-    assert_eq!(converted, mk_service("dev", "web", "10.96.0.10", 80));
+    let mut want = mk_service("dev", "web", "10.96.0.10", 80);
+    want.ports[0].target_port = PortRef::Number(8080);
+    assert_eq!(converted, want);
 }
 
 #[test]
@@ -52,11 +54,12 @@ fn seed_node_port_service_converts() {
                    "nodePort": 32223}],
     });
     let converted = service(&svc(spec)).expect("valid").expect("not ignored");
-    let want = with_node_port(
+    let mut want = with_node_port(
         mk_service("dev", "web", "10.96.198.86", 8080),
         32223,
         TrafficPolicy::Cluster,
     );
+    want.ports[0].target_port = PortRef::Number(56010);
     assert_eq!(converted, want);
 }
 
@@ -238,12 +241,11 @@ fn node_port_service_without_node_port_is_rejected() {
 }
 
 #[test]
-fn load_balancer_without_node_ports_is_fine_when_allocation_is_off() {
-    rejected(
-        spec_with(json!({"type": "LoadBalancer"})),
-        "spec.ports[0].nodePort",
-        "must be set",
-    );
+fn load_balancer_without_node_ports_is_programmed_without_one() {
+    let converted = service(&svc(spec_with(json!({"type": "LoadBalancer"}))))
+        .expect("valid, as the API server accepts it")
+        .expect("not ignored");
+    assert_eq!(converted.ports[0].node_port, None);
     let spec = spec_with(json!({"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false}));
     let converted = service(&svc(spec)).expect("valid").expect("not ignored");
     assert_eq!(converted.service_type, ServiceType::LoadBalancer);
@@ -276,6 +278,7 @@ fn single_unnamed_port_is_fine() {
         protocol: Protocol::Tcp,
         port: 80,
         node_port: None,
+        target_port: PortRef::Number(80),
     };
     assert_eq!(converted.ports, vec![want]);
 }

@@ -353,6 +353,7 @@ fn the_seed_example_loads() {
                 assert!(s.trigger_time.is_some());
             }
             Object::Node(n) => assert_eq!(n.pod_cidrs.len(), 1, "{}", n.name),
+            Object::Pod(p) => panic!("the seed has no Pod, got {}", p.name),
         }
     }
 }

@@ -1,0 +1,106 @@
+//! Which frontend (if any) a packet meets on this node, and where it comes from: the first
+//! decisions of a trace, before any service-specific step.
+
+use std::net::IpAddr;
+
+use ferry_model::NodeView;
+
+use super::node_port::{self, LocalAddresses, NodePortAnswer};
+use super::{step, Frontend, Origin, Packet, StepKind, Trace, Verdict};
+use crate::plan::{Plan, ServicePlan};
+
+/// "Service ns/name port p".
+pub(super) fn svc_label(sp: &ServicePlan) -> String {
+    let port = if sp.name.port.is_empty() {
+        String::new()
+    } else {
+        format!(" port {}", sp.name.port)
+    };
+    format!("Service {}{port}", sp.name.service)
+}
+
+/// Where the packet comes from: the node itself (any of its addresses), a pod, or outside.
+pub(super) fn origin(view: &NodeView, plan: &Plan, local: &LocalAddresses, src: &IpAddr) -> Origin {
+    if local.has(src) {
+        return Origin::ThisNode;
+    }
+    let pod_nets = plan
+        .pod_cidrs
+        .iter()
+        .chain(view.node.iter().flat_map(|n| n.pod_cidrs.iter()));
+    for net in pod_nets {
+        if net.contains(src) {
+            return Origin::Pod(*net);
+        }
+    }
+    Origin::Outside
+}
+
+/// The service port and frontend the packet matches, in the rules' order: ClusterIP, external
+/// IP, load-balancer IP, then NodePort where NodePorts answer.
+pub(super) fn find<'a>(
+    plan: &'a Plan,
+    local: &LocalAddresses,
+    p: &Packet,
+) -> Option<(&'a ServicePlan, Frontend)> {
+    let services = || {
+        plan.services
+            .values()
+            .filter(|sp| sp.name.protocol == p.protocol)
+    };
+    if let Some(sp) = services().find(|sp| sp.cluster_ip == p.dst && sp.port == p.port) {
+        return Some((sp, Frontend::ClusterIp));
+    }
+    if let Some(sp) = services().find(|sp| sp.port == p.port && sp.external_ips.contains(&p.dst)) {
+        return Some((sp, Frontend::ExternalIp));
+    }
+    if let Some(sp) =
+        services().find(|sp| sp.port == p.port && sp.load_balancer_ips.contains(&p.dst))
+    {
+        return Some((sp, Frontend::LoadBalancerIp));
+    }
+    if node_port::answer(&plan.node_ports, local, &p.dst) == NodePortAnswer::Answers {
+        if let Some(sp) = services().find(|sp| sp.node_port == Some(p.port)) {
+            return Some((sp, Frontend::NodePort));
+        }
+    }
+    None
+}
+
+/// No frontend matched: an unknown port of a ClusterIP (rejected), a NodePort's port where
+/// the NodePort does not answer, or no service at all.
+pub(super) fn not_a_service(view: &NodeView, plan: &Plan, local: &LocalAddresses, t: &mut Trace) {
+    let p = t.packet;
+    if plan.services.values().any(|sp| sp.cluster_ip == p.dst) {
+        t.verdict = Verdict::Rejected;
+        t.steps.push(step(
+            StepKind::UnknownPort,
+            format!(
+                "{} is a ClusterIP, but no service port is {}/{}",
+                p.dst, p.port, p.protocol
+            ),
+            "traffic to unknown ports of a ClusterIP is rejected, as upstream does",
+            vec![
+                "chain cluster-ips-check".into(),
+                format!("set cluster-ips element {}", p.dst),
+            ],
+        ));
+        return;
+    }
+    let node_port = plan
+        .services
+        .values()
+        .find(|sp| sp.name.protocol == p.protocol && sp.node_port == Some(p.port));
+    if let Some(sp) = node_port {
+        let answer = node_port::answer(&plan.node_ports, local, &p.dst);
+        let sview = view.services.get(&sp.name);
+        node_port::not_answered(sp, sview, &plan.node_ports, local, answer, t);
+        return;
+    }
+    t.steps.push(step(
+        StepKind::NotAService,
+        "no Service matches this destination",
+        "Ferry only translates service addresses; the packet is routed normally",
+        vec!["map service-ips".into(), "map service-nodeports".into()],
+    ));
+}

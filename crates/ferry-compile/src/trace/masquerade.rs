@@ -1,0 +1,134 @@
+//! Whether a forwarded connection is masqueraded, per target.
+//!
+//! Most reasons hold for the whole connection (the policy, the source), but hairpin traffic
+//! (a pod reaching itself through its Service) is masqueraded only when the random choice
+//! lands on the sender: the kernel's hairpin rule compares the source with the endpoint the
+//! connection was DNATed to (nftables: the `hairpin` set, iptables: `-s` in the `KUBE-SEP-`
+//! chain). So the answer belongs to each target, and the summary is derived from them.
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::{Trace, Verdict};
+
+/// Why a pod reaching itself is masqueraded.
+pub const HAIRPIN: &str = "hairpin: this endpoint is the sender itself";
+
+/// One endpoint the connection may be DNATed to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The endpoint.
+    pub addr: SocketAddr,
+    /// Why the connection is masqueraded when it goes to this endpoint; `None`: the endpoint
+    /// sees the original source.
+    pub masquerade: Option<String>,
+}
+
+impl Target {
+    /// `addr` for a connection from `src`, masqueraded for `always` whatever the target (the
+    /// policy or the source), otherwise only when the target is the sender (hairpin).
+    pub(super) fn new(addr: SocketAddr, src: IpAddr, always: Option<&str>) -> Self {
+        let masquerade = match always {
+            Some(why) => Some(why.to_owned()),
+            None if addr.ip() == src => Some(HAIRPIN.to_owned()),
+            None => None,
+        };
+        Self { addr, masquerade }
+    }
+}
+
+/// Whether a forwarded connection is masqueraded, over every target it may go to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Masquerade<'a> {
+    /// Whichever the target: the endpoint sees the original source.
+    No,
+    /// Whichever the target, for these reasons (each once, in target order).
+    Yes(Vec<&'a str>),
+    /// It depends on the target: masqueraded for some, not for the others.
+    Some(&'a [Target]),
+}
+
+impl Masquerade<'_> {
+    /// `yes`, `no` or `some`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Masquerade::No => "no",
+            Masquerade::Yes(_) => "yes",
+            Masquerade::Some(_) => "some",
+        }
+    }
+}
+
+impl Trace {
+    /// Whether the connection is masqueraded; `None` unless it is forwarded.
+    pub fn masquerade(&self) -> Option<Masquerade<'_>> {
+        let Verdict::Forwarded { targets } = &self.verdict else {
+            return None;
+        };
+        let masqueraded = targets.iter().filter(|t| t.masquerade.is_some()).count();
+        Some(if masqueraded == 0 {
+            Masquerade::No
+        } else if masqueraded < targets.len() {
+            Masquerade::Some(targets)
+        } else {
+            let mut why: Vec<&str> = Vec::new();
+            for reason in targets.iter().filter_map(|t| t.masquerade.as_deref()) {
+                if !why.contains(&reason) {
+                    why.push(reason);
+                }
+            }
+            Masquerade::Yes(why)
+        })
+    }
+
+    /// The summary line after `masquerade: `, for people.
+    pub(super) fn masquerade_text(&self) -> Option<String> {
+        Some(match self.masquerade()? {
+            Masquerade::No => "no: the endpoint sees the original source".to_owned(),
+            Masquerade::Yes(why) => format!("yes: {}", why.join("; ")),
+            Masquerade::Some(targets) => {
+                let each: Vec<String> = targets
+                    .iter()
+                    .map(|t| match &t.masquerade {
+                        Some(why) => format!("yes to {} ({why})", t.addr),
+                        None => format!("no to {} (it sees the original source)", t.addr),
+                    })
+                    .collect();
+                format!("depends on the endpoint chosen: {}", each.join("; "))
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("socket address")
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn a_reason_for_the_whole_connection_holds_for_every_target() {
+        let t = Target::new(
+            addr("192.168.1.5:80"),
+            ip("192.168.1.5"),
+            Some("masqueradeAll"),
+        );
+        assert_eq!(t.masquerade.as_deref(), Some("masqueradeAll"));
+    }
+
+    #[test]
+    fn hairpin_masquerades_only_the_target_that_is_the_sender() {
+        let me = Target::new(addr("192.168.1.5:80"), ip("192.168.1.5"), None);
+        let other = Target::new(addr("192.168.1.6:80"), ip("192.168.1.5"), None);
+        assert_eq!(me.masquerade.as_deref(), Some(HAIRPIN));
+        assert_eq!(other.masquerade, None);
+        // Same address, another port: still the sender (the rules compare addresses only).
+        let me_too = Target::new(addr("192.168.1.5:81"), ip("192.168.1.5"), None);
+        assert!(me_too.masquerade.is_some());
+    }
+}

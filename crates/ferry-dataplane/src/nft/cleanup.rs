@@ -1,0 +1,105 @@
+//! nftables mode's cleanup (Ferry's tables, `ip ferry` and `ip6 ferry`) and the kube-proxy
+//! tables it finds at start-up (`ip kube-proxy`, `ip6 kube-proxy`: kube-proxy's nftables mode).
+
+use ferry_compile::nft::TABLE;
+
+use super::cli::{NftCli, NftRunner};
+use crate::cleanup::{not_installed, Cleanup};
+use crate::leftovers::Leftover;
+use crate::Error;
+
+/// The families Ferry's table exists in.
+const FAMILIES: [&str; 2] = ["ip", "ip6"];
+/// kube-proxy's nftables mode's table.
+const KUBE_PROXY_TABLE: &str = "kube-proxy";
+
+/// The tables of this network namespace (`nft list tables`), as (family, name).
+fn tables() -> Result<Vec<(String, String)>, Error> {
+    Ok(parse_tables(&NftCli::default().list(&["list", "tables"])?))
+}
+
+fn parse_tables(listing: &str) -> Vec<(String, String)> {
+    listing
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("table "))
+        .filter_map(|t| t.split_once(' '))
+        .map(|(family, name)| (family.to_owned(), name.trim().to_owned()))
+        .collect()
+}
+
+/// Ferry's tables among `tables`.
+fn ours(tables: &[(String, String)]) -> Vec<String> {
+    tables
+        .iter()
+        .filter(|(family, name)| name == TABLE && FAMILIES.contains(&family.as_str()))
+        .map(|(family, name)| format!("table {family} {name}"))
+        .collect()
+}
+
+/// Removes Ferry's tables (both families) from the current network namespace, or with
+/// `dry_run` names them. Without the `nft` tool there is nothing it can look at.
+pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+    let tables = match tables() {
+        Err(e) if not_installed(&e) => {
+            return Ok(Cleanup {
+                objects: Vec::new(),
+                skipped: vec!["nft is not installed".to_owned()],
+            })
+        }
+        other => other?,
+    };
+    let objects = ours(&tables);
+    if !dry_run && !objects.is_empty() {
+        let script: String = objects.iter().map(|t| format!("delete {t}\n")).collect();
+        NftCli::default().run(&script)?;
+    }
+    Ok(Cleanup {
+        objects,
+        skipped: Vec::new(),
+    })
+}
+
+/// kube-proxy's nftables tables in this network namespace. Ferry never removes them: they are
+/// kube-proxy's, and its cleanup (`kube-proxy --cleanup`) or `nft delete table` does.
+pub fn leftovers() -> Vec<Leftover> {
+    kube_proxy_tables(&tables().unwrap_or_default())
+}
+
+fn kube_proxy_tables(tables: &[(String, String)]) -> Vec<Leftover> {
+    tables
+        .iter()
+        .filter(|(_, name)| name == KUBE_PROXY_TABLE)
+        .map(|(family, name)| Leftover {
+            what: format!("table {family} {name} (kube-proxy's nftables mode)"),
+            shared: false,
+            remove: Some(format!("nft delete table {family} {name}")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LISTING: &str =
+        "table ip ferry\ntable ip6 ferry\ntable ip kube-proxy\ntable inet filter\ntable ip6 kube-proxy\n";
+
+    #[test]
+    fn finds_ferrys_tables_and_kube_proxys() {
+        let tables = parse_tables(LISTING);
+        assert_eq!(ours(&tables), ["table ip ferry", "table ip6 ferry"]);
+        let left = kube_proxy_tables(&tables);
+        assert_eq!(
+            left.iter().map(|l| l.what.as_str()).collect::<Vec<_>>(),
+            [
+                "table ip kube-proxy (kube-proxy's nftables mode)",
+                "table ip6 kube-proxy (kube-proxy's nftables mode)"
+            ]
+        );
+        assert_eq!(
+            left[1].remove.as_deref(),
+            Some("nft delete table ip6 kube-proxy")
+        );
+        assert!(ours(&parse_tables("table inet ferry\n")).is_empty());
+    }
+}

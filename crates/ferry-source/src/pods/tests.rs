@@ -1,0 +1,277 @@
+//! The EndpointController stage: events in, events out.
+
+use ferry_model::fixtures::{
+    mk_endpoint, mk_http_probe, mk_node, mk_pod, mk_service, mk_slice, with_selector,
+};
+use ferry_model::{EndpointSlice, Labels, Object, ObjectKey, Pod, PortRef, ProbeHandler};
+
+use super::*;
+use crate::SourceEvent;
+
+fn web() -> Object {
+    let mut svc = with_selector(mk_service("dev", "web", "172.30.0.10", 80), "web");
+    svc.ports[0].target_port = PortRef::Name("http".into());
+    Object::Service(svc)
+}
+
+fn node() -> Object {
+    Object::Node(mk_node("node-a", "192.168.0.1", "10.0.1.0/24"))
+}
+
+fn pod(name: &str, ip: &str) -> Pod {
+    mk_pod("dev", name, "web", ip, "node-a")
+}
+
+/// `pod` with an httpGet readiness probe on `http` and no container status.
+fn probed(name: &str, ip: &str) -> Pod {
+    let mut p = pod(name, ip);
+    p.containers[0].ready = None;
+    let mut probe = mk_http_probe("/hello", 8080, 15, 10);
+    if let ProbeHandler::HttpGet(get) = &mut probe.handler {
+        get.port = PortRef::Name("http".into());
+    }
+    p.containers[0].readiness_probe = Some(probe);
+    p
+}
+
+/// The slices among `events`' applied and resynced objects: `name: ip(ready) …`.
+fn slices(events: &[SourceEvent]) -> Vec<String> {
+    let describe = |s: &EndpointSlice| {
+        let eps: Vec<String> = s
+            .endpoints
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}({})",
+                    e.address,
+                    if e.conditions.ready {
+                        "ready"
+                    } else {
+                        "not ready"
+                    }
+                )
+            })
+            .collect();
+        format!("{}: {}", s.name, eps.join(" "))
+    };
+    events
+        .iter()
+        .flat_map(|e| match e {
+            SourceEvent::Apply(o) => vec![o],
+            SourceEvent::Resync(objects) => objects.iter().collect(),
+            SourceEvent::Delete(_) => Vec::new(),
+        })
+        .filter_map(|o| match o {
+            Object::EndpointSlice(s) => Some(describe(s)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn deleted(events: &[SourceEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            SourceEvent::Delete(ObjectKey::EndpointSlice { name, .. }) => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The derived slice of `web` (its name carries a hash of the port list).
+fn web_slice(events: &[SourceEvent]) -> String {
+    let all = slices(events);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let (name, eps) = all[0].split_once(": ").expect("name: endpoints");
+    assert!(name.starts_with("web-ipv4-"), "{name}");
+    eps.to_owned()
+}
+
+/// `web`, its Node and two ready Pods `a` and `b`.
+fn web_with_two_pods() -> Vec<Object> {
+    vec![
+        web(),
+        node(),
+        Object::Pod(pod("a", "10.0.1.1")),
+        Object::Pod(pod("b", "10.0.1.2")),
+    ]
+}
+
+fn resync(c: &mut EndpointController, objects: Vec<Object>) -> Output {
+    c.handle(SourceEvent::Resync(objects))
+}
+
+#[test]
+fn a_resync_hands_on_services_nodes_and_derived_slices_but_no_pods() {
+    let mut c = EndpointController::new();
+    let out = resync(&mut c, web_with_two_pods());
+    let [SourceEvent::Resync(objects)] = &out.events[..] else {
+        panic!("one resync: {:?}", out.events)
+    };
+    assert!(objects.iter().all(|o| !matches!(o, Object::Pod(_))));
+    assert_eq!(objects.len(), 3, "service, node, slice");
+    assert_eq!(web_slice(&out.events), "10.0.1.1(ready) 10.0.1.2(ready)");
+    assert!(out.new_problems.is_empty());
+}
+
+#[test]
+fn hand_written_slices_are_used_until_pods_are_selected_then_reported() {
+    let hand = || {
+        Object::EndpointSlice(mk_slice(
+            "dev",
+            "web",
+            8080,
+            vec![mk_endpoint("10.0.9.9", "node-a")],
+        ))
+    };
+    let mut c = EndpointController::new();
+    // The seed today: a selector Service, a hand-written slice, no Pods.
+    let out = resync(&mut c, vec![web(), node(), hand()]);
+    assert_eq!(slices(&out.events), ["web-abc: 10.0.9.9(ready)"]);
+    // A Pod it selects appears: the Pods win, the slice is reported and withdrawn.
+    let out = c.handle(SourceEvent::Apply(Object::Pod(pod("a", "10.0.1.1"))));
+    assert_eq!(web_slice(&out.events), "10.0.1.1(ready)");
+    assert_eq!(deleted(&out.events), ["web-abc"]);
+    let [problem] = &out.new_problems[..] else {
+        panic!("one problem: {:?}", out.new_problems)
+    };
+    assert_eq!(
+        problem.to_string(),
+        "EndpointSlice dev/web-abc: metadata.labels[kubernetes.io/service-name]: Service dev/web \
+         takes its endpoints from the Pods its selector app=web selects (dev/a), so this \
+         hand-written slice is left out: a Service gets its endpoints from Pods or from \
+         hand-written slices, never both"
+    );
+    assert_eq!(c.problems().count(), 1);
+    // The Pod goes: the hand-written slice is back, the problem gone.
+    let out = c.handle(SourceEvent::Delete(ObjectKey::Pod {
+        namespace: "dev".into(),
+        name: "a".into(),
+    }));
+    assert_eq!(slices(&out.events), ["web-abc: 10.0.9.9(ready)"]);
+    assert_eq!(deleted(&out.events).len(), 1);
+    assert_eq!(c.problems().count(), 0);
+}
+
+#[test]
+fn services_without_a_selector_keep_their_slices_whatever_the_pods() {
+    let mut plain = mk_service("dev", "web", "172.30.0.10", 80);
+    plain.selector = None;
+    let hand = Object::EndpointSlice(mk_slice(
+        "dev",
+        "web",
+        8080,
+        vec![mk_endpoint("10.0.9.9", "node-a")],
+    ));
+    let mut c = EndpointController::new();
+    let out = resync(
+        &mut c,
+        vec![
+            Object::Service(plain),
+            node(),
+            hand,
+            Object::Pod(pod("a", "10.0.1.1")),
+        ],
+    );
+    assert_eq!(slices(&out.events), ["web-abc: 10.0.9.9(ready)"]);
+    assert!(c.selected_pods().next().is_none());
+}
+
+#[test]
+fn probe_verdicts_move_a_pod_in_and_out_of_the_ready_set() {
+    let mut c = EndpointController::new();
+    let out = resync(
+        &mut c,
+        vec![web(), node(), Object::Pod(probed("a", "10.0.1.1"))],
+    );
+    // Before its first verdict, a probed container without a running status is not ready.
+    assert_eq!(web_slice(&out.events), "10.0.1.1(not ready)");
+    let verdict = |ready| ReadinessUpdate {
+        pod: PodKey::new("dev", "a"),
+        container: "app".into(),
+        ready,
+    };
+    assert_eq!(
+        web_slice(&c.readiness(&verdict(Some(true))).events),
+        "10.0.1.1(ready)"
+    );
+    assert!(
+        c.readiness(&verdict(Some(true))).events.is_empty(),
+        "no change, no event"
+    );
+    assert_eq!(
+        web_slice(&c.readiness(&verdict(Some(false))).events),
+        "10.0.1.1(not ready)"
+    );
+    let web = ferry_model::ServiceName::new("dev", "web");
+    let ip = ferry_model::fixtures::ip("10.0.1.1");
+    assert_eq!(c.pod_of_endpoint(&web, ip), Some(&PodKey::new("dev", "a")));
+    // No verdict any more: the status speaks again (ready, but no running state: not ready).
+    assert!(c.readiness(&verdict(None)).events.is_empty());
+    // A verdict about a Pod that is gone changes nothing.
+    let gone = ReadinessUpdate {
+        pod: PodKey::new("dev", "gone"),
+        container: "app".into(),
+        ready: Some(true),
+    };
+    assert!(c.readiness(&gone).events.is_empty());
+}
+
+#[test]
+fn pods_follow_their_labels_and_services_their_selectors() {
+    let mut c = EndpointController::new();
+    resync(&mut c, web_with_two_pods());
+    let mut moved = pod("b", "10.0.1.2");
+    moved.labels = Labels::new([("app", "db")]);
+    let out = c.handle(SourceEvent::Apply(Object::Pod(moved)));
+    assert_eq!(web_slice(&out.events), "10.0.1.1(ready)");
+    // The Service itself goes: its derived slice goes with it.
+    let out = c.handle(SourceEvent::Delete(ObjectKey::Service(
+        ferry_model::ServiceName::new("dev", "web"),
+    )));
+    assert_eq!(deleted(&out.events).len(), 1);
+    assert!(matches!(
+        out.events[0],
+        SourceEvent::Delete(ObjectKey::Service(_))
+    ));
+}
+
+#[test]
+fn a_node_change_updates_the_zone_and_an_unknown_node_is_reported_once() {
+    let mut c = EndpointController::new();
+    let out = resync(&mut c, vec![web(), Object::Pod(pod("a", "10.0.1.1"))]);
+    assert_eq!(slices(&out.events), ["web-ipv4: "], "the placeholder");
+    assert_eq!(out.new_problems.len(), 1);
+    assert_eq!(out.new_problems[0].field, "spec.nodeName");
+    let mut zoned = mk_node("node-a", "192.168.0.1", "10.0.1.0/24");
+    zoned
+        .labels
+        .insert("topology.kubernetes.io/zone".into(), "zone-a".into());
+    let out = c.handle(SourceEvent::Apply(Object::Node(zoned)));
+    assert!(matches!(
+        &out.events[0],
+        SourceEvent::Apply(Object::Node(_))
+    ));
+    let Some(SourceEvent::Apply(Object::EndpointSlice(slice))) = out.events.get(1) else {
+        panic!("a slice update: {:?}", out.events)
+    };
+    assert_eq!(slice.endpoints[0].zone(), Some("zone-a"));
+    assert_eq!(c.problems().count(), 0);
+}
+
+#[test]
+fn verdicts_in_one_batch_recompute_each_service_once() {
+    let mut c = EndpointController::new();
+    let pods = [probed("a", "10.0.1.1"), probed("b", "10.0.1.2")];
+    let mut objects = vec![web(), node()];
+    objects.extend(pods.into_iter().map(Object::Pod));
+    resync(&mut c, objects);
+    let ready = |name: &str| ReadinessUpdate {
+        pod: PodKey::new("dev", name),
+        container: "app".into(),
+        ready: Some(true),
+    };
+    let out = c.readiness_all(&[ready("a"), ready("b")]);
+    assert_eq!(web_slice(&out.events), "10.0.1.1(ready) 10.0.1.2(ready)");
+    assert_eq!(out.events.len(), 1, "one slice update for both verdicts");
+}

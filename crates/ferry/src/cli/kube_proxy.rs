@@ -1,0 +1,240 @@
+//! kube-proxy's flags that have no Ferry counterpart of their own (cmd/kube-proxy/app/options.go
+//! and component-base's logging flags), under their upstream names. Each writes its field of
+//! the [`KubeProxyConfiguration`], so `/configz` shows it and IPVS mode will find its settings;
+//! the ones Ferry does not act on are named in one warning.
+
+use clap::Args;
+
+use super::argv::parse_go_bool;
+
+mod apply;
+
+/// kube-proxy's other flags.
+#[derive(Debug, Clone, Default, Args)]
+#[command(next_help_heading = "kube-proxy flags")]
+pub struct KubeProxyFlags {
+    /// Remove Ferry's (and any kube-proxy-mode) rules and exit, like `ferry cleanup`.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub cleanup: Option<bool>,
+    /// Write the effective configuration (KubeProxyConfiguration YAML) to this file and exit
+    /// (empty: do not).
+    #[arg(long, value_name = "FILE")]
+    pub write_config_to: Option<String>,
+    /// Do the start-up steps that need full privileges, then exit (Ferry has none: exits 0).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub init_only: Option<bool>,
+    /// Feature gates, `Name=true,Other=false` (recorded; Ferry behaves as with the defaults).
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Bit of the packet mark for masquerading, in iptables (and IPVS) mode.
+    #[arg(long, value_name = "BIT", allow_negative_numbers = true)]
+    pub iptables_masquerade_bit: Option<i64>,
+    /// Sync period in iptables and nftables mode (kube-proxy's name for --sync-period).
+    #[arg(long, value_name = "DURATION")]
+    pub iptables_sync_period: Option<String>,
+    /// Minimum sync interval in iptables and nftables mode.
+    #[arg(long, value_name = "DURATION")]
+    pub iptables_min_sync_period: Option<String>,
+    /// Whether NodePorts answer on 127.0.0.1 in iptables mode (never served by Ferry).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub iptables_localhost_nodeports: Option<bool>,
+    /// IPVS mode: sync period.
+    #[arg(long, value_name = "DURATION")]
+    pub ipvs_sync_period: Option<String>,
+    /// IPVS mode: minimum sync interval.
+    #[arg(long, value_name = "DURATION")]
+    pub ipvs_min_sync_period: Option<String>,
+    /// IPVS mode: scheduler (rr, lc, sh …).
+    #[arg(long, value_name = "NAME")]
+    pub ipvs_scheduler: Option<String>,
+    /// IPVS mode: CIDRs whose virtual servers cleanup leaves alone (comma-separated).
+    #[arg(long, value_name = "CIDRS")]
+    pub ipvs_exclude_cidrs: Option<String>,
+    /// IPVS mode: strict ARP (arp_ignore=1, arp_announce=2).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub ipvs_strict_arp: Option<bool>,
+    /// IPVS mode: idle TCP timeout.
+    #[arg(long, value_name = "DURATION")]
+    pub ipvs_tcp_timeout: Option<String>,
+    /// IPVS mode: TCP timeout after FIN.
+    #[arg(long, value_name = "DURATION")]
+    pub ipvs_tcpfin_timeout: Option<String>,
+    /// IPVS mode: UDP timeout.
+    #[arg(long, value_name = "DURATION")]
+    pub ipvs_udp_timeout: Option<String>,
+    /// The deprecated port of the health server (0 disables it).
+    #[arg(long, value_name = "PORT")]
+    pub healthz_port: Option<u16>,
+    /// The deprecated port of the metrics server (0 disables it).
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
+    /// The OOM score adjustment of the process (-1000 … 1000; kube-proxy's default -999).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub oom_score_adj: Option<i32>,
+    /// Log format: text or json (kube-proxy's name for --log-format).
+    #[arg(long, value_name = "FORMAT")]
+    pub logging_format: Option<String>,
+    /// (recorded) The node's primary IP, overriding kube-proxy's own detection.
+    #[arg(long, value_name = "IP")]
+    pub bind_address: Option<String>,
+    /// (recorded) Treat a busy server port as fatal.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub bind_address_hard_fail: Option<bool>,
+    /// (recorded) Serve /debug/pprof.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub profiling: Option<bool>,
+    /// (recorded) Show metrics hidden since this version.
+    #[arg(long, value_name = "VERSION")]
+    pub show_hidden_metrics_for_version: Option<String>,
+    /// (recorded) API client content type.
+    #[arg(long, value_name = "TYPE")]
+    pub kube_api_content_type: Option<String>,
+    /// (recorded) API client burst.
+    #[arg(long, value_name = "N")]
+    pub kube_api_burst: Option<i32>,
+    /// (recorded) API client queries per second.
+    #[arg(long, value_name = "QPS")]
+    pub kube_api_qps: Option<f32>,
+    /// (recorded) How often the API informers resync.
+    #[arg(long, value_name = "DURATION")]
+    pub config_sync_period: Option<String>,
+    /// (recorded) detectLocalMode BridgeInterface: the bridge.
+    #[arg(long, value_name = "NAME")]
+    pub pod_bridge_interface: Option<String>,
+    /// (recorded) detectLocalMode InterfaceNamePrefix: the prefix.
+    #[arg(long, value_name = "PREFIX")]
+    pub pod_interface_name_prefix: Option<String>,
+    /// (recorded) nf_conntrack_max per CPU core.
+    #[arg(long, value_name = "N")]
+    pub conntrack_max_per_core: Option<i32>,
+    /// (recorded) Minimum nf_conntrack_max.
+    #[arg(long, value_name = "N")]
+    pub conntrack_min: Option<i32>,
+    /// (recorded) Idle timeout of established TCP entries.
+    #[arg(long, value_name = "DURATION")]
+    pub conntrack_tcp_timeout_established: Option<String>,
+    /// (recorded) Timeout of TCP entries in CLOSE_WAIT.
+    #[arg(long, value_name = "DURATION")]
+    pub conntrack_tcp_timeout_close_wait: Option<String>,
+    /// (recorded) nf_conntrack_tcp_be_liberal.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub conntrack_tcp_be_liberal: Option<bool>,
+    /// (recorded) Timeout of unreplied UDP entries.
+    #[arg(long, value_name = "DURATION")]
+    pub conntrack_udp_timeout: Option<String>,
+    /// (recorded) Timeout of assured UDP entries.
+    #[arg(long, value_name = "DURATION")]
+    pub conntrack_udp_timeout_stream: Option<String>,
+    /// (recorded) Log flush interval.
+    #[arg(long, value_name = "DURATION")]
+    pub log_flush_frequency: Option<String>,
+    /// (recorded) Per-file verbosity, `pattern=N,…`.
+    #[arg(long, value_name = "LIST")]
+    pub vmodule: Option<String>,
+    /// (recorded) JSON logs: errors to stderr, info to stdout.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub log_json_split_stream: Option<bool>,
+    /// (recorded) JSON logs: info buffer size.
+    #[arg(long, value_name = "SIZE")]
+    pub log_json_info_buffer_size: Option<String>,
+    /// (recorded) Text logs: errors to stderr, info to stdout.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub log_text_split_stream: Option<bool>,
+    /// (recorded) Text logs: info buffer size.
+    #[arg(long, value_name = "SIZE")]
+    pub log_text_info_buffer_size: Option<String>,
+}
+
+impl KubeProxyFlags {
+    /// `--write-config-to`, when given a path.
+    pub fn write_config_to(&self) -> Option<std::path::PathBuf> {
+        self.write_config_to
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(Into::into)
+    }
+
+    /// The flags given that Ferry records but does not act on (`--name`), for one warning.
+    pub fn not_used(&self) -> Vec<&'static str> {
+        let given = [
+            (self.feature_gates.is_some(), "--feature-gates"),
+            (
+                self.iptables_localhost_nodeports.is_some(),
+                "--iptables-localhost-nodeports",
+            ),
+            (self.bind_address.is_some(), "--bind-address"),
+            (
+                self.bind_address_hard_fail.is_some(),
+                "--bind-address-hard-fail",
+            ),
+            (self.profiling.is_some(), "--profiling"),
+            (
+                self.show_hidden_metrics_for_version.is_some(),
+                "--show-hidden-metrics-for-version",
+            ),
+            (
+                self.kube_api_content_type.is_some(),
+                "--kube-api-content-type",
+            ),
+            (self.kube_api_burst.is_some(), "--kube-api-burst"),
+            (self.kube_api_qps.is_some(), "--kube-api-qps"),
+            (self.config_sync_period.is_some(), "--config-sync-period"),
+            (
+                self.pod_bridge_interface.is_some(),
+                "--pod-bridge-interface",
+            ),
+            (
+                self.pod_interface_name_prefix.is_some(),
+                "--pod-interface-name-prefix",
+            ),
+            (
+                self.conntrack_max_per_core.is_some(),
+                "--conntrack-max-per-core",
+            ),
+            (self.conntrack_min.is_some(), "--conntrack-min"),
+            (
+                self.conntrack_tcp_timeout_established.is_some(),
+                "--conntrack-tcp-timeout-established",
+            ),
+            (
+                self.conntrack_tcp_timeout_close_wait.is_some(),
+                "--conntrack-tcp-timeout-close-wait",
+            ),
+            (
+                self.conntrack_tcp_be_liberal.is_some(),
+                "--conntrack-tcp-be-liberal",
+            ),
+            (
+                self.conntrack_udp_timeout.is_some(),
+                "--conntrack-udp-timeout",
+            ),
+            (
+                self.conntrack_udp_timeout_stream.is_some(),
+                "--conntrack-udp-timeout-stream",
+            ),
+            (self.log_flush_frequency.is_some(), "--log-flush-frequency"),
+            (self.vmodule.is_some(), "--vmodule"),
+            (
+                self.log_json_split_stream.is_some(),
+                "--log-json-split-stream",
+            ),
+            (
+                self.log_json_info_buffer_size.is_some(),
+                "--log-json-info-buffer-size",
+            ),
+            (
+                self.log_text_split_stream.is_some(),
+                "--log-text-split-stream",
+            ),
+            (
+                self.log_text_info_buffer_size.is_some(),
+                "--log-text-info-buffer-size",
+            ),
+        ];
+        given
+            .into_iter()
+            .filter(|(g, _)| *g)
+            .map(|(_, n)| n)
+            .collect()
+    }
+}

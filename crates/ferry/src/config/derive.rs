@@ -1,0 +1,218 @@
+//! From kube-proxy's whole configuration (defaults filled in) to Ferry's [`Config`]: the fields
+//! Ferry acts on, checked, each bad value naming where it came from; and one warning per field
+//! that asks for something Ferry does not do.
+
+use std::time::Duration;
+
+use super::kube_proxy::defaults::{HEALTHZ_PORT, METRICS_PORT};
+use super::kube_proxy::KubeProxyConfiguration;
+use super::{
+    check_masquerade_bit, hostname, loopback_node_port_addresses, parse_bind_address, parse_cidrs,
+    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, IpvsConfig, ProxyMode,
+};
+
+impl Config {
+    /// Ferry's configuration from kube-proxy's. `origin` names the file the values came from
+    /// (empty: flags and defaults; flags are checked before they get here).
+    pub fn derive(kp: KubeProxyConfiguration, origin: &str) -> Result<Config, ConfigError> {
+        let at = |field: &str| {
+            if origin.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{origin}: {field}")
+            }
+        };
+        let mode = ProxyMode::parse(&kp.mode).map_err(|m| ConfigError::new(at("mode"), m))?;
+        let (bit, masquerade_all, sync, min_sync, section) = match mode {
+            ProxyMode::Iptables => (
+                kp.iptables.masquerade_bit,
+                kp.iptables.masquerade_all,
+                kp.iptables.sync_period,
+                kp.iptables.min_sync_period,
+                "iptables",
+            ),
+            // Upstream's IPVS proxier takes the masquerade settings from `iptables` and its
+            // periods from `ipvs`.
+            ProxyMode::Ipvs => (
+                kp.iptables.masquerade_bit,
+                kp.iptables.masquerade_all,
+                kp.ipvs.sync_period,
+                kp.ipvs.min_sync_period,
+                "ipvs",
+            ),
+            ProxyMode::Nftables => (
+                kp.nftables.masquerade_bit,
+                kp.nftables.masquerade_all,
+                kp.nftables.sync_period,
+                kp.nftables.min_sync_period,
+                "nftables",
+            ),
+        };
+        let bit_section = if mode == ProxyMode::Ipvs {
+            "iptables"
+        } else {
+            section
+        };
+        let masquerade_bit = check_masquerade_bit(
+            &at(&format!("{bit_section}.masqueradeBit")),
+            i64::from(bit.unwrap_or(14)),
+        )?;
+        let node_name = match kp.hostname_override.trim() {
+            "" => hostname(),
+            name => name.to_lowercase(),
+        };
+        if node_name.is_empty() {
+            return Err(ConfigError::new(
+                "--hostname-override",
+                "no node name: the hostname is empty",
+            ));
+        }
+        check_periods(&at(section), sync.0, min_sync.0)?;
+        let node_port_addresses = parse_node_port_addresses(
+            &at("nodePortAddresses"),
+            kp.node_port_addresses.iter().flatten().map(String::as_str),
+        )?;
+        let logging_format = kp.logging.format.as_str();
+        if !matches!(logging_format, "text" | "json") {
+            return Err(ConfigError::new(
+                at("logging.format"),
+                format!("unknown log format {logging_format:?} (want text or json)"),
+            ));
+        }
+        // kube-proxy checks the `ipvs` section only in IPVS mode.
+        let ipvs = if mode == ProxyMode::Ipvs {
+            IpvsConfig::derive(&kp.ipvs, at)?
+        } else {
+            IpvsConfig::default()
+        };
+        Ok(Config {
+            ipvs,
+            node_name,
+            mode,
+            iptables_backend: None,
+            cluster_cidrs: parse_cidrs(&at("clusterCIDR"), &kp.cluster_cidr)?,
+            detect_local_mode: DetectLocalMode::parse(&kp.detect_local_mode)
+                .map_err(|m| ConfigError::new(at("detectLocalMode"), m))?,
+            node_port_addresses,
+            masquerade_all,
+            masquerade_bit,
+            sync_period: sync.0,
+            min_sync_period: min_sync.0,
+            healthz_bind_address: parse_bind_address(
+                &at("healthzBindAddress"),
+                &kp.healthz_bind_address,
+                HEALTHZ_PORT,
+            )?,
+            metrics_bind_address: parse_bind_address(
+                &at("metricsBindAddress"),
+                &kp.metrics_bind_address,
+                METRICS_PORT,
+            )?,
+            kubeconfig: Some(kp.client_connection.kubeconfig.trim())
+                .filter(|k| !k.is_empty())
+                .map(Into::into),
+            master: None,
+            verbosity: kp.logging.verbosity,
+            log_json: logging_format == "json",
+            kube_proxy: kp,
+        })
+    }
+
+    /// Warnings about the effective configuration as a whole (not about one source).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.detect_local_mode == DetectLocalMode::ClusterCidr && self.cluster_cidrs.is_empty() {
+            out.push(
+                "clusterCIDR is empty: traffic from pods cannot be told apart, so ClusterIP \
+                 traffic from outside the cluster is not masqueraded"
+                    .to_owned(),
+            );
+        }
+        let loopback = loopback_node_port_addresses(&self.node_port_addresses);
+        if !loopback.is_empty() {
+            let nets: Vec<String> = loopback.iter().map(ToString::to_string).collect();
+            out.push(format!(
+                "nodePortAddresses: {} kept, but NodePorts are not served on loopback addresses \
+                 (Ferry never sets route_localnet); the other addresses are served",
+                nets.join(", ")
+            ));
+        }
+        out
+    }
+}
+
+/// kube-proxy's validation: a sync period above zero, a minimum not above it.
+fn check_periods(place: &str, sync: Duration, min_sync: Duration) -> Result<(), ConfigError> {
+    if sync.is_zero() {
+        return Err(ConfigError::new(
+            format!("{place}.syncPeriod"),
+            "must be greater than 0",
+        ));
+    }
+    if min_sync > sync {
+        return Err(ConfigError::new(
+            format!("{place}.minSyncPeriod"),
+            format!(
+                "{} is longer than syncPeriod {}",
+                super::format_duration(min_sync),
+                super::format_duration(sync)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One warning per field of a configuration file (defaults filled in) that asks for something
+/// Ferry does not do. Settings only IPVS mode uses are kept without a warning (as kube-proxy
+/// ignores them in other modes).
+pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
+    let mut defaults = KubeProxyConfiguration::empty();
+    defaults.mode.clone_from(&kp.mode);
+    defaults.bind_address.clone_from(&kp.bind_address);
+    super::kube_proxy::defaults::apply(&mut defaults);
+    let mut fields: Vec<&str> = Vec::new();
+    if !kp.feature_gates.is_empty() {
+        fields.push("featureGates");
+    }
+    if !matches!(kp.bind_address.as_str(), "0.0.0.0" | "::") {
+        fields.push("bindAddress");
+    }
+    let checks = [
+        (kp.bind_address_hard_fail, "bindAddressHardFail"),
+        (kp.enable_profiling, "enableProfiling"),
+        (
+            !kp.show_hidden_metrics_for_version.is_empty(),
+            "showHiddenMetricsForVersion",
+        ),
+        (kp.conntrack != defaults.conntrack, "conntrack"),
+        (
+            kp.config_sync_period != defaults.config_sync_period,
+            "configSyncPeriod",
+        ),
+        (!kp.port_range.is_empty(), "portRange"),
+        (!kp.udp_idle_timeout.is_zero(), "udpIdleTimeout"),
+        (kp.windows_run_as_service, "windowsRunAsService"),
+        (kp.winkernel != defaults.winkernel, "winkernel"),
+        (
+            kp.iptables.snat_node_internal_ip == Some(true),
+            "iptables.snatNodeInternalIP",
+        ),
+        (!kp.logging.vmodule.is_empty(), "logging.vmodule"),
+        (
+            kp.logging.options.json.split_stream || kp.logging.options.text.split_stream,
+            "logging.options (split streams)",
+        ),
+        (
+            kp.client_connection.qps != defaults.client_connection.qps
+                || kp.client_connection.burst != defaults.client_connection.burst
+                || kp.client_connection.content_type != defaults.client_connection.content_type
+                || !kp.client_connection.accept_content_types.is_empty(),
+            "clientConnection (qps, burst, content types)",
+        ),
+    ];
+    fields.extend(checks.iter().filter(|(set, _)| *set).map(|(_, f)| *f));
+    fields
+        .into_iter()
+        .map(|f| format!("{file}: {f}: set, but not used by Ferry"))
+        .collect()
+}

@@ -1,0 +1,251 @@
+//! The agent's task: the single owner of the cluster state. It applies the source's events,
+//! runs sync rounds when the [`Schedule`] says (backing off after failures, logging them at a
+//! limited rate), answers `/status`, and after its first successful round removes what the
+//! other modes left.
+
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+use tokio::sync::mpsc;
+use tokio::time::{sleep_until, Instant};
+
+use ferry_dataplane::mode::{ModeEntry, NodeMode};
+use ferry_dataplane::modes::MODES;
+use ferry_model::IpFamily;
+use ferry_source::SourceEvent;
+
+use super::presence::Presence;
+use crate::backoff::{LogDecision, RateLimitedLog, Schedule, FAILURE_LOG_INTERVAL};
+use crate::config::Config;
+use crate::health::ProxyHealth;
+use crate::healthcheck::ServiceHealthServers;
+use crate::metrics::Metrics;
+use crate::round::Round;
+use crate::status::client::Request;
+use crate::status::{collect, History, Inputs, SourceStatus, Status};
+use crate::sync::Syncer;
+
+/// What the agent is made of, before it starts.
+pub struct Parts {
+    /// The configuration.
+    pub config: Config,
+    /// The mode's line in the mode table.
+    pub mode_entry: &'static ModeEntry,
+    /// The mode, prepared on this node.
+    pub mode: Box<dyn NodeMode>,
+    /// The families programmed.
+    pub families: Vec<IpFamily>,
+    /// The state and the family syncs.
+    pub syncer: Syncer,
+    /// The proxy's health.
+    pub health: ProxyHealth,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// `--manifests` PATH's presence, for a manifest source.
+    pub presence: Option<Presence>,
+    /// The source, described.
+    pub source: String,
+}
+
+impl Parts {
+    /// The agent, nothing synced yet.
+    pub fn start(self) -> Agent {
+        let health_checks = ServiceHealthServers::new(self.health.clone());
+        let schedule = Schedule::new(
+            Instant::now(),
+            self.config.min_sync_period,
+            self.config.sync_period,
+        );
+        Agent {
+            parts: self,
+            health_checks,
+            schedule,
+            failure_log: RateLimitedLog::new(FAILURE_LOG_INTERVAL),
+            history: History::default(),
+            other_modes_cleaned: false,
+        }
+    }
+}
+
+/// The running agent.
+pub struct Agent {
+    parts: Parts,
+    health_checks: ServiceHealthServers,
+    schedule: Schedule,
+    failure_log: RateLimitedLog,
+    history: History,
+    other_modes_cleaned: bool,
+}
+
+/// Why the agent woke up.
+enum Wake {
+    Event(Option<SourceEvent>),
+    Status(Request),
+    Due,
+    Stop,
+}
+
+impl Agent {
+    /// Runs until SIGTERM or SIGINT (`Ok`), or until the source stops (an error).
+    pub async fn run(
+        &mut self,
+        mut events: mpsc::Receiver<SourceEvent>,
+        mut status: mpsc::Receiver<Request>,
+    ) -> anyhow::Result<()> {
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        // No sync before the source has delivered its first complete view: a half-programmed
+        // node would reject traffic to services it has not read yet. Both sources send a
+        // Resync first: the manifests after the first scan, the API once every watch has
+        // listed once.
+        let mut viewed = false;
+        loop {
+            let due = viewed.then(|| self.schedule.due(Instant::now()));
+            match next(&mut events, &mut status, &mut sigterm, due).await {
+                Wake::Event(Some(ev)) => {
+                    if self.parts.syncer.handle(ev) || !viewed {
+                        self.schedule.changed();
+                        self.queued();
+                    }
+                    viewed = true;
+                }
+                Wake::Event(None) if !viewed => {
+                    anyhow::bail!("the source stopped before its first complete view")
+                }
+                Wake::Event(None) => anyhow::bail!("the source stopped"),
+                Wake::Status(reply) => {
+                    let _ = reply.send(self.status());
+                }
+                Wake::Due => self.round().await,
+                Wake::Stop => return Ok(()),
+            }
+        }
+    }
+
+    /// Closes the health-check NodePorts.
+    pub async fn stop(&mut self) {
+        self.health_checks.close_all().await;
+    }
+
+    /// One sync round, and what follows it.
+    async fn round(&mut self) {
+        let started = Instant::now();
+        let services = self.parts.syncer.state().services().count();
+        if let Some(p) = &mut self.parts.presence {
+            p.check(started, services);
+        }
+        let full = self.schedule.start(started);
+        let changed = self.parts.syncer.pending_services();
+        let round = crate::round::run(&mut self.parts.syncer, full, &self.parts.metrics);
+        self.history.record(&round.attempts, SystemTime::now());
+        if round.failed {
+            return self.failed(&round);
+        }
+        let failures = self.schedule.succeeded(started, round.full);
+        if failures > 0 {
+            self.failure_log.recovered();
+            tracing::info!(
+                failures,
+                "sync succeeded again after {failures} failed rounds"
+            );
+        }
+        let parts = &self.parts;
+        parts.health.updated();
+        parts
+            .metrics
+            .changes(parts.syncer.primary().pending_changes());
+        self.health_checks.sync(&parts.syncer.health_checks()).await;
+        parts
+            .metrics
+            .health_check_servers(self.health_checks.open().len());
+        round.log(changed);
+        if !self.other_modes_cleaned {
+            self.other_modes_cleaned = true;
+            cleanup_other_modes(self.parts.mode_entry);
+        }
+    }
+
+    /// A round failed: the last good rules stay; retry after the back-off, and say so (at a
+    /// limited rate).
+    fn failed(&mut self, round: &Round) {
+        let now = Instant::now();
+        let wait = self.schedule.failed(now);
+        if let LogDecision::Log { suppressed } = self.failure_log.failure(now) {
+            for (family, e) in round.errors() {
+                tracing::error!(
+                    ip_family = family.as_str(),
+                    retry_in = ?wait,
+                    failures_not_logged = suppressed,
+                    "sync failed, keeping the last good rules: {e}"
+                );
+            }
+        }
+    }
+
+    /// A change is waiting for a sync: start the health clock, export the pending changes, and
+    /// follow this node's eligibility (its Node may be what changed).
+    fn queued(&self) {
+        let p = &self.parts;
+        p.health.queued_update();
+        p.health.sync_node(p.syncer.this_node());
+        let now = SystemTime::now();
+        for family in p.syncer.families() {
+            p.metrics.sync_queued_for(family, now);
+        }
+        p.metrics.changes(p.syncer.primary().pending_changes());
+    }
+
+    /// `ferry status`, as of now.
+    fn status(&self) -> Status {
+        let p = &self.parts;
+        let state = p.syncer.state();
+        let problem = p
+            .presence
+            .as_ref()
+            .and_then(|pr| pr.problem(state.services().count()));
+        collect(&Inputs {
+            config: &p.config,
+            mode: p.mode.as_ref(),
+            families: &p.families,
+            state,
+            history: &self.history,
+            source: SourceStatus {
+                description: p.source.clone(),
+                problem,
+            },
+        })
+    }
+}
+
+/// Waits for whatever comes first; `due`: when a round is due (`None`: none yet).
+async fn next(
+    events: &mut mpsc::Receiver<SourceEvent>,
+    status: &mut mpsc::Receiver<Request>,
+    sigterm: &mut tokio::signal::unix::Signal,
+    due: Option<Instant>,
+) -> Wake {
+    tokio::select! {
+        ev = events.recv() => Wake::Event(ev),
+        Some(reply) = status.recv() => Wake::Status(reply),
+        () = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => Wake::Due,
+        _ = sigterm.recv() => Wake::Stop,
+        _ = tokio::signal::ctrl_c() => Wake::Stop,
+    }
+}
+
+/// Removes what the other modes left (a node switched from one mode to another, or kube-proxy's
+/// iptables chains under nftables mode), as upstream kube-proxy does at start-up, but after
+/// the first successful sync, so that the node's Services are served throughout. A failure is
+/// only worth a warning.
+fn cleanup_other_modes(running: &ModeEntry) {
+    for other in MODES.iter().filter(|e| e.mode != running.mode) {
+        match (other.cleanup)(false) {
+            Ok(done) => {
+                for object in done.objects {
+                    tracing::info!("removed what {} mode left: {object}", other.mode);
+                }
+            }
+            Err(e) => tracing::warn!("removing {} mode's rules failed: {e}", other.mode),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Both ends of `/status`: the agent's route (it asks the agent's task, which owns the state,
+//! and answers with its [`Status`] as JSON) and `ferry status` (fetches it and prints it).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use clap::{Args, ValueEnum};
+use http_body_util::{BodyExt as _, Empty};
+use hyper::body::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Status;
+
+/// A request for the status: the agent's task answers on the channel.
+pub type Request = oneshot::Sender<Status>;
+
+/// How long `/status` waits for the agent's task (busy with a sync, or still starting).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `/status` on the metrics server: asks the agent's task through `requests`.
+pub fn router(requests: mpsc::Sender<Request>) -> Router {
+    Router::new().route(
+        "/status",
+        get(move || {
+            let requests = requests.clone();
+            async move { answer(&requests).await }
+        }),
+    )
+}
+
+async fn answer(requests: &mpsc::Sender<Request>) -> axum::response::Response {
+    let (tx, rx) = oneshot::channel();
+    let asked = requests.send(tx).await.is_ok();
+    match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
+        Ok(Ok(status)) if asked => {
+            let body = serde_json::to_string(&status).unwrap_or_default();
+            crate::health::json_response(200, body)
+        }
+        _ => crate::health::json_response(
+            503,
+            r#"{"error":"the agent did not answer (starting, or stopping)"}"#.to_owned(),
+        ),
+    }
+}
+
+/// `ferry status` flags.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// The agent's metrics server (its `metricsBindAddress`), HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:10249")]
+    pub address: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+}
+
+/// `ferry status --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// For people.
+    Text,
+    /// The agent's JSON, indented.
+    Json,
+}
+
+/// `ferry status`: fetches `/status` from the agent at `--address` and prints it.
+pub fn main(args: &StatusArgs) -> ExitCode {
+    let fetched = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(fetch(&args.address)));
+    let text = fetched.and_then(|(code, body)| match code {
+        200 => render(&body, args.output),
+        _ => Err(format!("the agent answered {code}: {}", body.trim())),
+    });
+    match text {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ferry status: {}: {e}", args.address);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn render(body: &str, output: Format) -> Result<String, String> {
+    let bad = |e: serde_json::Error| format!("not a Ferry status: {e}");
+    match output {
+        Format::Json => {
+            let v: serde_json::Value = serde_json::from_str(body).map_err(bad)?;
+            Ok(serde_json::to_string_pretty(&v).map_err(bad)? + "\n")
+        }
+        Format::Text => Ok(super::text::render(
+            &serde_json::from_str::<Status>(body).map_err(bad)?,
+        )),
+    }
+}
+
+/// `GET /status` over HTTP/1.1: the status code and body.
+async fn fetch(address: &str) -> Result<(u16, String), String> {
+    let stream = tokio::net::TcpStream::connect(address).await.map_err(|e| {
+        format!("cannot connect ({e}): is `ferry run` running here with its metrics server there?")
+    })?;
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let request = hyper::Request::get("/status")
+        .header(hyper::header::HOST, address)
+        .body(Empty::new())
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let code = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
