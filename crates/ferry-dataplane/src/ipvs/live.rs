@@ -49,6 +49,8 @@ pub fn check(
     let want = desired.virtual_services();
     let want = want.get(&va);
     let live = have.iter().find(|(a, _)| *a == va).map(|(_, s)| s);
+    // The virtual server (or its absence, where none is wanted) is checked either way.
+    report.checked += 1;
     match (want, live) {
         (None, None) => {}
         (Some(w), None) => report.differences.push(format!(
@@ -61,7 +63,7 @@ pub fn check(
         )),
         (Some(w), Some(vs)) => {
             let reals = client.real_servers(&va)?;
-            report.checked += 1 + w.real_servers.len();
+            report.checked += w.real_servers.len();
             report.differences.extend(compare(&va, w, vs, &reals));
             report.endpoints = reals
                 .iter()

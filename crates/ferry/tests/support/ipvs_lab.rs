@@ -247,14 +247,16 @@ fn host(from: crate::flows::From) -> Host {
 /// node predicting it and finding the kernel as Ferry compiled it.
 pub fn flows_behave_as_explained(policy: &'static str) {
     let mut seed = SeedLab::start(Mode::Ipvs, policy);
-    for (name, text) in EXTRA_MANIFESTS {
-        seed.apply(name, text);
-    }
+    // The addresses first: IPVS mode reads the node's addresses at each sync (a NodePort
+    // virtual server per address), and applying the extra Service syncs every node.
     for (node, ip) in SECONDARY {
         let ip = ip.parse().expect("address");
         seed.lab
             .add_node_address(node, ip)
             .expect("secondary address");
+    }
+    for (name, text) in EXTRA_MANIFESTS {
+        seed.apply(name, text);
     }
     let dir = seed.manifests.path().display().to_string();
     for f in FLOWS.iter().filter(|f| f.policy == policy) {
