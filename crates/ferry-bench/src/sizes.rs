@@ -27,6 +27,9 @@ pub fn figures(
         ProxyMode::Nftables => nftables(opts, state, &ctx, &cfg, progress),
         ProxyMode::Iptables => iptables(opts, state, &ctx, &cfg, progress),
         ProxyMode::Ipvs => ipvs(opts, state, &ctx, &cfg, progress),
+        ProxyMode::Userspace => {
+            bail!("the userspace mode has its own benchmark: ferry-bench-userspace --scale")
+        }
     }
 }
 

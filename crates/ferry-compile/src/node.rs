@@ -40,7 +40,7 @@ impl NodeCompiler {
         self.context.family
     }
 
-    /// The compiler's settings.
+    /// The compile configuration.
     pub fn config(&self) -> &CompileConfig {
         &self.config
     }

@@ -1,9 +1,11 @@
 //! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
-//! `<case>/<node>.nft`, `<case>/<node>.iptables` and `<case>/<node>.ipvs` (IPv4), and for IPv6
-//! cases `<case>/<node>.ip6.nft`, `<case>/<node>.ip6tables` and `<case>/<node>.ip6.ipvs` (the
-//! `ip6 ferry` table, the `ip6tables-restore` input, and IPVS mode's state: kube-ipvs0's
-//! addresses, `ipvsadm -Ln`, `ipset save` and the chains), checked into git. IPVS mode is
-//! compiled for a node whose only addresses are its Node object's InternalIPs.
+//! `<case>/<node>.nft`, `<case>/<node>.iptables`, `<case>/<node>.ipvs` and
+//! `<case>/<node>.userspace.nft` (IPv4), and for IPv6 cases `<case>/<node>.ip6.nft`,
+//! `<case>/<node>.ip6tables`, `<case>/<node>.ip6.ipvs` and `<case>/<node>.ip6.userspace.nft`
+//! (the `ip6 ferry` table, the `ip6tables-restore` input, IPVS mode's state: kube-ipvs0's
+//! addresses, `ipvsadm -Ln`, `ipset save` and the chains, and the userspace mode's table and
+//! proxy ports), checked into git: what `ferry rules` prints. IPVS mode is compiled for a node
+//! whose only addresses are its Node object's InternalIPs.
 //! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden` rewrites them; review the diff. As
 //! root, each nft file is also checked with `nft -c -f`, and each iptables file loaded with
 //! `iptables-restore --noflush` (both backends), inside a throw-away network namespace.
@@ -13,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::mode::{IptablesRenderer, IpvsRenderer, NftRenderer, ProxyMode, Renderer};
+use ferry_compile::mode::{
+    IptablesRenderer, IpvsRenderer, NftRenderer, ProxyMode, Renderer, UserspaceRenderer,
+};
 use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_model::{ClusterState, IpFamily, NodeContext};
 
@@ -25,8 +29,9 @@ struct Case {
 }
 
 impl Case {
-    /// The golden file of a mode: `<node>.nft` / `<node>.iptables` / `<node>.ipvs` for IPv4,
-    /// `<node>.ip6.nft` / `<node>.ip6tables` / `<node>.ip6.ipvs` for IPv6.
+    /// The golden file of a mode: `<node>.nft` / `<node>.iptables` / `<node>.ipvs` /
+    /// `<node>.userspace.nft` for IPv4, `<node>.ip6.nft` / `<node>.ip6tables` /
+    /// `<node>.ip6.ipvs` / `<node>.ip6.userspace.nft` for IPv6.
     fn file(&self, mode: ProxyMode) -> PathBuf {
         let name = match (self.config.family, mode) {
             (IpFamily::V4, ProxyMode::Nftables) => format!("{}.nft", self.node),
@@ -35,6 +40,8 @@ impl Case {
             (IpFamily::V6, ProxyMode::Iptables) => format!("{}.ip6tables", self.node),
             (IpFamily::V4, ProxyMode::Ipvs) => format!("{}.ipvs", self.node),
             (IpFamily::V6, ProxyMode::Ipvs) => format!("{}.ip6.ipvs", self.node),
+            (IpFamily::V4, ProxyMode::Userspace) => format!("{}.userspace.nft", self.node),
+            (IpFamily::V6, ProxyMode::Userspace) => format!("{}.ip6.userspace.nft", self.node),
         };
         golden_dir().join(self.dir).join(name)
     }
@@ -150,6 +157,7 @@ fn renderer(mode: ProxyMode) -> &'static dyn Renderer {
         ProxyMode::Nftables => &NftRenderer,
         ProxyMode::Iptables => &IptablesRenderer,
         ProxyMode::Ipvs => &IpvsRenderer,
+        ProxyMode::Userspace => &UserspaceRenderer,
     }
 }
 
@@ -164,7 +172,12 @@ fn compile(case: &Case, mode: ProxyMode) -> String {
         node_name: case.node.into(),
         family: case.config.family,
     };
-    let compiler = NodeCompiler::new(&state, &ctx, &case.config);
+    // Each mode's default, as `ferry rules` prints it.
+    let config = CompileConfig {
+        localhost_node_ports: mode.localhost_node_ports_default(),
+        ..case.config.clone()
+    };
+    let compiler = NodeCompiler::new(&state, &ctx, &config);
     renderer(mode).render(&compiler, &state)
 }
 

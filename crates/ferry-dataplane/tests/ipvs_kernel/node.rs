@@ -35,6 +35,7 @@ fn sync(ipvs: IpvsOptions) {
     let options = ModeOptions {
         iptables_backend: Some(IptablesBackend::Nft),
         ipvs,
+        ..ModeOptions::default()
     };
     let mode = (entry(ProxyMode::Ipvs).open)(&options);
     mode.supports(IpFamily::V4).expect("IPVS works here");

@@ -111,7 +111,7 @@ fn removed_windows_and_klog_flags_are_named_in_the_same_warning() {
         "--logtostderr",
         "--log-dir",
         "/tmp",
-        "--udp-timeout=250ms",
+        "--resource-container=/kube-proxy",
         "--source-vip=1.2.3.4",
     ]);
     let w = warnings
@@ -121,7 +121,7 @@ fn removed_windows_and_klog_flags_are_named_in_the_same_warning() {
     for flag in [
         "--logtostderr",
         "--log-dir",
-        "--udp-timeout",
+        "--resource-container",
         "--source-vip",
     ] {
         assert!(w.contains(flag), "{flag}: {w}");
@@ -192,11 +192,17 @@ fn the_iptables_masquerade_bit_is_iptables_modes_as_upstream() {
     assert_eq!(c.masquerade_bit, 14);
     assert!(
         w.iter()
-            .any(|w| w.contains("--iptables-masquerade-bit (iptables mode only)")),
+            .any(|w| w.contains("--iptables-masquerade-bit (iptables and IPVS modes only)")),
         "{w:?}"
     );
     let (c, _) = resolve(&["--iptables-masquerade-bit=12", "--proxy-mode=iptables"]);
     assert_eq!(c.masquerade_bit, 12);
+    let (c, w) = resolve(&["--iptables-masquerade-bit=12", "--proxy-mode=ipvs"]);
+    assert_eq!(c.masquerade_bit, 12);
+    assert!(
+        !w.iter().any(|w| w.contains("--iptables-masquerade-bit")),
+        "{w:?}"
+    );
     assert_eq!(resolve(&["--masquerade-bit=12"]).0.masquerade_bit, 12);
 }
 

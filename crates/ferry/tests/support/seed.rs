@@ -52,6 +52,8 @@ pub enum Mode {
     /// IPVS mode (chains on the nft backend). Needs a kernel with IPVS: its tests run inside
     /// the qemu IPVS guest (`lab_ipvs.rs`) and skip anywhere else.
     Ipvs,
+    /// The userspace mode: Ferry's proxy forwards, nftables rules redirect to it.
+    Userspace,
 }
 
 impl Mode {
@@ -61,6 +63,7 @@ impl Mode {
             Mode::Nftables => "nftables",
             Mode::IptablesNft | Mode::IptablesLegacy => "iptables",
             Mode::Ipvs => "ipvs",
+            Mode::Userspace => "userspace",
         }
     }
 
@@ -71,13 +74,14 @@ impl Mode {
             Mode::IptablesNft => "iptables mode, nft backend",
             Mode::IptablesLegacy => "iptables mode, legacy backend",
             Mode::Ipvs => "IPVS mode",
+            Mode::Userspace => "userspace mode",
         }
     }
 
     /// The `iptables` program of the backend, in iptables modes (and IPVS mode's chains).
     pub fn iptables(self) -> Option<&'static str> {
         match self {
-            Mode::Nftables => None,
+            Mode::Nftables | Mode::Userspace => None,
             Mode::IptablesNft | Mode::Ipvs => Some("iptables-nft"),
             Mode::IptablesLegacy => Some("iptables-legacy"),
         }
@@ -118,11 +122,25 @@ impl Mode {
     /// Extra `ferry run` flags of the mode.
     pub fn args(self) -> Vec<String> {
         let backend = match self {
-            Mode::Nftables => return Vec::new(),
+            Mode::Nftables | Mode::Userspace => return Vec::new(),
             Mode::IptablesNft | Mode::Ipvs => "nft",
             Mode::IptablesLegacy => "legacy",
         };
         vec!["--iptables-backend".into(), backend.into()]
+    }
+}
+
+impl Mode {
+    /// The source address an endpoint sees for a connection the kernel modes forward with
+    /// `kernel` as its source: the same, except in the userspace mode, whose proxy on the
+    /// node the connection reached (`node_ip`) connects to the endpoint itself. This is why
+    /// the seeds' source-IP questions (externalTrafficPolicy: Local keeping the client's
+    /// address) only make sense in the kernel modes.
+    pub fn peer(self, kernel: &'static str, node_ip: &'static str) -> &'static str {
+        match self {
+            Mode::Userspace => node_ip,
+            _ => kernel,
+        }
     }
 }
 
