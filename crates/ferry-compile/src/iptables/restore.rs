@@ -275,6 +275,22 @@ fn full_sections<'a>(desired: &'a Ruleset, o: &FullSync<'a>) -> [Section<'a>; 3]
 }
 
 impl Restore {
+    /// Declares (so empties) and fills the given chains of each table, and nothing else:
+    /// what a mode with a fixed set of chains (IPVS mode) writes at every sync.
+    pub fn tables(tables: &[(Table, &[Chain])]) -> Restore {
+        let sections: Vec<Section<'_>> = tables
+            .iter()
+            .map(|(table, chains)| {
+                let mut section = Section::new(*table);
+                for c in chains.iter() {
+                    section.own(c);
+                }
+                section
+            })
+            .collect();
+        assemble(&sections)
+    }
+
     /// A full sync: every chain Ferry owns declared (so emptied) and refilled, the canaries
     /// (re)created, and `stale` nat chains (per-service chains no longer wanted) deleted.
     pub fn full(desired: &Ruleset, stale: &[String]) -> Restore {
