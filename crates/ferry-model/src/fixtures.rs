@@ -181,3 +181,52 @@ pub fn mk_http_probe(path: &str, port: u16, initial_delay: u32, period: u32) -> 
         failure_threshold: 3,
     }
 }
+
+/// The cluster of the seed's `dev/web` example: ClusterIP 10.96.198.86:8080, NodePort 32223
+/// (`policy`), two endpoints on k8s-node2 (target port 56010), and node k8s-node1
+/// (10.1.1.17, pods 192.168.36.64/26).
+pub fn seed_web_state(policy: TrafficPolicy) -> crate::ClusterState {
+    let mut state = crate::ClusterState::new();
+    let svc = with_node_port(
+        mk_service("dev", "web", "10.96.198.86", 8080),
+        32223,
+        policy,
+    );
+    state.apply(crate::Object::Service(svc));
+    let eps = vec![
+        mk_endpoint("192.168.169.166", "k8s-node2"),
+        mk_endpoint("192.168.169.168", "k8s-node2"),
+    ];
+    state.apply(crate::Object::EndpointSlice(mk_slice(
+        "dev", "web", 56010, eps,
+    )));
+    state.apply(crate::Object::Node(mk_node(
+        "k8s-node1",
+        "10.1.1.17",
+        "192.168.36.64/26",
+    )));
+    state
+}
+
+/// `dev/web` (ClusterIP 10.96.0.10:80, NodePort 30080, `policy`) with `endpoints` (target port
+/// 8080) on node-b; node-a is 10.1.1.17 (pods 10.244.1.0/24), node-b 10.1.1.9.
+pub fn two_node_web_state(policy: TrafficPolicy, endpoints: &[&str]) -> crate::ClusterState {
+    let mut state = crate::ClusterState::new();
+    let svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
+    state.apply(crate::Object::Service(svc));
+    let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
+    state.apply(crate::Object::EndpointSlice(mk_slice(
+        "dev", "web", 8080, eps,
+    )));
+    state.apply(crate::Object::Node(mk_node(
+        "node-a",
+        "10.1.1.17",
+        "10.244.1.0/24",
+    )));
+    state.apply(crate::Object::Node(mk_node(
+        "node-b",
+        "10.1.1.9",
+        "10.244.2.0/24",
+    )));
+    state
+}
