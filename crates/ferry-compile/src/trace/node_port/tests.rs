@@ -48,6 +48,18 @@ fn explain(
     trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses)
 }
 
+/// A client's packet to node-a's NodePort on 10.1.1.27, an address only declared (not its
+/// Node object's primary IP), with the plan's own scope.
+fn to_declared_address(state: &ClusterState) -> Trace {
+    explain(
+        state,
+        None,
+        &declared(&["10.1.1.27"]),
+        "10.1.1.100",
+        "10.1.1.27",
+    )
+}
+
 fn declared(extra: &[&str]) -> NodeAddresses {
     NodeAddresses::Declared(extra.iter().map(|a| ip(a)).collect())
 }
@@ -148,13 +160,7 @@ fn an_address_the_node_does_not_have_is_named_with_the_nodes_addresses() {
 #[test]
 fn out_of_scope_without_local_endpoints_nftables_delivers_iptables_drops() {
     let s = two_node_web_state(TrafficPolicy::Local, &["10.244.2.5"]);
-    let t = explain(
-        &s,
-        None,
-        &declared(&["10.1.1.27"]),
-        "10.1.1.100",
-        "10.1.1.27",
-    );
+    let t = to_declared_address(&s);
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(
         kinds(&t),
@@ -188,13 +194,7 @@ fn out_of_scope_with_local_endpoints_is_delivered_in_both_modes() {
     let mut s = two_node_web_state(TrafficPolicy::Local, &[]);
     let eps = vec![mk_endpoint("10.244.1.5", "node-a")];
     s.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
-    let t = explain(
-        &s,
-        None,
-        &declared(&["10.1.1.27"]),
-        "10.1.1.100",
-        "10.1.1.27",
-    );
+    let t = to_declared_address(&s);
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(t.for_iptables().verdict, Verdict::NotAService);
 }
