@@ -62,32 +62,11 @@ fn cleanup_removes_only_ferrys_chains(mode: Mode, iptables: &str) {
 }
 
 /// Emptying Ferry's service dispatch by hand (`iptables -t nat -F KUBE-SERVICES`, or the
-/// nftables `services` chain) is repaired by the periodic full resync, within one sync period.
+/// nftables `services` chain) is noticed by the periodic check and repaired by the full sync it
+/// asks for, within one sync period.
 pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
     let mut seed = SeedLab::start_with(mode, "Cluster", &["--sync-period", "3s"]);
-    // What to flush, how to list it, and a rule it holds.
-    let (flush, list, rule): (Vec<&str>, Vec<&str>, &str) = match mode.iptables() {
-        Some(ipt) => (
-            vec![ipt, "-t", "nat", "-F", "KUBE-SERVICES"],
-            vec![ipt, "-t", "nat", "-S", "KUBE-SERVICES"],
-            // IPVS mode's KUBE-SERVICES matches upstream's set instead of each ClusterIP.
-            if mode == Mode::Ipvs {
-                "--match-set KUBE-CLUSTER-IP dst,dst"
-            } else {
-                CLUSTER_IP
-            },
-        ),
-        None if mode == Mode::Userspace => (
-            vec!["nft", "flush", "chain", "ip", "ferry", "portals-container"],
-            vec!["nft", "list", "chain", "ip", "ferry", "portals-container"],
-            "map @portals",
-        ),
-        None => (
-            vec!["nft", "flush", "chain", "ip", "ferry", "services"],
-            vec!["nft", "list", "chain", "ip", "ferry", "services"],
-            "vmap @service-ips",
-        ),
-    };
+    let Dispatch { flush, list, rule } = Dispatch::of(mode);
     // (Not asserting the flushed state: a periodic resync may already have repaired it.)
     seed.lab.exec(NODE1, &flush).expect("flush by hand");
     // Counted after the flush: the full sync waited for cannot be one that ran before it.

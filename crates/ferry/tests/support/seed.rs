@@ -322,6 +322,17 @@ impl SeedLab {
             .count()
     }
 
+    /// Makes a node's Ferry run a full sync, as a firewall script would: its top-level service
+    /// dispatch is emptied by hand, the periodic check notices (periodic rounds run no full
+    /// sync of their own; upstream's is hourly) and the full sync repairs it. Waits for it.
+    pub fn force_full_sync(&mut self, node: &str) {
+        let dispatch = Dispatch::of(self.mode);
+        self.lab.exec(node, &dispatch.flush).expect("flush by hand");
+        // Counted after the flush: the full sync waited for cannot be one that ran before it.
+        let before = self.full_syncs(node);
+        self.wait_full_synced(node, before + 1);
+    }
+
     /// Waits until a node's Ferry has logged at least `n` full syncs.
     pub fn wait_full_synced(&mut self, node: &str, n: usize) {
         let deadline = Instant::now() + ferry_lab::scaled(Duration::from_secs(20));
@@ -512,4 +523,40 @@ pub fn cluster_url() -> String {
 
 pub fn node_port_url(node_ip: &str) -> String {
     format!("http://{node_ip}:{NODE_PORT}/hello")
+}
+
+/// A mode's top-level service dispatch chain: how to empty it by hand, how to list it, and a
+/// rule it holds once Ferry has written it.
+pub struct Dispatch {
+    pub flush: Vec<&'static str>,
+    pub list: Vec<&'static str>,
+    pub rule: &'static str,
+}
+
+impl Dispatch {
+    pub fn of(mode: Mode) -> Dispatch {
+        let (flush, list, rule): (Vec<&str>, Vec<&str>, &str) = match mode.iptables() {
+            Some(ipt) => (
+                vec![ipt, "-t", "nat", "-F", "KUBE-SERVICES"],
+                vec![ipt, "-t", "nat", "-S", "KUBE-SERVICES"],
+                // IPVS mode's KUBE-SERVICES matches upstream's set instead of each ClusterIP.
+                if mode == Mode::Ipvs {
+                    "--match-set KUBE-CLUSTER-IP dst,dst"
+                } else {
+                    CLUSTER_IP
+                },
+            ),
+            None if mode == Mode::Userspace => (
+                vec!["nft", "flush", "chain", "ip", "ferry", "portals-container"],
+                vec!["nft", "list", "chain", "ip", "ferry", "portals-container"],
+                "map @portals",
+            ),
+            None => (
+                vec!["nft", "flush", "chain", "ip", "ferry", "services"],
+                vec!["nft", "list", "chain", "ip", "ferry", "services"],
+                "vmap @service-ips",
+            ),
+        };
+        Dispatch { flush, list, rule }
+    }
 }
