@@ -8,9 +8,16 @@
     for (const code of document.querySelectorAll('code.language-mermaid')) {
         const diagram = document.createElement('pre');
         diagram.className = 'mermaid';
+        // Packet paths are wide: keep their natural size and scroll, rather than shrink the text.
+        diagram.style.overflowX = 'auto';
         diagram.textContent = code.textContent;
         code.closest('pre').replaceWith(diagram);
     }
-    mermaid.initialize({ startOnLoad: false, theme: dark ? 'dark' : 'default', securityLevel: 'strict' });
+    mermaid.initialize({
+        startOnLoad: false,
+        theme: dark ? 'dark' : 'default',
+        securityLevel: 'strict',
+        flowchart: { useMaxWidth: false },
+    });
     mermaid.run();
 })();

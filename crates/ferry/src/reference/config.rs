@@ -30,12 +30,17 @@ pub fn page() -> String {
     for path in &paths {
         let section = path.split_once('.').map_or("", |(s, _)| s);
         let (usage, meaning) = entry(path);
+        // Under its section's heading a field is named without the section (tables stay narrow).
+        let name = path.strip_prefix(&format!("{section}.")).unwrap_or(path);
         sections
             .entry(section)
-            .or_insert_with(|| Table::new(&["Field", "Default", "Ferry", "Meaning"]))
+            .or_insert_with(|| Table::new(&["Field", "Ferry", "Meaning"]))
             .row(vec![
-                code(path),
-                show_default(lookup(&defaults, path)),
+                format!(
+                    "{}<br>default {}",
+                    code(name),
+                    show_default(lookup(&defaults, path))
+                ),
                 usage.label().to_owned(),
                 meaning.to_owned(),
             ]);
@@ -68,8 +73,9 @@ is named in one warning at start (`set, but not used by Ferry`) and otherwise ig
 read, checked and shown in `/configz`, used by no mode on this version (the reason is in the \
 meaning).
 
-**Default**: the value after kube-proxy's defaulting, as `--write-config-to` shows it with no \
-file and no flag.
+Under each field, its **default**: the value after kube-proxy's defaulting, as \
+`--write-config-to` shows it with no file and no flag. In a section's table a field is named \
+without its section (`burst` under `clientConnection` is `clientConnection.burst`).
 
 ";
 
@@ -119,8 +125,8 @@ pub fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 
 fn show_default(value: Option<&Value>) -> String {
     match value {
-        None | Some(Value::Null) => "(unset)".to_owned(),
-        Some(Value::String(s)) if s.is_empty() => "(empty)".to_owned(),
+        None | Some(Value::Null) => "unset".to_owned(),
+        Some(Value::String(s)) if s.is_empty() => "empty".to_owned(),
         Some(Value::String(s)) => code(s),
         Some(v) => code(&v.to_string()),
     }
