@@ -11,7 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use ipnet::IpNet;
 
-use ferry_model::{NodeView, Protocol, ServicePortName};
+use ferry_model::{NodeView, Protocol, ServicePortName, TargetRef};
 
 use crate::nft::{Key, Ruleset};
 use crate::plan::{EndpointSet, Plan};
@@ -80,6 +80,14 @@ pub struct Candidate {
     pub node: Option<String>,
     /// `None` when it may receive the packet; otherwise why not.
     pub excluded: Option<String>,
+    /// Excluded because it is not ready (`excluded` says `not ready`): a caller that knows why
+    /// (a readiness probe's results) may say so instead.
+    pub not_ready: bool,
+    /// Its `targetRef` (the Pod behind it), when the slice names one.
+    pub target: Option<TargetRef>,
+    /// What a caller adds from what the compiler cannot know (a readiness probe's state),
+    /// shown under the endpoint.
+    pub note: Option<String>,
 }
 
 /// The outcome.

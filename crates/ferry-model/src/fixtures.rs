@@ -1,6 +1,6 @@
 //! Builders for test objects, so tests state only what matters to them.
 //!
-//! Addresses follow the seed cluster (docs: ../shared/seeds/004): nodes 10.1.1.0/24, pods
+//! Addresses follow the seed cluster (`examples/seed`): nodes 10.1.1.0/24, pods
 //! 192.168.0.0/16, services 10.96.0.0/16.
 
 use std::collections::BTreeMap;
@@ -60,6 +60,7 @@ pub fn mk_endpoint(addr: &str, node: &str) -> Endpoint {
         address: ip(addr),
         conditions: EndpointConditions::default(),
         location: crate::EndpointLocation::on_node(Some(node)),
+        target: None,
     }
 }
 
@@ -135,6 +136,8 @@ pub fn mk_pod(ns: &str, name: &str, app: &str, pod_ip: &str, node: &str) -> crat
         name: name.into(),
         labels: crate::Labels::new([("app", app)]),
         node_name: Some(node.into()),
+        hostname: None,
+        subdomain: None,
         ips: vec![ip(pod_ip)],
         phase: crate::PodPhase::Running,
         ready: true,

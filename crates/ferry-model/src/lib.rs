@@ -20,7 +20,10 @@ mod service;
 mod view;
 
 pub use cluster::{ClusterState, Object, ObjectKey, Touched};
-pub use endpoint::{Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice};
+pub use endpoint::{
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, EndpointTarget,
+    TargetKind, TargetRef,
+};
 pub use intern::Interner;
 pub use labels::{Labels, Selector};
 pub use name::{ObjectRef, ServiceName, ServicePortName};

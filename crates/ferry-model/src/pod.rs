@@ -166,6 +166,11 @@ pub struct Pod {
     pub labels: Labels,
     /// `spec.nodeName`.
     pub node_name: Option<Arc<str>>,
+    /// `spec.hostname`: the endpoints of the Service named by `spec.subdomain` carry it (for
+    /// DNS; a proxy only shows it).
+    pub hostname: Option<Box<str>>,
+    /// `spec.subdomain`.
+    pub subdomain: Option<Box<str>>,
     /// `status.podIPs` (or `status.podIP`), in order: at most one per family.
     pub ips: Vec<IpAddr>,
     /// `status.phase`.

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::{
-    ClusterState, EndpointConditions, IpFamily, Node, Service, ServiceName, ServicePortName,
-    ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
+    ClusterState, EndpointConditions, EndpointTarget, IpFamily, Node, Service, ServiceName,
+    ServicePortName, ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
 };
 
 mod categorize;
@@ -63,6 +63,8 @@ pub struct EndpointView {
     pub node_hints: Vec<Arc<str>>,
     /// Conditions, defaulted.
     pub conditions: EndpointConditions,
+    /// `hostname` and `targetRef` (shared with the state's endpoint).
+    pub target: Option<Arc<EndpointTarget>>,
     /// On this node.
     pub is_local: bool,
     /// In the cluster-wide set, or why not.
@@ -302,6 +304,7 @@ fn collect_endpoints(
                 zone_hints: ep.zone_hints().map(<[_]>::to_vec).unwrap_or_default(),
                 node_hints: ep.node_hints().map(<[_]>::to_vec).unwrap_or_default(),
                 conditions: ep.conditions,
+                target: ep.target.clone(),
                 is_local: ep.node_name() == Some(ctx.node_name.as_str()),
                 cluster: Err(Exclusion::SetUnused),
                 local: Err(Exclusion::SetUnused),

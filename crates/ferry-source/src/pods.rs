@@ -26,7 +26,7 @@ pub mod readiness;
 mod run;
 
 pub use controller::{EndpointController, Output};
-pub use readiness::{ReadinessUpdate, Verdicts};
+pub use readiness::{is_probed, ReadinessUpdate, Verdicts};
 pub use run::{run, StageOptions};
 
 /// `namespace/name` of a Pod.

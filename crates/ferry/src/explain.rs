@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use ferry_compile::trace::{Frontend, NodeAddresses, Packet, Trace, Verdict};
+use ferry_compile::trace::{Candidate, Frontend, NodeAddresses, Packet, Trace, Verdict};
 use ferry_compile::NodeCompiler;
 use ferry_dataplane::addresses::local_addresses;
 use ferry_dataplane::live::LiveReport;
@@ -14,6 +14,10 @@ use ferry_model::{ClusterState, IpFamily, NodeContext, Protocol};
 
 use crate::cli::{resolve, ExplainArgs, Output, EXIT_USAGE};
 use crate::config::ConfigError;
+
+mod probes;
+
+use probes::Probes;
 
 /// Parses `--to DST:PORT[/tcp|udp|sctp]`.
 pub fn parse_to(s: &str) -> Result<(IpAddr, u16, Protocol), ConfigError> {
@@ -70,7 +74,20 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let state = crate::rules::load(&manifests.unwrap_or_default());
+    // With --live, the running agent's readiness probes judge the Pods, as they do its rules.
+    let probes = if args.live {
+        Probes::ask_agent(&config)
+    } else {
+        Probes::Offline
+    };
+    if let Probes::Unavailable(why) = &probes {
+        eprintln!(
+            "ferry explain --live: no readiness probe results: {why}; Pods with a probe are \
+             judged by their status"
+        );
+    }
+    let manifests = manifests.unwrap_or_default();
+    let (state, pods) = crate::rules::load_judged(&manifests, probes.verdicts());
     if let Err(e) = known_node(&state, &config.node_name) {
         eprintln!("ferry: {e}");
         return ExitCode::from(EXIT_USAGE);
@@ -89,7 +106,8 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
     };
     let compiler = NodeCompiler::new(&state, &context, &config.compile_config(family));
     let mode = entry(config.mode);
-    let trace = mode.renderer.trace(&compiler, &state, packet, &addresses);
+    let mut trace = mode.renderer.trace(&compiler, &state, packet, &addresses);
+    probes::annotate(&mut trace, &pods, &probes);
     let live = if args.live {
         match (mode.open)(&config.mode_options()).live(&trace, &compiler, &state) {
             Ok(report) => Some(report),
@@ -175,6 +193,22 @@ pub fn render(t: &Trace, live: Option<&LiveReport>, output: Output) -> String {
     }
 }
 
+/// One endpoint; `targetRef` and `note` only when known.
+fn candidate_json(c: &Candidate) -> Value {
+    let mut v = json!({
+        "address": c.addr.to_string(), "node": c.node, "used": c.excluded.is_none(), "excluded": c.excluded,
+    });
+    if let Value::Object(map) = &mut v {
+        if let Some(t) = &c.target {
+            map.insert("targetRef".into(), t.to_string().into());
+        }
+        if let Some(note) = &c.note {
+            map.insert("note".into(), note.clone().into());
+        }
+    }
+    v
+}
+
 fn to_json(t: &Trace) -> Value {
     let key = t.objects_label;
     let targets: Vec<Value> = match &t.verdict {
@@ -209,9 +243,7 @@ fn to_json(t: &Trace) -> Value {
             Frontend::LoadBalancerIp => "LoadBalancerIP",
         }),
         "steps": t.steps.iter().map(|s| json!({"what": s.what, "why": s.why, key: s.objects})).collect::<Vec<_>>(),
-        "endpoints": t.candidates.iter().map(|c| json!({
-            "address": c.addr.to_string(), "node": c.node, "used": c.excluded.is_none(), "excluded": c.excluded,
-        })).collect::<Vec<_>>(),
+        "endpoints": t.candidates.iter().map(candidate_json).collect::<Vec<_>>(),
         "masquerade": t.masquerade().map(|m| m.word()),
         "verdict": t.verdict_word(),
         "targets": targets,

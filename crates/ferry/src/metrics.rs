@@ -26,6 +26,7 @@ use crate::sync::PendingChanges;
 
 mod build_info;
 mod conntrack;
+mod probes;
 
 /// The `Content-Type` of `/metrics`.
 pub const CONTENT_TYPE_OPENMETRICS: &str =
@@ -96,6 +97,7 @@ struct Set {
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
     conntrack: conntrack::ConntrackMetrics,
+    probes: probes::ProbeMetrics,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -154,6 +156,7 @@ impl Metrics {
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
             conntrack: conntrack::ConntrackMetrics::new(),
+            probes: probes::ProbeMetrics::new(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -235,6 +238,7 @@ impl Metrics {
             set.health_check_servers.clone(),
         );
         set.conntrack.register(&mut registry);
+        set.probes.register(&mut registry);
         build_info::register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
@@ -264,8 +268,9 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of every metric.
+    /// The OpenMetrics text of every metric (the probe counters caught up with the book first).
     pub fn encode(&self) -> String {
+        self.set.probes.catch_up();
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!("encoding metrics: {e}");
@@ -384,6 +389,11 @@ impl Metrics {
     /// when it failed.
     pub fn conntrack_cleaned(&self, family: IpFamily, elapsed: Duration, deleted: u64, ok: bool) {
         self.set.conntrack.cleaned(family, elapsed, deleted, ok);
+    }
+
+    /// Counts the readiness probes' results recorded in `book` (standalone mode's Pod stage).
+    pub fn follow_probes(&self, book: Arc<std::sync::Mutex<ferry_source::probe::ProbeBook>>) {
+        self.set.probes.follow(book);
     }
 
     /// Health-check NodePort servers now open.

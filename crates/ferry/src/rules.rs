@@ -6,7 +6,7 @@ use std::path::Path;
 use ferry_compile::NodeCompiler;
 use ferry_dataplane::modes::entry;
 use ferry_model::{ClusterState, IpFamily, NodeContext};
-use ferry_source::pods::EndpointController;
+use ferry_source::pods::{EndpointController, ReadinessUpdate};
 use ferry_source::SourceEvent;
 
 use crate::config::Config;
@@ -15,17 +15,32 @@ use crate::config::Config;
 /// object (which is left out). Pods become EndpointSlices as in `ferry run`, without running
 /// their readiness probes: a Pod with a probe counts as its status says until one ran.
 pub fn load(manifests: &Path) -> ClusterState {
+    load_judged(manifests, &[]).0
+}
+
+/// Like [`load`], with readiness probes' `verdicts` (an agent's, for `ferry explain --live`)
+/// judging the Pods as that agent does; also returns the controller, which knows the Pods.
+pub fn load_judged(
+    manifests: &Path,
+    verdicts: &[ReadinessUpdate],
+) -> (ClusterState, EndpointController) {
     let scan = ferry_source::manifest::load(manifests);
     for e in &scan.errors {
         eprintln!("warning: {e}");
     }
     let mut controller = EndpointController::new();
-    let derived = controller.handle(SourceEvent::Resync(scan.objects));
+    let mut events = controller.handle(SourceEvent::Resync(scan.objects)).events;
+    events.extend(controller.readiness_all(verdicts).events);
     for e in controller.problems() {
         eprintln!("warning: {e}");
     }
+    (state_of(events), controller)
+}
+
+/// The state after `events`, from empty.
+pub(crate) fn state_of(events: Vec<SourceEvent>) -> ClusterState {
     let mut state = ClusterState::new();
-    for event in derived.events {
+    for event in events {
         match event {
             SourceEvent::Apply(obj) => drop(state.apply(obj)),
             SourceEvent::Delete(key) => drop(state.delete(&key)),

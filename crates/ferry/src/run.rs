@@ -4,6 +4,7 @@
 //! its line in the mode table ([`ferry_dataplane::modes`]).
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
@@ -13,6 +14,7 @@ use ferry_dataplane::modes::entry;
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::kube::{Connection, KubeSource};
 use ferry_source::manifest::ManifestSource;
+use ferry_source::probe::ProbeBook;
 use ferry_source::SourceEvent;
 
 use crate::config::Config;
@@ -129,11 +131,17 @@ fn start_servers(
     servers
 }
 
-/// Starts the source; its events arrive on the returned channel.
+/// The readiness probes' results, shared by the Pod stage (which writes them), `/status` and
+/// `/metrics`.
+pub type SharedBook = Arc<Mutex<ProbeBook>>;
+
+/// Starts the source; its events arrive on the returned channel. A manifest source's Pod stage
+/// records its probes' results in `book`.
 async fn start_source(
     config: &Config,
     source: Source,
     metrics: &Metrics,
+    book: Option<SharedBook>,
 ) -> anyhow::Result<mpsc::Receiver<SourceEvent>> {
     let (tx, rx) = mpsc::channel::<SourceEvent>(64);
     // Each source logs each invalid object itself (object, field); count them here.
@@ -153,9 +161,9 @@ async fn start_source(
             });
             let counted = metrics.clone();
             let options = ferry_source::pods::StageOptions {
-                check: std::sync::Arc::new(ferry_source::probe::NetworkCheck::default()),
+                check: Arc::new(ferry_source::probe::NetworkCheck::default()),
                 max_concurrent: ferry_source::probe::DEFAULT_MAX_CONCURRENT,
-                book: std::sync::Arc::default(),
+                book: book.unwrap_or_default(),
             };
             tokio::spawn(ferry_source::pods::run(stage_rx, tx, options, move |e| {
                 counted.invalid_object(&e.object.kind)
@@ -181,6 +189,15 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     crate::startup::log_leftovers(mode_entry);
 
     let metrics = Metrics::new(mode_entry.sync_failures);
+    // Standalone, Ferry runs the Pods' readiness probes: their results are shown by `/status`
+    // and counted on `/metrics`.
+    let probes: Option<SharedBook> = match &source {
+        Source::Manifests(_) => Some(Arc::default()),
+        Source::Kube(_) => None,
+    };
+    if let Some(book) = &probes {
+        metrics.follow_probes(book.clone());
+    }
     // Upstream's health timeout: a change may wait two sync periods before the proxy counts
     // as unhealthy.
     let health = ProxyHealth::new(2 * config.sync_period);
@@ -191,7 +208,7 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
         Source::Manifests(path) => Some(presence::Presence::new(path.clone())),
         Source::Kube(_) => None,
     };
-    let rx = start_source(&config, source, &metrics).await?;
+    let rx = start_source(&config, source, &metrics, probes.clone()).await?;
     let syncer = syncer(&config, mode.as_ref(), &families);
     let mut agent = agent::Parts {
         config,
@@ -203,6 +220,7 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
         metrics,
         presence,
         source: described,
+        probes,
     }
     .start();
     let result = agent.run(rx, status_rx).await;

@@ -6,13 +6,16 @@
 //!
 //! The agent answers `GET /status` on its metrics address with [`Status`] as JSON (built by
 //! [`collect`] in the agent's task, which owns the state); `ferry status` fetches it
-//! ([`client`]) and prints it as text ([`text`]) or as the JSON itself.
+//! ([`client`]) and prints it as text ([`text`]) or as the JSON itself. In standalone mode each
+//! endpoint also shows its Pod's readiness probes ([`probes`]), which `ferry explain --live`
+//! reads back.
 
 use serde::{Deserialize, Serialize};
 
 mod build;
 pub mod client;
 pub mod history;
+pub mod probes;
 pub mod text;
 
 pub use build::{collect, Inputs};
@@ -170,6 +173,51 @@ pub struct Backend {
     /// Why not, when not used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excluded: Option<String>,
+    /// The Pod behind it (`namespace/name`, its `targetRef`), when the slice names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// Its Pod's readiness probes, as Ferry runs them (standalone mode), by container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ContainerProbe>,
+}
+
+/// One container's readiness probe, as Ferry runs it (standalone mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerProbe {
+    /// The container's name.
+    pub container: String,
+    /// `ready`, `not ready` (the probe's verdict), `pending` (no verdict yet: the Pod's status
+    /// decides meanwhile) or `not run` (`exec`, or a probe that cannot be resolved: the Pod's
+    /// status decides).
+    pub state: String,
+    /// What is probed (`GET http://10.0.1.1:8080/hello`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The last run's result: `success`, `failure` or `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_result: Option<String>,
+    /// What the last run found, when it did not succeed
+    /// (`HTTP probe failed with statuscode: 503`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message: Option<String>,
+    /// When the last run ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_time: Option<String>,
+    /// Equal results in a row, the last one included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_a_row: u32,
+    /// When the current run of failures started (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<String>,
+    /// Why the probe holds the endpoint back (`not ready: readiness probe failing since …`),
+    /// or why it is not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What the kernel holds for a service.

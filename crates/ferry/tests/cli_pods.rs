@@ -71,3 +71,31 @@ fn a_pod_on_a_node_missing_from_the_manifests_is_named() {
         "{stdout}"
     );
 }
+
+#[test]
+fn offline_explain_names_the_pods_and_says_their_probes_are_not_run() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .args(["explain", "--node", "k8s-node1", "--from", "10.1.1.100"])
+        .args([
+            "--to",
+            "10.1.1.17:32223",
+            "--cluster-cidr",
+            "192.168.0.0/16",
+        ])
+        .arg("--manifests")
+        .arg(example("seed-pods"))
+        .output()
+        .expect("run ferry explain");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    // The seed's Pods list no container status: until a probe passes they are not ready.
+    assert!(
+        stdout.contains(
+            "   - 192.168.169.166:56010 on k8s-node2 (Pod dev/url-analysis-deployment-547845566c-4rt9d): \
+             not ready\n     readiness probe of url-analysis (GET http://192.168.169.166:56010/hello) \
+             not run by explain: until probed, the Pod counts as not ready"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("verdict: REJECTED"), "{stdout}");
+}

@@ -41,14 +41,15 @@ fn markdown_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The book's pages, the README and its draft.
+/// The book's pages and the README.
 fn pages() -> Vec<PathBuf> {
     let mut out = markdown_files(&book_src());
-    out.extend([
-        repo().join("README.md"),
-        repo().join("docs/README-draft.md"),
-    ]);
+    out.push(readme());
     out
+}
+
+fn readme() -> PathBuf {
+    repo().join("README.md")
 }
 
 fn read(path: &Path) -> String {
@@ -93,7 +94,7 @@ fn every_page_is_in_the_contents_and_no_note_is_left_outside_the_book() {
     for entry in std::fs::read_dir(repo().join("docs")).expect("docs/") {
         let path = entry.expect("an entry").path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".md") && name != "README-draft.md" {
+        if name.ends_with(".md") {
             problems.push(format!(
                 "{}: outside the book; move it under docs/src/ (git mv) and list it in \
                  docs/src/SUMMARY.md",
@@ -107,16 +108,11 @@ fn every_page_is_in_the_contents_and_no_note_is_left_outside_the_book() {
 /// What is wrong with one link of `page` (`None`: it resolves).
 fn link_problem(page: &Path, dest: &str) -> Option<String> {
     if dest.starts_with("http://") || dest.starts_with("https://") || dest.starts_with("mailto:") {
-        let in_readme = page == repo().join("docs/README-draft.md");
-        return in_readme.then(|| "the README links nothing outside the repository".to_owned());
+        return (page == readme())
+            .then(|| "the README links nothing outside the repository".to_owned());
     }
     let (file, anchor) = dest.split_once('#').unwrap_or((dest, ""));
-    // The draft becomes the README: its links are written from the repository's root.
-    let base = if page == repo().join("docs/README-draft.md") {
-        repo()
-    } else {
-        page.parent().expect("a page's directory").to_path_buf()
-    };
+    let base = page.parent().expect("a page's directory").to_path_buf();
     let target = if file.is_empty() {
         page.to_path_buf()
     } else {
@@ -163,16 +159,25 @@ fn internal_links_and_anchors_resolve() {
 }
 
 #[test]
-fn the_readme_draft_stays_inside_the_repository() {
-    let text = read(&repo().join("docs/README-draft.md"));
-    for bad in ["../shared", "/work/", "seed 004", "the seed's"] {
-        assert!(!text.contains(bad), "docs/README-draft.md mentions {bad:?}");
+fn the_readme_is_short_and_stays_inside_the_repository() {
+    let text = read(&readme());
+    for bad in ["../shared", "/work/", "seed 004", "the seed's", "the seed "] {
+        assert!(!text.contains(bad), "README.md mentions {bad:?}");
     }
     let lines = text.lines().count();
-    assert!(
-        lines <= 200,
-        "docs/README-draft.md has {lines} lines (at most 200)"
-    );
+    assert!(lines <= 200, "README.md has {lines} lines (at most 200)");
+}
+
+/// The README's test command, the one CI runs.
+const TEST_COMMAND: &str = "cargo test --workspace -- --include-ignored";
+
+#[test]
+fn ci_runs_the_readmes_test_command() {
+    let readme = read(&readme());
+    let ci = read(&repo().join(".ci/run"));
+    let runs = |text: &str| text.lines().any(|l| l.trim() == TEST_COMMAND);
+    assert!(runs(&readme), "README.md does not give `{TEST_COMMAND}`");
+    assert!(runs(&ci), ".ci/run does not run `{TEST_COMMAND}`");
 }
 
 /// What a block's source gives today.

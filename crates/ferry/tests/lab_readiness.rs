@@ -1,6 +1,7 @@
 //! Seed 004's readiness section with real packets: the url-analysis Pods listed in the manifests
 //! (no hand-written EndpointSlice), their `httpGet /hello` readiness probe run by each node's
-//! Ferry, one Pod starting to fail. Needs root.
+//! Ferry, one Pod starting to fail; what `ferry status`, the metrics and `ferry explain --live`
+//! say of it. Needs root.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use ferry_lab::{CurlResult, Host, PodProgram};
 #[path = "support/seed.rs"]
 mod seed;
 
+use ferry_lab::spec::NODE2;
 use seed::{cluster_url, node_port_url, Hello, Manifests, SeedLab, FERRY, POD_A, POD_B};
 
 /// The seed's probe, on a shorter clock so the test takes seconds: first run 4 s after Ferry
@@ -80,6 +82,33 @@ impl ReadinessLab {
         }
     }
 
+    /// Runs `ferry ARGS` on k8s-node2 (where the Pods and their probing Ferry are) until its
+    /// stdout contains every one of `needles`; returns that stdout.
+    fn wait_ferry_says(&self, args: &[&str], needles: &[&str]) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = self
+                .seed
+                .lab
+                .exec_in(
+                    &Host::node(NODE2),
+                    std::iter::once(FERRY).chain(args.iter().copied()),
+                )
+                .expect("run ferry on k8s-node2");
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            if needles.iter().all(|n| stdout.contains(n)) {
+                return stdout;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "ferry {args:?} never said {needles:?}:\n{stdout}\n{}\n{}",
+                String::from_utf8_lossy(&out.stderr),
+                self.seed.logs()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
     /// Polls until the pods answering `url` are exactly `want` (20 connections each round).
     fn wait_answering(&self, url: &str, want: &[&str]) {
         let want: BTreeSet<String> = want.iter().map(|s| (*s).to_owned()).collect();
@@ -121,9 +150,80 @@ fn a_pod_failing_its_readiness_probe_gets_no_new_connections_until_it_passes_aga
         lab.answering(&node_port, 50),
         BTreeSet::from([POD_A.0.to_owned()])
     );
+    the_failing_probe_is_visible(&lab);
 
     lab.set_failing(POD_B.0, false);
     lab.wait_answering(&node_port, &[POD_A.0, POD_B.0]);
+}
+
+/// On the Pods' node, while POD_B fails: `ferry status` shows both probes, the metric counts
+/// failures, and `ferry explain --live` asks the agent and names the failing probe.
+fn the_failing_probe_is_visible(lab: &ReadinessLab) {
+    let (a, b) = (POD_A.1, POD_B.1);
+    let failing = format!(
+        "{b}:56010 not ready, local (node k8s-node2, Pod dev/{}): not used: not ready: readiness \
+         probe failing since ",
+        POD_B.0
+    );
+    let status = lab.wait_ferry_says(
+        &["status"],
+        &[
+            &failing,
+            &format!("readiness probe of url-analysis (GET http://{a}:56010/hello): ready; last success"),
+            &format!("readiness probe of url-analysis (GET http://{b}:56010/hello): not ready; last failure"),
+        ],
+    );
+    assert!(
+        status.contains("HTTP probe failed with statuscode: 503"),
+        "{status}"
+    );
+
+    let metrics = lab
+        .seed
+        .lab
+        .exec(NODE2, ["curl", "-s", "http://127.0.0.1:10249/metrics"])
+        .expect("curl /metrics");
+    for result in ["success", "failure"] {
+        let series = format!(
+            "ferry_readiness_probe_results_total{{namespace=\"dev\",service=\"url-analysis\",result=\"{result}\"}} "
+        );
+        assert!(metrics.contains(&series), "{series}\n{metrics}");
+    }
+
+    let manifests = lab.seed.manifests.path().display().to_string();
+    let explain = lab.wait_ferry_says(
+        &[
+            "explain",
+            "--live",
+            "--manifests",
+            &manifests,
+            "--node",
+            "k8s-node2",
+            "--from",
+            "10.1.1.100",
+            "--to",
+            "10.1.1.9:32223",
+            "--cluster-cidr",
+            "192.168.0.0/16",
+        ],
+        &[
+            &format!("+ {a}:56010 on k8s-node2 (Pod dev/{})", POD_A.0),
+            &format!(
+                "- {b}:56010 on k8s-node2 (Pod dev/{}): not ready: readiness probe failing since ",
+                POD_B.0
+            ),
+            "the agent's readiness probe of url-analysis",
+        ],
+    );
+    // Judged by the agent's verdicts, the explanation is what the kernel holds.
+    assert!(
+        explain.contains("agrees with the compiled rules"),
+        "{explain}"
+    );
+    assert!(
+        explain.contains(&format!("verdict: FORWARDED to one of {a}:56010\n")),
+        "{explain}"
+    );
 }
 
 #[test]

@@ -39,10 +39,17 @@ pub fn candidates(sview: Option<&ServicePortView>, set: Option<EndpointSet>) -> 
                 (Err(Exclusion::SetUnused), true) => Some("not used by this policy".to_owned()),
                 (Err(Exclusion::SetUnused), false) => Some("not ready".to_owned()),
             };
+            let not_ready = matches!(
+                (membership, e.conditions.ready),
+                (Err(Exclusion::NotReady), _) | (Err(Exclusion::SetUnused), false)
+            );
             Candidate {
                 addr: e.addr,
                 node: e.node_name.as_deref().map(str::to_owned),
                 excluded,
+                not_ready,
+                target: e.target.as_ref().and_then(|t| t.target_ref.clone()),
+                note: None,
             }
         })
         .collect()

@@ -47,13 +47,21 @@ impl Trace {
             out.push_str("endpoints:\n");
             for c in &self.candidates {
                 let node = c.node.as_deref().unwrap_or("?");
+                let target = c
+                    .target
+                    .as_ref()
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default();
                 match &c.excluded {
                     None => {
-                        let _ = writeln!(out, "   + {} on {node}", c.addr);
+                        let _ = writeln!(out, "   + {} on {node}{target}", c.addr);
                     }
                     Some(why) => {
-                        let _ = writeln!(out, "   - {} on {node}: {why}", c.addr);
+                        let _ = writeln!(out, "   - {} on {node}{target}: {why}", c.addr);
                     }
+                }
+                if let Some(note) = &c.note {
+                    let _ = writeln!(out, "     {note}");
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! controller (kubernetes `pkg/controller/endpointslicemirroring`) derives them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use ferry_model::{
     Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, Interner,
@@ -9,6 +10,7 @@ use ferry_model::{
 };
 use k8s_openapi::api::core::v1 as k8s;
 
+use super::slice::target;
 use super::{ignored_by_labels, ip, namespaced_ref, non_empty, port, protocol};
 use crate::InvalidObject;
 
@@ -35,7 +37,7 @@ struct Group {
 ///   subsets with the same ports share a slice.
 /// - `addresses` become endpoints with `ready: true`, `notReadyAddresses` with `ready: false`;
 ///   `serving` and `terminating` are left unset upstream, so they take the model's defaults.
-///   `nodeName` is copied. An address listed twice keeps its first (ready) entry.
+///   `nodeName`, `hostname` and `targetRef` are copied. An address listed twice keeps its first (ready) entry.
 /// - Slices are named `<endpoints-name>-mirror-<n>`, `n` counting groups in order of first
 ///   appearance (upstream uses a random `generateName` suffix). Their Service is the Endpoints'
 ///   name. The trigger-time annotation is not copied, as upstream does not copy it.
@@ -60,6 +62,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
         return Ok(Vec::new());
     }
 
+    let namespace: Arc<str> = object.namespace.as_str().into();
     let mut groups: Vec<Group> = Vec::new();
     let mut skipped = 0usize;
     for (i, subset) in ep.subsets.iter().flatten().enumerate() {
@@ -110,6 +113,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
                             ..EndpointConditions::default()
                         },
                         location: EndpointLocation::on_node(non_empty(a.node_name.as_deref())),
+                        target: target(a.hostname.as_deref(), a.target_ref.as_ref(), &namespace),
                     });
                 }
             }
@@ -128,7 +132,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
         .enumerate()
         .map(|(n, g)| {
             let mut slice = EndpointSlice {
-                namespace: object.namespace.as_str().into(),
+                namespace: namespace.clone(),
                 name: format!("{}-mirror-{n}", object.name).into(),
                 service: ServiceName::new(&object.namespace, &object.name),
                 family: g.family,

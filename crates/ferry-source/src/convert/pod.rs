@@ -31,6 +31,8 @@ pub fn pod(pod: &k8s::Pod) -> Result<Pod, InvalidObject> {
         name: object.name.as_str().into(),
         labels: Labels::new(pod.metadata.labels.iter().flatten()),
         node_name: non_empty(spec.node_name.as_deref()).map(Arc::from),
+        hostname: non_empty(spec.hostname.as_deref()).map(Box::from),
+        subdomain: non_empty(spec.subdomain.as_deref()).map(Box::from),
         ips: pod_ips(status, &object)?,
         phase: phase(status.phase.as_deref(), &object)?,
         ready: status

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, Interner,
-    IpFamily, ObjectRef, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, EndpointTarget,
+    Interner, IpFamily, ObjectRef, ServiceName, TargetKind, TargetRef,
 };
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::discovery::v1 as k8s;
 
 use super::{
@@ -66,15 +67,16 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
             )?,
         });
     }
+    let namespace: Arc<str> = object.namespace.as_str().into();
     let endpoints = slice
         .endpoints
         .iter()
         .enumerate()
-        .map(|(i, e)| endpoint(e, family, &object, i))
+        .map(|(i, e)| endpoint(e, family, &object, &namespace, i))
         .collect::<Result<_, _>>()?;
 
     let mut converted = EndpointSlice {
-        namespace: object.namespace.as_str().into(),
+        namespace,
         name: object.name.as_str().into(),
         service: ServiceName::new(&object.namespace, service),
         family,
@@ -93,11 +95,12 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
     Ok(Some(converted))
 }
 
-/// One `endpoints[i]` entry.
+/// One `endpoints[i]` entry (`namespace`: the slice's).
 fn endpoint(
     e: &k8s::Endpoint,
     family: IpFamily,
     object: &ObjectRef,
+    namespace: &Arc<str>,
     i: usize,
 ) -> Result<Endpoint, InvalidObject> {
     let mut addresses = Vec::with_capacity(e.addresses.len());
@@ -147,7 +150,39 @@ fn endpoint(
             )?,
         }
         .shared(),
+        target: target(e.hostname.as_deref(), e.target_ref.as_ref(), namespace),
     })
+}
+
+/// An endpoint's `hostname` and `targetRef` (whose namespace defaults to `namespace`, the
+/// object's, and shares it when equal). A `targetRef` without a name is left out: it names
+/// nothing `ferry status` could show.
+pub(super) fn target(
+    hostname: Option<&str>,
+    target_ref: Option<&ObjectReference>,
+    namespace: &Arc<str>,
+) -> Option<Arc<EndpointTarget>> {
+    let target_ref = target_ref.and_then(|r| {
+        let name = non_empty(r.name.as_deref())?;
+        let kind = match r.kind.as_deref().unwrap_or_default() {
+            "Pod" => TargetKind::Pod,
+            other => TargetKind::Other(other.into()),
+        };
+        let namespace = match non_empty(r.namespace.as_deref()) {
+            Some(ns) if ns != &**namespace => Arc::from(ns),
+            _ => namespace.clone(),
+        };
+        Some(TargetRef {
+            kind,
+            namespace,
+            name: name.into(),
+        })
+    });
+    EndpointTarget {
+        hostname: non_empty(hostname).map(Box::from),
+        target_ref,
+    }
+    .shared()
 }
 
 /// Most entries the API server accepts in `hints.forZones` and in `hints.forNodes`.

@@ -109,16 +109,10 @@ impl EndpointController {
             .filter_map(|k| self.pods.get_key_value(k))
     }
 
-    /// The Pod behind an endpoint of a Service fed by Pods (slices carry no `targetRef` in
-    /// the model): what `ferry status` and `ferry explain` look up in the probe book.
-    pub fn pod_of_endpoint(
-        &self,
-        service: &ServiceName,
-        address: std::net::IpAddr,
-    ) -> Option<&PodKey> {
-        self.selection
-            .pods_of(service)
-            .find(|k| self.pods.get(*k).is_some_and(|p| p.ips.contains(&address)))
+    /// A Pod of the manifests (`ferry explain` looks up the Pod an endpoint's `targetRef`
+    /// names).
+    pub fn pod(&self, key: &PodKey) -> Option<&Pod> {
+        self.pods.get(key).map(|p| &**p)
     }
 
     /// The Services that select a Pod.

@@ -12,6 +12,8 @@
 //! - a Pod whose `spec.nodeName` is not a known Node is skipped (reported), unless the Service
 //!   publishes not-ready addresses;
 //! - `nodeName` comes from the Pod, `zone` from the Node's `topology.kubernetes.io/zone` label;
+//! - `targetRef` names the Pod; `hostname` is the Pod's `spec.hostname` when its
+//!   `spec.subdomain` is the Service's name;
 //! - a Service with no endpoint at all gets one empty placeholder slice per address type.
 //!
 //! Unlike upstream, slice names are not random: `<service>-<ipv4|ipv6>` for the placeholder,
@@ -23,8 +25,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ferry_model::{
-    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, IpFamily, Node,
-    Pod, Service, ServiceName,
+    Endpoint, EndpointConditions, EndpointLocation, EndpointPort, EndpointSlice, EndpointTarget,
+    IpFamily, Node, Pod, Service, ServiceName, TargetRef,
 };
 
 /// Upstream's default `--max-endpoints-per-slice`.
@@ -112,6 +114,7 @@ fn for_family(
                     .shared()
                 })
                 .clone(),
+            target: target(service, pod),
         };
         groups
             .entry(ports(service, pod))
@@ -141,6 +144,20 @@ fn for_family(
         }
     }
     out
+}
+
+/// The endpoint's `targetRef` (the Pod, sharing its names) and `hostname` (upstream's
+/// `ShouldSetHostname`: the Pod's hostname when its subdomain is the Service's name).
+fn target(service: &Service, pod: &Pod) -> Option<Arc<EndpointTarget>> {
+    let hostname = pod
+        .hostname
+        .clone()
+        .filter(|_| pod.subdomain.as_deref() == Some(&*service.name.name));
+    EndpointTarget {
+        hostname,
+        target_ref: Some(TargetRef::pod(pod.namespace.clone(), pod.name.clone())),
+    }
+    .shared()
 }
 
 /// A Pod's endpoint ports: each Service port whose `targetPort` the Pod has, sorted (upstream

@@ -1,10 +1,11 @@
 //! [`run`]: the Pod stage as a task between a source and the cluster state, with its prober.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
 use super::{EndpointController, Output};
+use crate::probe::book::lock;
 use crate::probe::{Check, ProbeBook, Prober};
 use crate::{InvalidObject, SourceEvent};
 
@@ -90,12 +91,6 @@ pub async fn run(
             }
         }
     }
-}
-
-/// The book, even if a panic poisoned its lock (its data stays consistent: every update is
-/// one assignment).
-fn lock(book: &Mutex<ProbeBook>) -> MutexGuard<'_, ProbeBook> {
-    book.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn merge(into: &mut Output, more: Output) {

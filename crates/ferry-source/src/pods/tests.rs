@@ -203,9 +203,8 @@ fn probe_verdicts_move_a_pod_in_and_out_of_the_ready_set() {
         web_slice(&c.readiness(&verdict(Some(false))).events),
         "10.0.1.1(not ready)"
     );
-    let web = ferry_model::ServiceName::new("dev", "web");
-    let ip = ferry_model::fixtures::ip("10.0.1.1");
-    assert_eq!(c.pod_of_endpoint(&web, ip), Some(&PodKey::new("dev", "a")));
+    let pod = c.pod(&PodKey::new("dev", "a")).map(|p| &*p.name);
+    assert_eq!(pod, Some("a"));
     // No verdict any more: the status speaks again (ready, but no running state: not ready).
     assert!(c.readiness(&verdict(None)).events.is_empty());
     // A verdict about a Pod that is gone changes nothing.

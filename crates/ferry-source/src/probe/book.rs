@@ -2,6 +2,7 @@
 //! per Service (counters for metrics).
 
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use ferry_model::ServiceName;
@@ -140,53 +141,76 @@ impl ProbeBook {
         self.counters.iter().map(|(s, [a, b, c])| (s, (*a, *b, *c)))
     }
 
+    /// One Pod's containers' statuses, sorted by container.
+    pub fn of_pod<'a>(&'a self, pod: &PodKey) -> impl Iterator<Item = (&'a str, &'a ProbeStatus)> {
+        let first = (pod.clone(), Box::<str>::from(""));
+        let pod = pod.clone();
+        self.entries
+            .range(first..)
+            .take_while(move |((p, _), _)| *p == pod)
+            .map(|((_, container), status)| (&**container, status))
+    }
+
     /// Why a Pod's endpoint is not ready because of its probes, in the words `ferry explain`
     /// uses: `not ready: readiness probe failing since 2024-05-01T10:00:00Z (GET
     /// http://10.0.1.1:8080/hello: HTTP probe failed with statuscode: 503; 3 failures in a row)`.
     /// `None` when no probe of the Pod holds it back.
     pub fn explain(&self, pod: &PodKey) -> Option<String> {
-        let first = (pod.clone(), Box::<str>::from(""));
-        let mut reasons = self
-            .entries
-            .range(first..)
-            .take_while(|((p, _), _)| p == pod)
-            .filter_map(|((_, container), status)| not_ready_reason(container, status));
-        let first = reasons.next()?;
-        Some(reasons.fold(first, |all, r| format!("{all}; {r}")))
+        join_reasons(
+            self.of_pod(pod)
+                .filter_map(|(container, status)| status.not_ready_reason(container)),
+        )
     }
 }
 
-fn not_ready_reason(container: &str, status: &ProbeStatus) -> Option<String> {
-    let ProbeStatus::Probing {
-        target,
-        verdict,
-        last,
-        run,
-        failing_since,
-    } = status
-    else {
-        return None;
-    };
-    match (verdict, last) {
-        (Some(true), _) => None,
-        (None, None) => Some(format!(
-            "not ready: readiness probe of container {container} has not run yet ({target})"
-        )),
-        (None, Some(_)) => Some(format!(
-            "not ready: readiness probe of container {container} has not passed yet ({target})"
-        )),
-        (Some(false), last) => {
-            let since = failing_since.map_or_else(|| "its last run".to_owned(), rfc3339);
-            let what = match last {
-                Some((Outcome::Failure(text) | Outcome::Error(text), _)) => text.as_str(),
-                _ => "",
-            };
-            Some(format!(
-                "not ready: readiness probe failing since {since} ({target}: {what}; {run} \
-                 failures in a row)"
-            ))
+/// Reasons joined with `; ` (`None` for none).
+pub fn join_reasons(reasons: impl IntoIterator<Item = String>) -> Option<String> {
+    let mut reasons = reasons.into_iter();
+    let first = reasons.next()?;
+    Some(reasons.fold(first, |all, r| format!("{all}; {r}")))
+}
+
+impl ProbeStatus {
+    /// Why this probe holds its container (`container`) back, as [`ProbeBook::explain`] says
+    /// it; `None` when it does not (ready, or not run).
+    pub fn not_ready_reason(&self, container: &str) -> Option<String> {
+        let ProbeStatus::Probing {
+            target,
+            verdict,
+            last,
+            run,
+            failing_since,
+        } = self
+        else {
+            return None;
+        };
+        match (verdict, last) {
+            (Some(true), _) => None,
+            (None, None) => Some(format!(
+                "not ready: readiness probe of container {container} has not run yet ({target})"
+            )),
+            (None, Some(_)) => Some(format!(
+                "not ready: readiness probe of container {container} has not passed yet ({target})"
+            )),
+            (Some(false), last) => {
+                let since = failing_since.map_or_else(|| "its last run".to_owned(), rfc3339);
+                let what = match last {
+                    Some((Outcome::Failure(text) | Outcome::Error(text), _)) => text.as_str(),
+                    _ => "",
+                };
+                Some(format!(
+                    "not ready: readiness probe failing since {since} ({target}: {what}; {run} \
+                     failures in a row)"
+                ))
+            }
         }
     }
+}
+
+/// The book, even if a panic poisoned its lock (its data stays consistent: every update is
+/// one assignment).
+pub fn lock(book: &Mutex<ProbeBook>) -> MutexGuard<'_, ProbeBook> {
+    book.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// RFC 3339 in UTC, seconds precision.

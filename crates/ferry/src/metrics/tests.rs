@@ -380,3 +380,45 @@ fn conntrack_cleanups_are_timed_and_counted_per_family() {
         Some(2.0)
     );
 }
+
+#[test]
+fn readiness_probe_results_are_counted_per_service_from_the_book() {
+    use ferry_source::pods::PodKey;
+    use ferry_source::probe::{Outcome, ProbeBook, ProbeReport, PROBE_RESULTS_METRIC};
+
+    let m = Metrics::new(FailureCounter::NftablesSync);
+    let book = Arc::new(std::sync::Mutex::new(ProbeBook::default()));
+    m.follow_probes(book.clone());
+    let web = [ferry_model::ServiceName::new("dev", "web")];
+    let report = |outcome| ProbeReport {
+        pod: PodKey::new("dev", "web-a"),
+        container: "app".into(),
+        outcome,
+        at: SystemTime::UNIX_EPOCH,
+        run: 1,
+        verdict: None,
+        changed: false,
+    };
+    {
+        let mut b = book.lock().expect("book");
+        b.record(&report(Outcome::Success), &web);
+        b.record(&report(Outcome::Success), &web);
+        b.record(&report(Outcome::Failure("503".into())), &web);
+    }
+    let text = m.encode();
+    assert_eq!(
+        types(&text)
+            .get("ferry_readiness_probe_results")
+            .map(String::as_str),
+        Some("counter"),
+        "{text}"
+    );
+    let series = |result: &str| {
+        format!("{PROBE_RESULTS_METRIC}{{namespace=\"dev\",service=\"web\",result=\"{result}\"}}")
+    };
+    assert_eq!(sample(&text, &series("success")), Some(2.0), "{text}");
+    assert_eq!(sample(&text, &series("failure")), Some(1.0), "{text}");
+    assert_eq!(sample(&text, &series("error")), Some(0.0), "{text}");
+    // Scraped again: the counters follow the book, they do not add it twice.
+    assert_eq!(sample(&m.encode(), &series("success")), Some(2.0));
+}

@@ -3,11 +3,14 @@
 //! method has been called once (so that every family has a sample showing its labels).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use ferry_dataplane::mode::FailureCounter;
 use ferry_dataplane::SyncKind;
-use ferry_model::IpFamily;
+use ferry_model::{IpFamily, ServiceName};
+use ferry_source::pods::PodKey;
+use ferry_source::probe::{Outcome, ProbeBook, ProbeReport};
 
 use super::table::{code, Table};
 use crate::metrics::Metrics;
@@ -94,7 +97,24 @@ pub fn exercised() -> Metrics {
     m.invalid_object("Service");
     m.conntrack_cleaned(v4, Duration::from_millis(1), 1, false);
     m.health_check_servers(1);
+    m.follow_probes(probed_once());
     m
+}
+
+/// A probe book with one probe result, so the probe counter shows its labels.
+fn probed_once() -> Arc<Mutex<ProbeBook>> {
+    let mut book = ProbeBook::default();
+    let report = ProbeReport {
+        pod: PodKey::new("dev", "web-a"),
+        container: "app".into(),
+        outcome: Outcome::Success,
+        at: SystemTime::UNIX_EPOCH,
+        run: 1,
+        verdict: None,
+        changed: false,
+    };
+    book.record(&report, &[ServiceName::new("dev", "web")]);
+    Arc::new(Mutex::new(book))
 }
 
 /// The families of an OpenMetrics text, by name.

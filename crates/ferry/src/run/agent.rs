@@ -12,6 +12,7 @@ use tokio::time::{sleep_until, Instant};
 use ferry_dataplane::mode::{ModeEntry, NodeMode};
 use ferry_dataplane::modes::MODES;
 use ferry_model::IpFamily;
+use ferry_source::probe::book::lock;
 use ferry_source::SourceEvent;
 
 use super::presence::Presence;
@@ -21,6 +22,7 @@ use crate::health::ProxyHealth;
 use crate::healthcheck::ServiceHealthServers;
 use crate::metrics::Metrics;
 use crate::round::Round;
+use crate::run::SharedBook;
 use crate::status::client::Request;
 use crate::status::{collect, History, Inputs, SourceStatus, Status};
 use crate::sync::Syncer;
@@ -45,6 +47,8 @@ pub struct Parts {
     pub presence: Option<Presence>,
     /// The source, described.
     pub source: String,
+    /// The readiness probes' results (standalone mode).
+    pub probes: Option<SharedBook>,
 }
 
 impl Parts {
@@ -203,7 +207,9 @@ impl Agent {
             .presence
             .as_ref()
             .and_then(|pr| pr.problem(state.services().count()));
+        let book = p.probes.as_deref().map(lock);
         collect(&Inputs {
+            probes: book.as_deref(),
             config: &p.config,
             mode: p.mode.as_ref(),
             families: &p.families,

@@ -11,9 +11,11 @@ use ferry_dataplane::live::KernelReport;
 use ferry_dataplane::mode::NodeMode;
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, ServicePortView, TrafficPolicy};
 
+use ferry_source::probe::ProbeBook;
+
 use super::{
-    Backend, FamilyStatus, Frontend, History, KernelState, KernelSummary, Policy, SourceStatus,
-    Status,
+    probes, Backend, FamilyStatus, Frontend, History, KernelState, KernelSummary, Policy,
+    SourceStatus, Status,
 };
 use crate::config::Config;
 
@@ -31,6 +33,8 @@ pub struct Inputs<'a> {
     pub history: &'a History,
     /// The source.
     pub source: SourceStatus,
+    /// The readiness probes' results (standalone mode; `None` with the Kubernetes API).
+    pub probes: Option<&'a ProbeBook>,
 }
 
 /// The status of the node, as of now (the kernel is read now).
@@ -49,7 +53,8 @@ pub fn collect(inputs: &Inputs<'_>) -> Status {
             .kernel(&compiler, inputs.state)
             .map_err(|e| format!("{e:#}"));
         let view = compiler.view(inputs.state);
-        frontends.extend(frontends_of(&view, &compiler.plan_of(&view), &kernel));
+        let plan = compiler.plan_of(&view);
+        frontends.extend(frontends_of(&view, &plan, &kernel, inputs.probes));
         families.push(FamilyStatus {
             kernel: summary(&kernel),
             ..inputs.history.family(family)
@@ -85,6 +90,7 @@ pub(super) fn frontends_of(
     view: &NodeView,
     plan: &Plan,
     kernel: &Result<KernelReport, String>,
+    book: Option<&ProbeBook>,
 ) -> Vec<Frontend> {
     let mut out = Vec::new();
     for (name, sp) in &plan.services {
@@ -115,7 +121,7 @@ pub(super) fn frontends_of(
                     Dispatch::Forward(set) => Some(set_name(set).to_owned()),
                     _ => None,
                 },
-                backends: backends(sview, dispatch),
+                backends: backends(sview, dispatch, book),
                 kernel: kernel.clone(),
             }
         };
@@ -185,8 +191,9 @@ fn answers_on(scope: &NodePortScope) -> String {
     }
 }
 
-/// Every endpoint, used or not by a frontend that does `dispatch`.
-fn backends(sview: &ServicePortView, dispatch: Dispatch) -> Vec<Backend> {
+/// Every endpoint, used or not by a frontend that does `dispatch`; with `book`, each one's
+/// Pod's readiness probes (and a probe that holds it back is why it is not used).
+fn backends(sview: &ServicePortView, dispatch: Dispatch, book: Option<&ProbeBook>) -> Vec<Backend> {
     let set = match dispatch {
         Dispatch::Forward(set) => Some(set),
         Dispatch::Drop | Dispatch::Reject => None,
@@ -196,22 +203,34 @@ fn backends(sview: &ServicePortView, dispatch: Dispatch) -> Vec<Backend> {
         .endpoints
         .iter()
         .zip(why)
-        .map(|(e, c)| Backend {
-            address: e.addr.to_string(),
-            node: e.node_name.as_deref().map(str::to_owned),
-            zone: e.zone.as_deref().map(str::to_owned),
-            ready: e.conditions.ready,
-            serving: e.conditions.serving,
-            terminating: e.conditions.terminating,
-            local: e.is_local,
-            used: set.is_some() && c.excluded.is_none(),
-            excluded: match (set, c.excluded) {
-                (None, _) => Some(match dispatch {
-                    Dispatch::Drop => "this frontend drops new connections".to_owned(),
-                    _ => "this frontend rejects new connections".to_owned(),
-                }),
-                (Some(_), why) => why,
-            },
+        .map(|(e, c)| {
+            let pod = probes::pod_of(e);
+            let held_back = match (&pod, book) {
+                (Some(pod), Some(book)) if c.not_ready => book.explain(pod),
+                _ => None,
+            };
+            Backend {
+                address: e.addr.to_string(),
+                node: e.node_name.as_deref().map(str::to_owned),
+                zone: e.zone.as_deref().map(str::to_owned),
+                ready: e.conditions.ready,
+                serving: e.conditions.serving,
+                terminating: e.conditions.terminating,
+                local: e.is_local,
+                used: set.is_some() && c.excluded.is_none(),
+                excluded: match (set, c.excluded) {
+                    (None, _) => Some(match dispatch {
+                        Dispatch::Drop => "this frontend drops new connections".to_owned(),
+                        _ => "this frontend rejects new connections".to_owned(),
+                    }),
+                    (Some(_), why) => held_back.or(why),
+                },
+                probes: match (&pod, book) {
+                    (Some(pod), Some(book)) => probes::of_pod(book, pod),
+                    _ => Vec::new(),
+                },
+                pod: pod.map(|p| p.to_string()),
+            }
         })
         .collect()
 }

@@ -19,6 +19,9 @@ pub type Request = oneshot::Sender<Status>;
 /// How long `/status` waits for the agent's task (busy with a sync, or still starting).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a client waits for `/status`: a little longer than the agent may take to answer.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(35);
+
 /// `/status` on the metrics server: asks the agent's task through `requests`.
 pub fn router(requests: mpsc::Sender<Request>) -> Router {
     Router::new().route(
@@ -67,15 +70,7 @@ pub enum Format {
 
 /// `ferry status`: fetches `/status` from the agent at `--address` and prints it.
 pub fn main(args: &StatusArgs) -> ExitCode {
-    let fetched = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-        .and_then(|rt| rt.block_on(fetch(&args.address)));
-    let text = fetched.and_then(|(code, body)| match code {
-        200 => render(&body, args.output),
-        _ => Err(format!("the agent answered {code}: {}", body.trim())),
-    });
+    let text = fetch_body(&args.address).and_then(|body| render(&body, args.output));
     match text {
         Ok(text) => {
             print!("{text}");
@@ -85,6 +80,31 @@ pub fn main(args: &StatusArgs) -> ExitCode {
             eprintln!("ferry status: {}: {e}", args.address);
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The status of the agent at `address` (HOST:PORT), fetched now.
+pub fn fetch_status(address: &str) -> Result<Status, String> {
+    let body = fetch_body(address)?;
+    serde_json::from_str(&body).map_err(|e| format!("not a Ferry status: {e}"))
+}
+
+/// The body of `GET /status` when the agent answers 200.
+fn fetch_body(address: &str) -> Result<String, String> {
+    let fetched = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+        .and_then(|rt| {
+            rt.block_on(async {
+                tokio::time::timeout(FETCH_TIMEOUT, fetch(address))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("no answer within {FETCH_TIMEOUT:?}")))
+            })
+        });
+    match fetched? {
+        (200, body) => Ok(body),
+        (code, body) => Err(format!("the agent answered {code}: {}", body.trim())),
     }
 }
 

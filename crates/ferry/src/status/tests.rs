@@ -49,7 +49,7 @@ fn frontends(kernel: &Result<KernelReport, String>) -> Vec<Frontend> {
     let compile = config.compile_config(IpFamily::V4);
     let compiler = NodeCompiler::new(&state, &context, &compile);
     let view = compiler.view(&state);
-    frontends_of(&view, &compiler.plan_of(&view), kernel)
+    frontends_of(&view, &compiler.plan_of(&view), kernel, None)
 }
 
 fn programmed() -> Result<KernelReport, String> {

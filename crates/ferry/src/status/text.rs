@@ -1,6 +1,6 @@
 //! `ferry status` for people: a header (node, mode, source, each family's syncs and kernel),
 //! then one block per frontend: the frontend line, then its backends (`=>` marks those new
-//! connections may go to).
+//! connections may go to), each followed by its Pod's readiness probes, if Ferry runs any.
 
 use std::fmt::Write as _;
 
@@ -131,12 +131,22 @@ fn backend(out: &mut String, b: &Backend) {
         b.address,
         state.join(", ")
     );
-    if let Some(node) = &b.node {
-        let _ = write!(line, " (node {node})");
+    let whereabouts: Vec<String> = [
+        b.node.as_ref().map(|n| format!("node {n}")),
+        b.pod.as_ref().map(|p| format!("Pod {p}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !whereabouts.is_empty() {
+        let _ = write!(line, " ({})", whereabouts.join(", "));
     }
     if let Some(why) = &b.excluded {
         let _ = write!(line, ": not used: {why}");
     }
     out.push_str(line.trim_end());
     out.push('\n');
+    for p in &b.probes {
+        let _ = writeln!(out, "          {}", p.describe());
+    }
 }

@@ -1,4 +1,4 @@
-//! The seed cluster (../shared/seeds/004) in network namespaces, with one `ferry run` per node.
+//! The example cluster (`examples/seed`, from a public blog post about Service routing) in network namespaces, with one `ferry run` per node.
 //!
 //! Shared by the lab tests of every proxy mode: the same cases, parameterised by [`Mode`].
 

@@ -164,3 +164,22 @@ fn duplicate_port_name_is_rejected() {
         "duplicate port name",
     );
 }
+
+#[test]
+fn hostname_and_target_ref_are_mirrored() {
+    let object = mk(json!([{
+        "addresses": [{"ip": "192.168.169.166", "hostname": "url-0",
+                       "targetRef": {"kind": "Pod", "namespace": "dev", "name": "url-0"}}],
+        "ports": [{"name": "http", "port": 56010, "protocol": "TCP"}],
+    }]));
+    let slices = endpoints(&object).expect("valid");
+    let ep = &slices[0].endpoints[0];
+    assert_eq!(
+        ep.target_ref().map(ToString::to_string).as_deref(),
+        Some("Pod dev/url-0")
+    );
+    assert_eq!(
+        ep.target.as_ref().and_then(|t| t.hostname.as_deref()),
+        Some("url-0")
+    );
+}

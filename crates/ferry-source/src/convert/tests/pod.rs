@@ -337,3 +337,14 @@ fn an_empty_selector_is_no_selector_and_a_bad_target_port_is_named() {
         "port name",
     );
 }
+
+#[test]
+fn hostname_and_subdomain_are_read_for_the_endpoints_hostname() {
+    let converted = pod(&from_json(seed_pod())).expect("valid");
+    assert_eq!((converted.hostname, converted.subdomain), (None, None));
+    let named = with(seed_pod(), "/spec/hostname", json!("url-0"));
+    let named = with(named, "/spec/subdomain", json!("url-analysis"));
+    let converted = pod(&from_json(named)).expect("valid");
+    assert_eq!(converted.hostname.as_deref(), Some("url-0"));
+    assert_eq!(converted.subdomain.as_deref(), Some("url-analysis"));
+}

@@ -232,3 +232,30 @@ fn endpoints_on_one_node_share_their_location() {
     assert_eq!(eps[2].node_name(), Some("node-a"));
     assert_eq!(eps[3].location, None, "no node, zone or hints: no location");
 }
+
+#[test]
+fn hostname_and_target_ref_are_kept_with_the_slice_namespace_by_default() {
+    let converted = endpoint_slice(&slice(json!({"endpoints": [
+        {"addresses": ["10.0.0.1"], "hostname": "web-0",
+         "targetRef": {"kind": "Pod", "name": "web-0", "uid": "1234"}},
+        {"addresses": ["10.0.0.2"], "targetRef": {"kind": "VirtualMachineInstance",
+                                                  "namespace": "vms", "name": "vm-1"}},
+        {"addresses": ["10.0.0.3"], "targetRef": {"kind": "Pod"}},
+    ]})))
+    .expect("valid")
+    .expect("not ignored");
+    let eps = &converted.endpoints;
+    let pod = eps[0].target_ref().expect("a targetRef");
+    assert_eq!(pod.to_string(), "Pod dev/web-0");
+    assert!(Arc::ptr_eq(&pod.namespace, &converted.namespace));
+    assert_eq!(
+        eps[0].target.as_ref().and_then(|t| t.hostname.as_deref()),
+        Some("web-0")
+    );
+    assert_eq!(
+        eps[1].target_ref().map(ToString::to_string).as_deref(),
+        Some("VirtualMachineInstance vms/vm-1")
+    );
+    // A targetRef without a name names nothing: left out.
+    assert_eq!(eps[2].target, None);
+}

@@ -280,3 +280,28 @@ fn names_are_stable_and_slices_hold_at_most_100_endpoints() {
     let (empty, _) = endpoint_slices(&web(), [], &nodes(), |p| p.ready);
     assert_eq!(&*empty[0].name, "web-ipv4");
 }
+
+#[test]
+fn endpoints_name_their_pod_and_its_hostname_only_for_the_service_of_its_subdomain() {
+    let named = |subdomain: &str| {
+        with(pod("web-0", "10.0.1.1"), |p| {
+            p.hostname = Some("web-0".into());
+            p.subdomain = Some(subdomain.into());
+        })
+    };
+    for (subdomain, hostname) in [("web", Some("web-0")), ("other", None)] {
+        let pods = [named(subdomain)];
+        let (slices, _) = endpoint_slices(&web(), &pods, &nodes(), |p| p.ready);
+        let ep = &slices[0].endpoints[0];
+        let target = ep.target.as_ref().expect("a target");
+        assert_eq!(
+            target.hostname.as_deref(),
+            hostname,
+            "subdomain {subdomain}"
+        );
+        let pod = ep.target_ref().expect("a targetRef");
+        assert_eq!(pod.to_string(), "Pod dev/web-0");
+        // The Pod's own strings, not copies.
+        assert!(std::sync::Arc::ptr_eq(&pod.name, &pods[0].name));
+    }
+}
