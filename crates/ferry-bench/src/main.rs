@@ -144,6 +144,7 @@ fn mode(name: &str) -> anyhow::Result<(ProxyMode, ModeOptions)> {
     let iptables = |backend| {
         let options = ModeOptions {
             iptables_backend: Some(backend),
+            ..ModeOptions::default()
         };
         Ok((ProxyMode::Iptables, options))
     };

@@ -24,7 +24,7 @@ use crate::compile::{build_state, compile_config, node_context};
 use crate::stats::{f2, med, median, ms, pct, Figure};
 
 /// What to measure.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct MeasureOptions {
     /// The cluster.
     pub spec: ClusterSpec,

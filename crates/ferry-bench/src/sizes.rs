@@ -26,6 +26,9 @@ pub fn figures(
     match opts.mode {
         ProxyMode::Nftables => nftables(opts, state, &ctx, &cfg, progress),
         ProxyMode::Iptables => iptables(opts, state, &ctx, &cfg, progress),
+        ProxyMode::Userspace => {
+            bail!("the userspace mode has its own benchmark: ferry-bench-userspace --scale")
+        }
     }
 }
 

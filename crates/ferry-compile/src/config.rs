@@ -4,9 +4,12 @@ use ipnet::IpNet;
 
 use ferry_model::IpFamily;
 
+use crate::userspace::PortRange;
+
 /// Where NodePorts are opened (`nodePortAddresses`): CIDRs and upstream's keywords, in any
-/// combination. `localhost` is upstream's shorthand for the loopback CIDRs (kept in `cidrs`;
-/// loopback itself is never served, see [`crate::NodePortScope::covers_loopback`]).
+/// combination. `localhost` is upstream's shorthand for the loopback CIDRs (kept in `cidrs`):
+/// the kernel rules never open loopback (see [`crate::NodePortScope::covers_loopback`]);
+/// Ferry's userspace proxy serves it instead where [`NodePortAddresses::allow_loopback`] says so.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NodePortAddresses {
     /// CIDRs: a NodePort answers on this node's local addresses inside them.
@@ -23,6 +26,32 @@ impl NodePortAddresses {
     /// upstream since KEP-3866; every local address in iptables mode).
     pub fn is_default(&self) -> bool {
         self.cidrs.is_empty() && !self.primary && !self.all
+    }
+
+    /// Whether NodePorts of `family` may answer on its loopback address: nothing configured,
+    /// `all`, no CIDR of the family (upstream then opens every address of it), or a CIDR that
+    /// contains `127.0.0.1` / `::1` (upstream's `ContainsIPv4Loopback`).
+    pub fn allow_loopback(&self, family: IpFamily) -> bool {
+        if self.all {
+            return true;
+        }
+        let lo = crate::family::loopback(family);
+        let mut of_family = self
+            .cidrs
+            .iter()
+            .filter(|n| IpFamily::of(&n.addr()) == family)
+            .peekable();
+        if self.is_default() || (of_family.peek().is_none() && !self.primary) {
+            return true;
+        }
+        of_family.any(|n| n.contains(&lo))
+    }
+
+    /// Whether a configured CIDR of `family` contains its loopback address: the user asked
+    /// for NodePorts on localhost.
+    pub fn lists_loopback(&self, family: IpFamily) -> bool {
+        let lo = crate::family::loopback(family);
+        self.cidrs.iter().any(|n| n.contains(&lo))
     }
 }
 
@@ -53,6 +82,14 @@ pub struct CompileConfig {
     pub masquerade_bit: u8,
     /// `nodePortAddresses`.
     pub node_port_addresses: NodePortAddresses,
+    /// Serve NodePorts on `127.0.0.1` / `[::1]` with Ferry's userspace proxy (the mode's
+    /// default or `iptables.localhostNodePorts` / `nftables.localhostNodePorts`), where
+    /// `nodePortAddresses` let them answer on loopback ([`Plan::localhost_node_ports`]).
+    ///
+    /// [`Plan::localhost_node_ports`]: crate::Plan::localhost_node_ports
+    pub localhost_node_ports: bool,
+    /// `portRange`: where the userspace mode's proxy ports are.
+    pub proxy_port_range: PortRange,
 }
 
 impl Default for CompileConfig {
@@ -63,6 +100,8 @@ impl Default for CompileConfig {
             masquerade_all: false,
             masquerade_bit: 14,
             node_port_addresses: NodePortAddresses::default(),
+            localhost_node_ports: false,
+            proxy_port_range: PortRange::DEFAULT,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! The one place that maps an IP family to the names each mode's kernel objects and tools use.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
 use ferry_model::IpFamily;
 
 /// nftables' address family of a table (`ip`, `ip6`): `table ip ferry`, `nft list table ip6
@@ -17,5 +19,13 @@ pub fn iptables_tool(family: IpFamily) -> &'static str {
     match family {
         IpFamily::V4 => "iptables",
         IpFamily::V6 => "ip6tables",
+    }
+}
+
+/// The family's loopback address (`127.0.0.1`, `::1`): where localhost NodePorts answer.
+pub fn loopback(family: IpFamily) -> IpAddr {
+    match family {
+        IpFamily::V4 => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpFamily::V6 => IpAddr::V6(Ipv6Addr::LOCALHOST),
     }
 }

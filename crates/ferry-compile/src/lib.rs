@@ -31,6 +31,7 @@ pub mod nft;
 mod node;
 pub mod plan;
 pub mod trace;
+pub mod userspace;
 
 pub use config::{CompileConfig, NodePortAddresses};
 pub use node::NodeCompiler;

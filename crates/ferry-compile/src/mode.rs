@@ -19,9 +19,11 @@ use crate::{NodeCompiler, NodePortAddresses};
 
 mod iptables;
 mod nft;
+mod userspace;
 
 pub use iptables::IptablesRenderer;
 pub use nft::NftRenderer;
+pub use userspace::UserspaceRenderer;
 
 /// The proxy mode (`mode` in the configuration file, `--proxy-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,11 +32,18 @@ pub enum ProxyMode {
     Nftables,
     /// iptables, with upstream kube-proxy's chain layout.
     Iptables,
+    /// Ferry's proxy forwards in user space; nftables rules in Ferry's table redirect service
+    /// traffic to it (upstream's userspace proxier, removed in Kubernetes 1.26).
+    Userspace,
 }
 
 impl ProxyMode {
     /// Every mode Ferry implements.
-    pub const ALL: [ProxyMode; 2] = [ProxyMode::Nftables, ProxyMode::Iptables];
+    pub const ALL: [ProxyMode; 3] = [
+        ProxyMode::Nftables,
+        ProxyMode::Iptables,
+        ProxyMode::Userspace,
+    ];
 
     /// Parses kube-proxy's spelling (empty: the default). Modes Ferry does not implement are a
     /// clear error.
@@ -47,10 +56,22 @@ impl ProxyMode {
         }
         let known = Self::ALL.map(|m| format!("{:?}", m.as_str())).join(" or ");
         match s {
-            "ipvs" | "userspace" | "kernelspace" => Err(format!(
+            "ipvs" | "kernelspace" => Err(format!(
                 "proxy mode {s:?} is not implemented yet; use {known}"
             )),
             other => Err(format!("unknown proxy mode {other:?} (want {known})")),
+        }
+    }
+
+    /// Whether NodePorts answer on `127.0.0.1` / `[::1]` when the configuration does not say
+    /// (served by Ferry's userspace proxy, never with `route_localnet`): upstream's
+    /// `iptables.localhostNodePorts` defaults to true; its nftables mode has no such setting
+    /// and never answers them (Ferry's `nftables.localhostNodePorts` is opt-in); upstream's
+    /// userspace proxier answered NodePorts on every local address, loopback included.
+    pub fn localhost_node_ports_default(self) -> bool {
+        match self {
+            ProxyMode::Nftables => false,
+            ProxyMode::Iptables | ProxyMode::Userspace => true,
         }
     }
 
@@ -59,6 +80,7 @@ impl ProxyMode {
         match self {
             ProxyMode::Nftables => "nftables",
             ProxyMode::Iptables => "iptables",
+            ProxyMode::Userspace => "userspace",
         }
     }
 }
@@ -115,6 +137,7 @@ mod tests {
         assert_eq!(ProxyMode::parse(""), Ok(ProxyMode::Nftables));
         assert_eq!(ProxyMode::parse("nftables"), Ok(ProxyMode::Nftables));
         assert_eq!(ProxyMode::parse("iptables"), Ok(ProxyMode::Iptables));
+        assert_eq!(ProxyMode::parse("userspace"), Ok(ProxyMode::Userspace));
         let err = ProxyMode::parse("ipvs").expect_err("not a mode yet");
         assert!(err.contains("not implemented yet"), "{err}");
         let err = ProxyMode::parse("bogus").expect_err("not a mode");

@@ -20,6 +20,7 @@ pub use model::{
     BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict, NODE_LEVEL_SETS,
 };
 pub use node::NodeRules;
+pub(crate) use render::{base, chain, node_port_match};
 pub use render::{render, render_base, render_service, RenderContext};
 pub use rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 pub use script::{Delta, Transaction, TABLE};

@@ -40,6 +40,11 @@ impl NodeCompiler {
         self.context.family
     }
 
+    /// The compile configuration.
+    pub fn config(&self) -> &CompileConfig {
+        &self.config
+    }
+
     /// The node-level plan (no services): what every mode renders its base from.
     pub fn base_plan(&self) -> &Plan {
         &self.base

@@ -167,6 +167,10 @@ pub struct Plan {
     pub pod_cidrs: Vec<IpNet>,
     /// Where NodePorts answer.
     pub node_ports: NodePortScope,
+    /// NodePorts also answer on this family's loopback address (`127.0.0.1:NODEPORT`,
+    /// `[::1]:NODEPORT`), served by Ferry's userspace proxy: the kernel rules never translate
+    /// loopback destinations (that would need `route_localnet`, CVE-2020-8558).
+    pub localhost_node_ports: bool,
     /// Every service port, sorted.
     pub services: BTreeMap<ServicePortName, ServicePlan>,
 }
@@ -192,6 +196,8 @@ impl Plan {
             node_ips,
             masquerade_mark: cfg.masquerade_mark(),
             node_ports: node_port_scope(view, cfg),
+            localhost_node_ports: cfg.localhost_node_ports
+                && cfg.node_port_addresses.allow_loopback(cfg.family),
             pod_cidrs,
             services: view
                 .services

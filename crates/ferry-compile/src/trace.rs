@@ -22,14 +22,17 @@ mod iptables;
 mod masquerade;
 mod node_port;
 mod pre_dnat;
+mod proxied;
 mod steps;
 mod text;
 mod topology;
+mod userspace;
 
 use frontend::svc_label;
 pub use masquerade::{Masquerade, Target, HAIRPIN};
 pub use node_port::{NodeAddresses, NodePortAnswer};
 use pre_dnat::firewall;
+pub use proxied::PROXIED;
 pub use steps::candidates;
 use steps::{external, internal, Objects};
 pub use topology::note as topology_note;
@@ -123,6 +126,11 @@ pub enum StepKind {
     Affinity(EndpointSet, u32),
     /// DNAT to one endpoint of a set.
     Forward(EndpointSet),
+    /// Ferry's userspace proxy connects to one endpoint of a set (userspace mode, localhost
+    /// NodePorts).
+    Proxied(EndpointSet),
+    /// A NodePort on loopback, served by Ferry's userspace proxy.
+    LocalhostNodePort,
     /// Hairpin: masqueraded if the endpoint is the sender.
     Hairpin,
     /// The port is a NodePort, but it does not answer on the destination address.
@@ -174,7 +182,8 @@ pub struct Trace {
     pub objects_label: &'static str,
     /// Every endpoint of the service port with why it is in or out.
     pub candidates: Vec<Candidate>,
-    /// The outcome; a forwarded connection says per target whether it is masqueraded
+    /// The outcome; a forwarded (or proxied) connection says per target whether it is
+    /// masqueraded
     /// ([`Trace::masquerade`] sums it up).
     pub verdict: Verdict,
     /// The load-balancer firewall dropped a packet of a service without any endpoint. In
@@ -316,6 +325,11 @@ impl Trace {
     pub fn for_iptables(mut self) -> Trace {
         if let Some(variant) = self.iptables_variant.take() {
             return variant.for_iptables();
+        }
+        if self.packet.dst.is_loopback() && self.frontend == Some(Frontend::NodePort) {
+            // A localhost NodePort: Ferry's proxy, the same in every mode.
+            self.objects_label = "iptables";
+            return self;
         }
         if self.steps.iter().any(|s| s.kind == StepKind::UnknownPort) {
             self.verdict = Verdict::NotAService;

@@ -1,7 +1,8 @@
 //! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
-//! `<case>/<node>.nft` and `<case>/<node>.iptables` (IPv4), and for IPv6 cases
-//! `<case>/<node>.ip6.nft` and `<case>/<node>.ip6tables` (the `ip6 ferry` table and the
-//! `ip6tables-restore` input), checked into git.
+//! `<case>/<node>.nft`, `<case>/<node>.iptables` and `<case>/<node>.userspace.nft` (IPv4), and
+//! for IPv6 cases `<case>/<node>.ip6.nft`, `<case>/<node>.ip6tables` and
+//! `<case>/<node>.ip6.userspace.nft` (the `ip6 ferry` table, the `ip6tables-restore` input,
+//! the userspace mode's table and proxy ports), checked into git: what `ferry rules` prints.
 //! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden` rewrites them; review the diff. As
 //! root, each nft file is also checked with `nft -c -f`, and each iptables file loaded with
 //! `iptables-restore --noflush` (both backends), inside a throw-away network namespace.
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::mode::{IptablesRenderer, NftRenderer, ProxyMode, Renderer};
+use ferry_compile::mode::{IptablesRenderer, NftRenderer, ProxyMode, Renderer, UserspaceRenderer};
 use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_model::{ClusterState, IpFamily, NodeContext};
 
@@ -31,6 +32,8 @@ impl Case {
             (IpFamily::V4, ProxyMode::Iptables) => format!("{}.iptables", self.node),
             (IpFamily::V6, ProxyMode::Nftables) => format!("{}.ip6.nft", self.node),
             (IpFamily::V6, ProxyMode::Iptables) => format!("{}.ip6tables", self.node),
+            (IpFamily::V4, ProxyMode::Userspace) => format!("{}.userspace.nft", self.node),
+            (IpFamily::V6, ProxyMode::Userspace) => format!("{}.ip6.userspace.nft", self.node),
         };
         golden_dir().join(self.dir).join(name)
     }
@@ -145,6 +148,7 @@ fn renderer(mode: ProxyMode) -> &'static dyn Renderer {
     match mode {
         ProxyMode::Nftables => &NftRenderer,
         ProxyMode::Iptables => &IptablesRenderer,
+        ProxyMode::Userspace => &UserspaceRenderer,
     }
 }
 
@@ -159,7 +163,12 @@ fn compile(case: &Case, mode: ProxyMode) -> String {
         node_name: case.node.into(),
         family: case.config.family,
     };
-    let compiler = NodeCompiler::new(&state, &ctx, &case.config);
+    // Each mode's default, as `ferry rules` prints it.
+    let config = CompileConfig {
+        localhost_node_ports: mode.localhost_node_ports_default(),
+        ..case.config.clone()
+    };
+    let compiler = NodeCompiler::new(&state, &ctx, &config);
     renderer(mode).render(&compiler, &state)
 }
 

@@ -23,6 +23,7 @@ use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
 use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
 mod cleanup;
@@ -46,9 +47,11 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     sync_failures: FailureCounter::IptablesRestore,
 };
 
-/// iptables mode on this node, with the backend it programs.
+/// iptables mode on this node, with the backend it programs and the proxy of its localhost
+/// NodePorts.
 struct IptablesMode {
     backend: IptablesBackend,
+    localhost: Engine,
 }
 
 impl IptablesMode {
@@ -56,6 +59,7 @@ impl IptablesMode {
     fn open(options: &ModeOptions) -> Self {
         Self {
             backend: options.iptables_backend.unwrap_or_else(detect_backend),
+            localhost: Engine::new(options),
         }
     }
 }
@@ -90,7 +94,16 @@ impl NodeMode for IptablesMode {
     }
 
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
-        Box::new(IptablesDataplane::for_family(self.backend, family))
+        let rules = IptablesDataplane::for_family(self.backend, family);
+        Box::new(WithLocalhostNodePorts::new(
+            rules,
+            self.localhost.clone(),
+            family,
+        ))
+    }
+
+    fn proxy_metrics(&self) -> Option<Stats> {
+        Some(self.localhost.stats())
     }
 
     fn live(

@@ -38,6 +38,7 @@ pub mod nft;
 pub mod preflight;
 mod report;
 pub mod support;
+pub mod userspace;
 
 pub use applier::Applier;
 pub use error::Error;

@@ -2,6 +2,8 @@
 //! `modes`), the run-time choices of the modes ([`ModeOptions`]), and the mode prepared on a
 //! node ([`NodeMode`]).
 
+use std::time::Duration;
+
 use ferry_compile::mode::{ProxyMode, Renderer};
 use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
@@ -44,11 +46,29 @@ impl std::fmt::Debug for ModeEntry {
 }
 
 /// Run-time choices of the modes that have any.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ModeOptions {
     /// iptables mode: the backend to program, or `None` to use the one that already holds
     /// Kubernetes' rules (upstream's detection).
     pub iptables_backend: Option<IptablesBackend>,
+    /// The tokio runtime the agent runs on: where Ferry's userspace proxy (the userspace
+    /// mode, localhost NodePorts in every mode) serves its listeners and connections. `None`
+    /// outside the agent (`ferry explain --live`, benchmarks of the rules alone): the
+    /// appliers then program the kernel only, and serve no connection.
+    pub runtime: Option<tokio::runtime::Handle>,
+    /// `udpIdleTimeout`: a proxied UDP association without a datagram either way for this
+    /// long ends (upstream's default, 250 ms).
+    pub udp_idle_timeout: Duration,
+}
+
+impl Default for ModeOptions {
+    fn default() -> Self {
+        Self {
+            iptables_backend: None,
+            runtime: None,
+            udp_idle_timeout: Duration::from_millis(250),
+        }
+    }
 }
 
 /// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
@@ -130,6 +150,19 @@ pub trait NodeMode: Send + Sync {
 
     /// A fresh applier of `family`'s rules, in the current network namespace.
     fn applier(&self, family: IpFamily) -> Box<dyn Applier>;
+
+    /// Whether a sync's removed UDP endpoints leave conntrack entries to delete (see
+    /// `conntrack`): true when the mode DNATs UDP flows to endpoints. The userspace mode
+    /// translates every flow to its own proxy port, so none ever points at an endpoint.
+    fn udp_conntrack_cleanup(&self) -> bool {
+        true
+    }
+
+    /// The per-service-port counters of Ferry's userspace proxy (`ferry_userspace_*`), when
+    /// this mode runs it (the userspace mode; localhost NodePorts): read at each scrape.
+    fn proxy_metrics(&self) -> Option<crate::userspace::Stats> {
+        None
+    }
 
     /// `ferry explain --live`: what the kernel holds for the traced destination (the trace
     /// comes from this mode's renderer, for the compiler's family), compared with what the

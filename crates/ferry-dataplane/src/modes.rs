@@ -10,7 +10,11 @@ use ferry_compile::mode::ProxyMode;
 use crate::mode::ModeEntry;
 
 /// Every mode, in [`ProxyMode::ALL`]'s order.
-pub const MODES: [ModeEntry; 2] = [crate::nft::MODE, crate::iptables::MODE];
+pub const MODES: [ModeEntry; 3] = [
+    crate::nft::MODE,
+    crate::iptables::MODE,
+    crate::userspace::MODE,
+];
 
 /// The line of `mode`.
 pub fn entry(mode: ProxyMode) -> &'static ModeEntry {

@@ -20,15 +20,17 @@ use crate::mode::{FailureCounter, ModeEntry, NodeMode};
 use crate::netlink::{NetlinkError, NetlinkSocket};
 use crate::preflight::{Capability, Requirements, Tool};
 use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
 mod cleanup;
 mod cli;
-mod kernel;
-mod live;
+pub(crate) mod kernel;
+pub(crate) mod live;
 mod pins;
 mod read_back;
 
+pub(crate) use cleanup::cleanup_unless_chain;
 pub use cleanup::{cleanup, leftovers};
 pub use cli::{NftCli, NftRunner};
 pub use read_back::{read_back, LiveTable};
@@ -37,14 +39,24 @@ pub use read_back::{read_back, LiveTable};
 pub(crate) const MODE: ModeEntry = ModeEntry {
     mode: ProxyMode::Nftables,
     renderer: &NftRenderer,
-    open: |_| Box::new(NftMode),
-    cleanup,
+    open: |options| {
+        Box::new(NftMode {
+            localhost: Engine::new(options),
+        })
+    },
+    // The userspace mode's table is Ferry's table too: a node switching modes loses it, a
+    // userspace node starting up (which cleans up after the other modes) keeps it.
+    cleanup: |dry_run| {
+        cleanup::cleanup_unless_chain(Some(crate::userspace::DISTINCT_CHAIN), dry_run)
+    },
     leftovers,
     sync_failures: FailureCounter::NftablesSync,
 };
 
-/// nftables mode on this node: nothing to choose at start-up.
-struct NftMode;
+/// nftables mode on this node, with the proxy of its localhost NodePorts.
+struct NftMode {
+    localhost: Engine,
+}
 
 impl NodeMode for NftMode {
     fn describe(&self) -> String {
@@ -69,8 +81,17 @@ impl NodeMode for NftMode {
         }
     }
 
-    fn applier(&self, _family: IpFamily) -> Box<dyn Applier> {
-        Box::new(NftDataplane::new())
+    fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
+        let rules = NftDataplane::new();
+        Box::new(WithLocalhostNodePorts::new(
+            rules,
+            self.localhost.clone(),
+            family,
+        ))
+    }
+
+    fn proxy_metrics(&self) -> Option<Stats> {
+        Some(self.localhost.stats())
     }
 
     fn live(
@@ -181,6 +202,16 @@ impl<R: NftRunner> NftDataplane<R> {
     /// What the kernel holds, if known.
     pub fn installed(&self) -> Option<&Ruleset> {
         self.installed.as_ref()
+    }
+
+    /// Whether Ferry's table, installed by this process, is gone from the kernel (someone
+    /// deleted it): one netlink dump of its chain names. False when nothing was installed or
+    /// without netlink.
+    pub fn table_gone(&mut self) -> Result<bool, Error> {
+        let (Some(installed), Some(sock)) = (&self.installed, self.netlink.as_mut()) else {
+            return Ok(false);
+        };
+        Ok(sock.chains(installed.family)?.is_empty())
     }
 
     /// Drops what this process believes the kernel holds (the next sync must be full). A full
@@ -359,3 +390,6 @@ impl<R: NftRunner> NftDataplane<R> {
         })
     }
 }
+
+/// The chain only nftables mode's layout of Ferry's table has.
+pub(crate) const DISTINCT_CHAIN: &str = "services";

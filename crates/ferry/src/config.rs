@@ -12,6 +12,7 @@ use ipnet::IpNet;
 
 use ferry_compile::config::LocalDetector;
 pub use ferry_compile::mode::ProxyMode;
+use ferry_compile::userspace::PortRange;
 use ferry_compile::{CompileConfig, NodePortAddresses};
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
@@ -123,6 +124,25 @@ pub struct Config {
     /// The whole effective KubeProxyConfiguration, defaults filled in (what `/configz` and
     /// `--write-config-to` show; IPVS mode's settings).
     pub kube_proxy: KubeProxyConfiguration,
+    /// `iptables.localhostNodePorts` / `nftables.localhostNodePorts`.
+    pub localhost_node_ports: LocalhostNodePorts,
+    /// `portRange`: the userspace mode's proxy ports.
+    pub proxy_port_range: PortRange,
+    /// `udpIdleTimeout`: a proxied UDP association ends after this long without a datagram.
+    pub udp_idle_timeout: Duration,
+}
+
+/// Whether NodePorts answer on `127.0.0.1` / `[::1]` (served by Ferry's userspace proxy, never
+/// with `route_localnet`), as each mode's section of the configuration says (`None`: not
+/// said).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LocalhostNodePorts {
+    /// `iptables.localhostNodePorts` (upstream's field; default true).
+    pub iptables: Option<bool>,
+    /// `nftables.localhostNodePorts`: Ferry's own field (default false; upstream's nftables
+    /// mode never answers localhost NodePorts). The userspace mode reads it too (its rules
+    /// are nftables; default true).
+    pub nftables: Option<bool>,
 }
 
 impl Default for Config {
@@ -145,6 +165,9 @@ impl Default for Config {
             verbosity: 2,
             log_json: false,
             kube_proxy: KubeProxyConfiguration::empty(),
+            localhost_node_ports: LocalhostNodePorts::default(),
+            proxy_port_range: PortRange::DEFAULT,
+            udp_idle_timeout: UDP_IDLE_TIMEOUT,
         }
     }
 }
@@ -154,7 +177,23 @@ impl Config {
     pub fn mode_options(&self) -> ModeOptions {
         ModeOptions {
             iptables_backend: self.iptables_backend,
+            runtime: None,
+            udp_idle_timeout: self.udp_idle_timeout,
         }
+    }
+
+    /// Whether this mode serves NodePorts of `family` on its loopback address: the mode's
+    /// section says so, or (unsaid) the mode's default or a `nodePortAddresses` CIDR covering
+    /// loopback asks for it, and `nodePortAddresses` allow it (upstream's rule).
+    pub fn localhost_node_ports(&self, family: IpFamily) -> bool {
+        let said = match self.mode {
+            ProxyMode::Iptables => self.localhost_node_ports.iptables,
+            _ => self.localhost_node_ports.nftables,
+        };
+        said.unwrap_or_else(|| {
+            self.mode.localhost_node_ports_default()
+                || self.node_port_addresses.lists_loopback(family)
+        })
     }
 
     /// The compiler's settings for one family.
@@ -175,9 +214,14 @@ impl Config {
             masquerade_all: self.masquerade_all,
             masquerade_bit: self.masquerade_bit,
             node_port_addresses,
+            localhost_node_ports: self.localhost_node_ports(family),
+            proxy_port_range: self.proxy_port_range,
         }
     }
 }
+
+/// `udpIdleTimeout`'s default (upstream's userspace proxier: 250 ms).
+pub const UDP_IDLE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Parses a comma-separated CIDR list (`--cluster-cidr`, `clusterCIDR`). A bare IP is an error,
 /// like upstream.
@@ -194,8 +238,8 @@ pub fn parse_cidrs(place: &str, s: &str) -> Result<Vec<IpNet>, ConfigError> {
 
 /// Parses `nodePortAddresses` entries: CIDRs and upstream's keywords `primary` (the Node's
 /// primary IPs), `all` (every local address) and `localhost` (127.0.0.0/8 and ::1/128), in any
-/// combination. Loopback is kept (for localhost NodePorts, not served yet; see
-/// [`loopback_node_port_addresses`]).
+/// combination. A loopback range asks for localhost NodePorts, which Ferry's userspace proxy
+/// serves (the kernel rules never open NodePorts on loopback).
 pub fn parse_node_port_addresses<'a>(
     place: &str,
     items: impl IntoIterator<Item = &'a str>,
@@ -227,8 +271,8 @@ fn loopback_nets() -> [IpNet; 2] {
     ]
 }
 
-/// The configured NodePort CIDRs that are loopback ranges: kept, but NodePorts are not served
-/// on loopback yet (that needs a userspace listener: `route_localnet` is never set,
+/// The configured NodePort CIDRs that are loopback ranges: served by Ferry's userspace proxy
+/// where the mode's `localhostNodePorts` allows it (`route_localnet` is never set,
 /// CVE-2020-8558).
 pub fn loopback_node_port_addresses(npa: &NodePortAddresses) -> Vec<IpNet> {
     npa.cidrs

@@ -27,6 +27,7 @@ use crate::sync::PendingChanges;
 mod build_info;
 mod conntrack;
 mod probes;
+mod userspace;
 
 /// The `Content-Type` of `/metrics`.
 pub const CONTENT_TYPE_OPENMETRICS: &str =
@@ -97,6 +98,7 @@ struct Set {
     invalid_objects: Family<KindLabel, Counter>,
     health_check_servers: Gauge,
     conntrack: conntrack::ConntrackMetrics,
+    proxy: userspace::ProxyCollector,
     probes: probes::ProbeMetrics,
 }
 
@@ -156,6 +158,7 @@ impl Metrics {
             invalid_objects: Family::default(),
             health_check_servers: Gauge::default(),
             conntrack: conntrack::ConntrackMetrics::new(),
+            proxy: userspace::ProxyCollector::default(),
             probes: probes::ProbeMetrics::new(),
         };
         let mut registry = Registry::default();
@@ -238,6 +241,7 @@ impl Metrics {
             set.health_check_servers.clone(),
         );
         set.conntrack.register(&mut registry);
+        registry.register_collector(Box::new(set.proxy.clone()));
         set.probes.register(&mut registry);
         build_info::register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
@@ -389,6 +393,20 @@ impl Metrics {
     /// when it failed.
     pub fn conntrack_cleaned(&self, family: IpFamily, elapsed: Duration, deleted: u64, ok: bool) {
         self.set.conntrack.cleaned(family, elapsed, deleted, ok);
+    }
+
+    /// Exports the counters of the mode's userspace proxy (`ferry_userspace_*`), when it runs
+    /// one (see `NodeMode::proxy_metrics`).
+    pub fn serve_proxy_metrics(&self, stats: Option<ferry_dataplane::userspace::Stats>) {
+        if let Some(stats) = stats {
+            self.set.proxy.serve(stats);
+        }
+    }
+
+    /// Exports fixed `ferry_userspace_*` counters (the metrics reference's example).
+    #[cfg(test)]
+    pub fn serve_fixed_proxy_metrics(&self, ports: Vec<ferry_dataplane::userspace::PortMetrics>) {
+        self.set.proxy.serve_fixed(ports);
     }
 
     /// Counts the readiness probes' results recorded in `book` (standalone mode's Pod stage).

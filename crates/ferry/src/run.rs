@@ -60,6 +60,7 @@ fn syncer(config: &Config, mode: &dyn NodeMode, families: &[IpFamily]) -> Syncer
                     config.compile_config(f),
                     mode.applier(f),
                 )
+                .with_udp_conntrack_cleanup(mode.udp_conntrack_cleanup())
             })
             .collect(),
     )
@@ -182,13 +183,17 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let mode_entry = entry(config.mode);
     let described = source.describe();
     crate::startup::log_start(&config, &described);
-    let mode = (mode_entry.open)(&config.mode_options());
+    // The proxy of the userspace mode and of localhost NodePorts serves on this runtime.
+    let mut options = config.mode_options();
+    options.runtime = Some(tokio::runtime::Handle::current());
+    let mode = (mode_entry.open)(&options);
     crate::startup::preflight(mode.as_ref()).map_err(anyhow::Error::msg)?;
     tracing::info!("{}", mode.describe());
     let families = supported_families(mode.as_ref());
     crate::startup::log_leftovers(mode_entry);
 
     let metrics = Metrics::new(mode_entry.sync_failures);
+    metrics.serve_proxy_metrics(mode.proxy_metrics());
     // Standalone, Ferry runs the Pods' readiness probes: their results are shown by `/status`
     // and counted on `/metrics`.
     let probes: Option<SharedBook> = match &source {

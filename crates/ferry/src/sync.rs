@@ -78,6 +78,9 @@ pub struct FamilySync<A: Applier = Box<dyn Applier>> {
     changes: PendingChanges,
     status: ServiceStatus,
     stale_flows: conntrack::StaleFlows,
+    /// Whether the mode leaves stale UDP conntrack entries to delete (see
+    /// `NodeMode::udp_conntrack_cleanup`).
+    udp_conntrack: bool,
 }
 
 impl<A: Applier> FamilySync<A> {
@@ -92,7 +95,15 @@ impl<A: Applier> FamilySync<A> {
             changes: PendingChanges::default(),
             status: ServiceStatus::default(),
             stale_flows: conntrack::StaleFlows::default(),
+            udp_conntrack: true,
         }
+    }
+
+    /// Whether this family's syncs look for stale UDP conntrack entries (the mode says: the
+    /// userspace mode never DNATs a flow to an endpoint).
+    pub fn with_udp_conntrack_cleanup(mut self, on: bool) -> Self {
+        self.udp_conntrack = on;
+        self
     }
 
     /// The IP family.
@@ -149,8 +160,10 @@ impl<A: Applier> FamilySync<A> {
         } else {
             self.status.update(state, &self.context, &self.dirty);
         }
-        self.stale_flows
-            .synced(state, &self.context, full, &self.dirty);
+        if self.udp_conntrack {
+            self.stale_flows
+                .synced(state, &self.context, full, &self.dirty);
+        }
         self.changes.clear();
         self.dirty.clear();
         self.full_pending = false;

@@ -53,13 +53,21 @@ fn rules_print_both_families_tables_as_the_golden_files_hold() {
         rules("nftables"),
         format!("{}{}", read("node-a.nft"), read("node-a.ip6.nft"))
     );
+    // The golden files hold iptables mode's localhost NodePorts too (its default, with
+    // nodePortAddresses unset); `primary` leaves loopback out, as upstream, so they are off here.
+    let without_localhost = |text: String| -> String {
+        text.lines()
+            .filter(|l| !l.contains("localhost NodePorts: served in user space by Ferry"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
     assert_eq!(
         rules("iptables"),
-        format!(
+        without_localhost(format!(
             "{}# IPv6 rules: ip6tables-restore --noflush input\n{}",
             read("node-a.iptables"),
             read("node-a.ip6tables")
-        )
+        ))
     );
 }
 

@@ -15,7 +15,7 @@ use flows::{Expect, Flow, Peer, EXTRA_MANIFESTS, FLOWS};
 
 #[test]
 fn explain_predicts_every_lab_flow() {
-    for mode in ["nftables", "iptables"] {
+    for mode in ["nftables", "iptables", "userspace"] {
         predict(mode);
     }
 }
@@ -40,7 +40,7 @@ fn predict(mode: &str) {
                 }
                 Expect::Forwarded(peer) => {
                     assert_eq!(verdict, "forwarded", "{name}: {v}");
-                    forwarded(f, peer, &v, &name);
+                    forwarded(f, peer, &v, &name, mode);
                 }
             }
         }
@@ -69,8 +69,10 @@ fn explain(manifests: &seed::Manifests, f: &Flow, mode: &str) -> Value {
 }
 
 /// The targets are the flow's servers, each masqueraded exactly when the endpoint sees the
-/// node as its peer, and the summary agrees.
-fn forwarded(f: &Flow, peer: Peer, v: &Value, name: &str) {
+/// node as its peer, and the summary agrees. The userspace mode's proxy (also serving
+/// localhost NodePorts) says why: it connects from the node.
+fn forwarded(f: &Flow, peer: Peer, v: &Value, name: &str, mode: &str) {
+    let proxied = mode == "userspace" || f.dst.starts_with("127.");
     let targets: Vec<&Value> = v["targets"].as_array().into_iter().flatten().collect();
     let addresses: BTreeSet<&str> = targets
         .iter()
@@ -90,8 +92,10 @@ fn forwarded(f: &Flow, peer: Peer, v: &Value, name: &str) {
         };
         let word = if masqueraded { "yes" } else { "no" };
         assert_eq!(t["masquerade"], word, "{name}: {t}");
-        if is_sender {
-            let why = t["masqueradeWhy"].as_str().unwrap_or_default();
+        let why = t["masqueradeWhy"].as_str().unwrap_or_default();
+        if proxied {
+            assert!(why.contains("proxied in user space"), "{name}: {t}");
+        } else if is_sender {
             assert!(why.contains("hairpin"), "{name}: {t}");
         }
     }

@@ -160,6 +160,24 @@ const CASES: &[Case] = &[
         "10.1.1.9:32223",
         "nftables",
     ),
+    // The userspace mode: redirected to Ferry's proxy port, the endpoint sees the node.
+    case(
+        "seed-cluster-node1-userspace",
+        "Cluster",
+        "k8s-node1",
+        "10.1.1.100",
+        "10.1.1.17:32223",
+        "userspace",
+    ),
+    // Localhost NodePorts (iptables mode's default): Ferry's proxy on 127.0.0.1.
+    case(
+        "localhost-node-port-iptables",
+        "Local",
+        "k8s-node1",
+        "10.1.1.17",
+        "127.0.0.1:32223",
+        "iptables",
+    ),
 ];
 
 #[test]

@@ -1,5 +1,6 @@
 //! Every seed flow (tests/support/flows.rs) with real packets, in every proxy mode, with the
-//! flows' extra Service and the nodes' secondary addresses. Needs root.
+//! flows' extra Service and the nodes' secondary addresses; `ferry explain` predicts the same
+//! list (explain_flows.rs). Needs root.
 
 #[path = "support/flows.rs"]
 mod flows;
@@ -79,6 +80,8 @@ modes! {
     iptables_nft_local_policy_flows_behave_as_explained: Mode::IptablesNft, "Local";
     iptables_legacy_cluster_policy_flows_behave_as_explained: Mode::IptablesLegacy, "Cluster";
     iptables_legacy_local_policy_flows_behave_as_explained: Mode::IptablesLegacy, "Local";
+    userspace_cluster_policy_flows_behave_as_explained: Mode::Userspace, "Cluster";
+    userspace_local_policy_flows_behave_as_explained: Mode::Userspace, "Local";
 }
 
 /// `ferry explain --live` inside a node reads the kernel's table: it agrees with what Ferry

@@ -161,15 +161,25 @@ fn external_ips_follow_the_external_traffic_policy(mode: Mode) {
     assert_timed_out(&seed, (&c, ip), NODE1, EXT_NODE1, 8080, "dropped");
 }
 
-fn node_ports_never_answer_on_localhost_and_route_localnet_stays_off(mode: Mode) {
+/// The kernel rules never open NodePorts on localhost; Ferry's userspace proxy serves them
+/// where the mode's default says so (iptables mode), nftables mode leaves them closed.
+fn node_ports_answer_on_localhost_only_through_the_proxy_and_route_localnet_stays_off(mode: Mode) {
     let seed = start(mode, &LB);
+    let proxied = mode.iptables().is_some();
     for (node, node_ip) in NODES {
         for port in [seed::NODE_PORT, LB_NODE_PORT] {
-            // Nothing listens on the node itself: refused at once, not DNATed.
-            let got = seed.curl(&Host::node(node), &url("127.0.0.1", port));
-            assert_eq!(got, CurlResult::Refused, "{node}: 127.0.0.1:{port}");
             let v = explain(&seed, node, "127.0.0.1", "127.0.0.1", port);
-            assert_eq!(v["verdict"], "not-a-service", "{v}");
+            if proxied {
+                let h = seed.hello(&Host::node(node), &url("127.0.0.1", port));
+                assert!(SERVERS.contains(&h.server_ip.as_str()), "{h:?}");
+                assert_eq!(h.client_ip, node_ip, "the proxy connects from the node");
+                assert_eq!(v["verdict"], "forwarded", "{v}");
+            } else {
+                // Nothing listens on the node itself: refused at once, not DNATed.
+                let got = seed.curl(&Host::node(node), &url("127.0.0.1", port));
+                assert_eq!(got, CurlResult::Refused, "{node}: 127.0.0.1:{port}");
+                assert_eq!(v["verdict"], "not-a-service", "{v}");
+            }
             // The same NodePort works on the node's address, from the node.
             let h = seed.hello(&Host::node(node), &url(node_ip, port));
             assert!(SERVERS.contains(&h.server_ip.as_str()), "{h:?}");
@@ -188,5 +198,5 @@ every_mode!(
     source_ranges_admit_only_the_listed_clients,
     allocate_load_balancer_node_ports_false_serves_the_load_balancer_ip_only,
     external_ips_follow_the_external_traffic_policy,
-    node_ports_never_answer_on_localhost_and_route_localnet_stays_off,
+    node_ports_answer_on_localhost_only_through_the_proxy_and_route_localnet_stays_off,
 );

@@ -53,6 +53,14 @@ fn a_mode_whose_tool_is_missing_stops_at_start_naming_the_package() {
         ),
         "{line}"
     );
+    // The userspace mode's redirect rules are Ferry's nftables table.
+    let line = stopped_with(&ns, &["--proxy-mode", "userspace"], Some(&empty), &[]);
+    assert!(
+        line.contains(
+            "userspace mode needs `nft`, which is not on PATH (Debian/Ubuntu package `nftables`)"
+        ),
+        "{line}"
+    );
 }
 
 #[test]
@@ -73,6 +81,12 @@ fn a_missing_capability_stops_at_start_naming_it() {
     let line = stopped_with(&ns, &legacy, None, &no_raw);
     assert!(line.contains("needs CAP_NET_RAW"), "{line}");
     assert!(!line.contains("CAP_NET_ADMIN"), "{line}");
+    let userspace = ["--proxy-mode", "userspace"];
+    let line = stopped_with(&ns, &userspace, None, &no_admin);
+    assert!(
+        line.contains("userspace mode needs CAP_NET_ADMIN"),
+        "{line}"
+    );
 }
 
 /// CPU seconds `pid` used so far.

@@ -10,12 +10,13 @@ use serde_json::Value;
 
 use node_ns::{seed, wait_log, NodeNs};
 
-const MODES: [(&str, &[&str]); 2] = [
+const MODES: [(&str, &[&str]); 3] = [
     ("nftables", &[]),
     (
         "iptables",
         &["--proxy-mode", "iptables", "--iptables-backend", "nft"],
     ),
+    ("userspace", &["--proxy-mode", "userspace"]),
 ];
 
 fn status_json(ns: &NodeNs) -> Value {
@@ -77,7 +78,20 @@ fn status_shows_every_frontend_its_backends_and_what_the_kernel_holds() {
 
 /// Removes one endpoint of dev/url-analysis behind Ferry's back.
 fn break_the_kernel(ns: &NodeNs, mode: &str) {
-    let out = if mode == "nftables" {
+    let out = if mode == "userspace" {
+        // The redirect of the ClusterIP to its proxy port.
+        ns.run(
+            "nft",
+            &[
+                "delete",
+                "element",
+                "ip",
+                "ferry",
+                "portals",
+                "{ 10.96.198.86 . tcp . 8080 }",
+            ],
+        )
+    } else if mode == "nftables" {
         ns.run(
             "nft",
             &[
@@ -123,6 +137,8 @@ fn cleanup_says_what_it_removed_or_that_there_was_nothing() {
         assert_eq!(code, 0, "{err}");
         let expected = match mode {
             "nftables" => "nftables mode: would remove table ip ferry\n",
+            // The userspace mode's table is left to its own cleanup by nftables mode's.
+            "userspace" => "userspace mode: would remove table ip ferry\n",
             _ => "iptables mode: would remove iptables-nft nat chains: ",
         };
         assert!(dry.contains(expected), "{mode}: {dry}");

@@ -94,11 +94,26 @@ pub fn render_base(plan: &Plan) -> Ruleset {
                 .collect()
         }
     };
+    // Localhost NodePorts are served by Ferry's proxy: the node's own connections to
+    // 127.0.0.1:NODEPORT are delivered locally, through filter INPUT, and must not meet the
+    // `--dst-type LOCAL` drop of a service without local endpoints (upstream DNATs them in
+    // nat OUTPUT, so they never reach that chain; the proxy uses cluster-wide endpoints).
+    let external_first = plan
+        .localhost_node_ports
+        .then(|| {
+            format!(
+                "-m comment --comment \"localhost NodePorts: served in user space by Ferry\" -d {} -j RETURN",
+                loopback(plan.family)
+            )
+        })
+        .into_iter()
+        .collect();
     Ruleset {
         family: plan.family,
         nat,
         filter,
         nodeport_jumps,
+        external_first,
         large_cluster: false,
         services: BTreeMap::new(),
     }

@@ -93,6 +93,9 @@ pub struct Ruleset {
     pub filter: Vec<Chain>,
     /// The rules that end nat `KUBE-SERVICES`: the jump(s) to `KUBE-NODEPORTS`.
     pub nodeport_jumps: Vec<String>,
+    /// The rules that start filter `KUBE-EXTERNAL-SERVICES`, before the services' own: with
+    /// localhost NodePorts, loopback destinations return (Ferry's proxy serves them).
+    pub external_first: Vec<String>,
     /// Rendered in upstream's large cluster mode (no per-endpoint comments).
     pub large_cluster: bool,
     /// Per-service chains and rules.
@@ -106,6 +109,7 @@ impl Ruleset {
             && self.nat == other.nat
             && self.filter == other.filter
             && self.nodeport_jumps == other.nodeport_jumps
+            && self.external_first == other.external_first
     }
 
     /// Endpoint chains of all services (large cluster mode is decided on this).

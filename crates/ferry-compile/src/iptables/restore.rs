@@ -98,7 +98,10 @@ fn top_level(w: &mut Writer, rs: &Ruleset, table: Table) {
     match table {
         Table::Filter => {
             w.chain(KUBE_SERVICES, all(|s| &s.filter_services));
-            w.chain(KUBE_EXTERNAL_SERVICES, all(|s| &s.filter_external));
+            w.chain(
+                KUBE_EXTERNAL_SERVICES,
+                rs.external_first.iter().chain(all(|s| &s.filter_external)),
+            );
             for c in &rs.filter {
                 w.chain(&c.name, &c.rules);
             }

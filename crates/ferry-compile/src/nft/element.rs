@@ -56,6 +56,8 @@ pub enum Value {
     Verdict(Verdict),
     /// `address . port`: the DNAT target (endpoint maps).
     Endpoint(SocketAddr),
+    /// A port: the proxy port a frontend is redirected to (userspace mode).
+    Port(u16),
 }
 
 /// One element of a set or map.
@@ -134,6 +136,7 @@ impl fmt::Display for Value {
         match self {
             Value::Verdict(v) => v.fmt(f),
             Value::Endpoint(ep) => write!(f, "{} . {}", ep.ip(), ep.port()),
+            Value::Port(p) => write!(f, "{p}"),
         }
     }
 }

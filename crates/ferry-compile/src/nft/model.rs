@@ -52,6 +52,26 @@ pub struct SetDef {
 }
 
 impl SetDef {
+    /// A plain map (neither interval nor dynamic).
+    pub fn map(name: &'static str, decl: String, comment: &'static str) -> Self {
+        Self {
+            name,
+            map: true,
+            decl,
+            interval: false,
+            dynamic: false,
+            comment,
+        }
+    }
+
+    /// A plain set.
+    pub fn set(name: &'static str, decl: String, comment: &'static str) -> Self {
+        Self {
+            map: false,
+            ..Self::map(name, decl, comment)
+        }
+    }
+
     /// `set` or `map`.
     pub fn kind(&self) -> &'static str {
         if self.map {

@@ -51,7 +51,12 @@ pub(crate) fn chain(name: &str, rules: &[&str]) -> Chain {
     }
 }
 
-fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -> BaseChain {
+pub(crate) fn base(
+    kind: &'static str,
+    hook: &'static str,
+    priority: i32,
+    rules: &[&str],
+) -> BaseChain {
     BaseChain {
         kind,
         hook,
@@ -60,12 +65,29 @@ fn base(kind: &'static str, hook: &'static str, priority: i32, rules: &[&str]) -
     }
 }
 
+/// The match of packets to a NodePort address of this node (never loopback: that would
+/// need `route_localnet`, CVE-2020-8558).
+pub(crate) fn node_port_match(plan: &Plan) -> String {
+    let ip = crate::family::nft_family(plan.family);
+    let loopback = match plan.family {
+        IpFamily::V4 => "127.0.0.0/8",
+        IpFamily::V6 => "::1",
+    };
+    match &plan.node_ports {
+        NodePortScope::AllLocal => format!("fib daddr type local {ip} daddr != {loopback}"),
+        NodePortScope::LocalWithin(_) if plan.node_ports.covers_loopback() => {
+            format!("{ip} daddr @nodeport-ips {ip} daddr != {loopback} fib daddr type local")
+        }
+        NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
+    }
+}
+
 /// Renders everything that does not depend on individual services.
 pub fn render_base(plan: &Plan) -> Ruleset {
     let ip = crate::family::nft_family(plan.family);
-    let (addr, loopback) = match plan.family {
-        IpFamily::V4 => ("ipv4_addr", "127.0.0.0/8"),
-        IpFamily::V6 => ("ipv6_addr", "::1"),
+    let addr = match plan.family {
+        IpFamily::V4 => "ipv4_addr",
+        IpFamily::V6 => "ipv6_addr",
     };
     let mark = format!("0x{:08x}", plan.masquerade_mark);
     let ct_new = "ct state new";
@@ -135,13 +157,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         base("nat", "output", -100, &["jump services"]),
         base("nat", "postrouting", 100, &["jump masquerading"]),
     ];
-    let node_port_match = match &plan.node_ports {
-        NodePortScope::AllLocal => format!("fib daddr type local {ip} daddr != {loopback}"),
-        NodePortScope::LocalWithin(_) if plan.node_ports.covers_loopback() => {
-            format!("{ip} daddr @nodeport-ips {ip} daddr != {loopback} fib daddr type local")
-        }
-        NodePortScope::LocalWithin(_) => format!("{ip} daddr @nodeport-ips fib daddr type local"),
-    };
+    let node_port_match = node_port_match(plan);
     let chains = vec![
         affinity::record_chain(ip),
         chain(
@@ -203,21 +219,10 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     let svc_key = format!("{addr} . inet_proto . inet_service");
     let np_key = "inet_proto . inet_service";
     let set = |name, decl: String, interval, comment| SetDef {
-        name,
-        map: false,
-        decl,
         interval,
-        dynamic: false,
-        comment,
+        ..SetDef::set(name, decl, comment)
     };
-    let map = |name, decl: String, comment| SetDef {
-        name,
-        map: true,
-        decl,
-        interval: false,
-        dynamic: false,
-        comment,
-    };
+    let map = SetDef::map;
     let slots = |by: &str| format!("typeof {by} . numgen random mod 1 : {ip} daddr . th dport");
     let by_ip = format!("{ip} daddr . meta l4proto . th dport");
     let by_np = "meta l4proto . th dport";

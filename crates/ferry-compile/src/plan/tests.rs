@@ -249,3 +249,55 @@ fn client_ip_affinity_carries_its_timeout_into_the_plan() {
     let plan = plan_on("k8s-node1", &state, &cluster_cidr());
     assert_eq!(only(&plan).affinity, Some(60));
 }
+
+#[test]
+fn localhost_node_ports_follow_node_port_addresses_as_upstream() {
+    let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
+    let with = |cidrs: &[&str], primary: bool| {
+        let cfg = CompileConfig {
+            localhost_node_ports: true,
+            node_port_addresses: NodePortAddresses {
+                cidrs: cidrs.iter().map(|c| c.parse().expect("cidr")).collect(),
+                primary,
+                all: false,
+            },
+            ..cluster_cidr()
+        };
+        plan_on("k8s-node1", &state, &cfg).localhost_node_ports
+    };
+    // Nothing configured, or only the other family's CIDRs: every address, loopback too.
+    assert!(with(&[], false));
+    assert!(with(&["fd00::/64"], false));
+    // A CIDR containing 127.0.0.1 (upstream's ContainsIPv4Loopback).
+    assert!(with(&["127.0.0.0/8"], false));
+    assert!(with(&["0.0.0.0/0"], false));
+    // The user narrowed NodePorts to other addresses.
+    assert!(!with(&["10.1.1.0/24"], false));
+    assert!(!with(&[], true));
+    // `all` (upstream's 0.0.0.0/0 and ::/0) covers loopback, even mixed with `primary`.
+    let all = CompileConfig {
+        localhost_node_ports: true,
+        node_port_addresses: NodePortAddresses {
+            primary: true,
+            all: true,
+            ..NodePortAddresses::default()
+        },
+        ..cluster_cidr()
+    };
+    assert!(plan_on("k8s-node1", &state, &all).localhost_node_ports);
+    // Off unless asked, whatever nodePortAddresses say; never by the kernel rules.
+    let plan = plan_on("k8s-node1", &state, &cluster_cidr());
+    assert!(!plan.localhost_node_ports);
+    let cfg = CompileConfig {
+        localhost_node_ports: true,
+        node_port_addresses: NodePortAddresses {
+            cidrs: vec!["127.0.0.0/8".parse().expect("cidr")],
+            primary: false,
+            all: false,
+        },
+        ..cluster_cidr()
+    };
+    assert!(plan_on("k8s-node1", &state, &cfg)
+        .node_ports
+        .covers_loopback());
+}

@@ -94,6 +94,10 @@ pub(super) fn not_a_service(view: &NodeView, plan: &Plan, local: &LocalAddresses
     if let Some(sp) = node_port {
         let answer = node_port::answer(&plan.node_ports, local, &p.dst);
         let sview = view.services.get(&sp.name);
+        if answer == NodePortAnswer::Loopback && plan.localhost_node_ports {
+            super::proxied::localhost_node_port(sp, sview, t);
+            return;
+        }
         node_port::not_answered(sp, sview, &plan.node_ports, local, answer, t);
         return;
     }

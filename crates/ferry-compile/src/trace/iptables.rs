@@ -122,6 +122,8 @@ impl Trace {
             }
             StepKind::Rejected => vec![format!("filter {KUBE_SERVICES} (REJECT: has no endpoints)")],
             StepKind::NodePortNotHere(answer) => self.node_port_not_here(answer),
+            // Ferry's userspace proxy: the same listener whatever the mode.
+            StepKind::Proxied(_) | StepKind::LocalhostNodePort => step.objects.clone(),
             StepKind::DeliveredLocally => Vec::new(),
             StepKind::LocalAddressFilter => self.local_address_filter(),
             StepKind::UnknownPort | StepKind::NotAService => {

@@ -95,8 +95,8 @@ pub enum NodePortAnswer {
     NotLocal,
     /// A loopback address: the kernel rules never open NodePorts there (that would need
     /// `route_localnet`, CVE-2020-8558). When Ferry's userspace proxy serves localhost
-    /// NodePorts, the plan will say so and this is where the trace says "served by Ferry's
-    /// userspace proxy" instead.
+    /// NodePorts (`Plan::localhost_node_ports`), the trace says "served by Ferry's userspace
+    /// proxy" instead.
     Loopback,
     /// A local address outside the plan's scope (`nodePortAddresses`).
     OutOfScope,
@@ -149,12 +149,12 @@ pub(super) fn not_answered(
                 local.describe()
             ),
         ),
-        // Hook: once the plan says Ferry's userspace proxy serves localhost NodePorts, the
-        // trace says "served by Ferry's userspace proxy" here instead.
+        // Not served on localhost (served ones never get here: see `proxied`).
         NodePortAnswer::Loopback => (
             format!("{node_port} is not opened on localhost ({})", p.dst),
             "opening NodePorts on loopback would need route_localnet (CVE-2020-8558), so the \
-             rules leave it out"
+             rules leave it out; Ferry's userspace proxy serves localhost NodePorts instead when \
+             asked to (iptables.localhostNodePorts, nftables.localhostNodePorts)"
                 .to_owned(),
         ),
         NodePortAnswer::OutOfScope => (

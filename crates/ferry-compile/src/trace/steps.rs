@@ -80,6 +80,7 @@ impl Objects<'_> {
                 format!("map {map} element {} : drop", self.key)
             }
             Some(Value::Endpoint(ep)) => format!("map {map} element {} : {ep}", self.key),
+            Some(Value::Port(p)) => format!("map {map} element {} : {p}", self.key),
             None if found.is_some() => format!("map {map} element {}", self.key),
             None => format!("map {map} (no element {})", self.key),
         }

@@ -122,10 +122,15 @@ impl Trace {
             let _ = writeln!(out, "  {last} --> {id}");
             last = id;
         }
+        let proxied = self
+            .steps
+            .iter()
+            .any(|s| matches!(s.kind, StepKind::Proxied(_)));
         match &self.verdict {
             Verdict::Forwarded { targets } => {
                 for (i, t) in targets.iter().enumerate() {
                     let via = match t.masquerade {
+                        _ if proxied => "proxied",
                         Some(_) => "DNAT + SNAT",
                         None => "DNAT",
                     };

@@ -49,6 +49,7 @@ fn ruleset(services: &[(&str, &str)]) -> Ruleset {
         nat: Vec::new(),
         filter: Vec::new(),
         nodeport_jumps: Vec::new(),
+        external_first: Vec::new(),
         large_cluster: false,
         services: BTreeMap::new(),
     };

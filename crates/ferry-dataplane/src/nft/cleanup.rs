@@ -39,6 +39,23 @@ fn ours(tables: &[(String, String)]) -> Vec<String> {
 /// Removes Ferry's tables (both families) from the current network namespace, or with
 /// `dry_run` names them. Without the `nft` tool there is nothing it can look at.
 pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+    cleanup_unless_chain(None, dry_run)
+}
+
+/// Whether Ferry's table of `family` holds `chain`.
+fn holds_chain(family: &str, chain: &str) -> bool {
+    NftCli::default()
+        .list(&["list", "chain", family, TABLE, chain])
+        .is_ok()
+}
+
+/// [`cleanup`], leaving a table that holds `keep_with` (when given): the table of the other
+/// mode that uses Ferry's table (nftables or userspace), which the cleanup of one mode at the
+/// other's start-up must leave alone. `ferry cleanup` runs both, so both layouts go.
+pub(crate) fn cleanup_unless_chain(
+    keep_with: Option<&str>,
+    dry_run: bool,
+) -> Result<Cleanup, Error> {
     let tables = match tables() {
         Err(e) if not_installed(&e) => {
             return Ok(Cleanup {
@@ -48,7 +65,13 @@ pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
         }
         other => other?,
     };
-    let objects = ours(&tables);
+    let mut objects = ours(&tables);
+    if let Some(chain) = keep_with {
+        objects.retain(|t| {
+            let family = t.split(' ').nth(1).unwrap_or_default();
+            !holds_chain(family, chain)
+        });
+    }
     if !dry_run && !objects.is_empty() {
         let script: String = objects.iter().map(|t| format!("delete {t}\n")).collect();
         NftCli::default().run(&script)?;

@@ -27,7 +27,7 @@ fn frontend(set: &str, key: &str) -> String {
 type Elements = BTreeMap<(String, String), Option<String>>;
 
 /// Compares every compiled service with what the live table holds for its frontends.
-pub(super) fn compare(compiled: &Ruleset, live: Option<&LiveTable>) -> KernelReport {
+pub(crate) fn compare(compiled: &Ruleset, live: Option<&LiveTable>) -> KernelReport {
     let Some(live) = live else {
         return KernelReport::absent(compiled.services.keys().cloned(), "Ferry's table");
     };

@@ -17,7 +17,7 @@ fn frontend_key(t: &Trace) -> String {
 }
 
 /// Compares the compiled objects of the traced destination with the live table.
-pub(super) fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveReport {
+pub(crate) fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> LiveReport {
     let Some(live) = live else {
         return LiveReport::absent("Ferry's table");
     };

@@ -13,8 +13,6 @@ pub const IGNORED: &[(&str, bool)] = &[
     ("cleanup-iptables", true),
     ("cleanup-ipvs", true),
     ("resource-container", false),
-    ("proxy-port-range", false),
-    ("udp-timeout", false),
     ("conntrack-max", false),
     // Cloud-provider and credential flags that leaked into every component until 1.2x.
     ("azure-container-registry-config", false),
@@ -186,7 +184,7 @@ mod tests {
             "--logtostderr",
             "--log-dir",
             "/var/log",
-            "--udp-timeout=250ms",
+            "--resource-container=/kube-proxy",
             "--alsologtostderr=true",
             "--v=2",
         ]);
@@ -196,7 +194,7 @@ mod tests {
             [
                 "--logtostderr",
                 "--log-dir",
-                "--udp-timeout",
+                "--resource-container",
                 "--alsologtostderr"
             ]
         );

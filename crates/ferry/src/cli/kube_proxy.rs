@@ -35,9 +35,21 @@ pub struct KubeProxyFlags {
     /// Minimum sync interval in iptables and nftables mode.
     #[arg(long, value_name = "DURATION")]
     pub iptables_min_sync_period: Option<String>,
-    /// Whether NodePorts answer on 127.0.0.1 in iptables mode (never served by Ferry).
+    /// iptables mode: answer NodePorts on 127.0.0.1 and [::1] (default true), through
+    /// Ferry's userspace proxy (route_localnet is never set).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub iptables_localhost_nodeports: Option<bool>,
+    /// nftables and userspace modes: answer NodePorts on 127.0.0.1 and [::1] (Ferry's own
+    /// flag; default false in nftables mode, true in userspace mode).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
+    pub nftables_localhost_nodeports: Option<bool>,
+    /// Userspace mode: the node ports its proxy listens on (BEGIN-END or BEGIN+OFFSET;
+    /// empty: 40000-49999).
+    #[arg(long, value_name = "RANGE")]
+    pub proxy_port_range: Option<String>,
+    /// Userspace proxy: how long a UDP association lasts without a datagram (default 250ms).
+    #[arg(long, value_name = "DURATION")]
+    pub udp_timeout: Option<String>,
     /// IPVS mode: sync period.
     #[arg(long, value_name = "DURATION")]
     pub ipvs_sync_period: Option<String>,
@@ -158,10 +170,6 @@ impl KubeProxyFlags {
     pub fn not_used(&self) -> Vec<&'static str> {
         let given = [
             (self.feature_gates.is_some(), "--feature-gates"),
-            (
-                self.iptables_localhost_nodeports.is_some(),
-                "--iptables-localhost-nodeports",
-            ),
             (self.bind_address.is_some(), "--bind-address"),
             (
                 self.bind_address_hard_fail.is_some(),

@@ -111,7 +111,7 @@ fn removed_windows_and_klog_flags_are_named_in_the_same_warning() {
         "--logtostderr",
         "--log-dir",
         "/tmp",
-        "--udp-timeout=250ms",
+        "--resource-container=/kube-proxy",
         "--source-vip=1.2.3.4",
     ]);
     let w = warnings
@@ -121,7 +121,7 @@ fn removed_windows_and_klog_flags_are_named_in_the_same_warning() {
     for flag in [
         "--logtostderr",
         "--log-dir",
-        "--udp-timeout",
+        "--resource-container",
         "--source-vip",
     ] {
         assert!(w.contains(flag), "{flag}: {w}");

@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use super::kube_proxy::defaults::{HEALTHZ_PORT, METRICS_PORT};
 use super::kube_proxy::KubeProxyConfiguration;
+use ferry_compile::userspace::PortRange;
+use ferry_model::IpFamily;
+
 use super::{
     check_masquerade_bit, hostname, loopback_node_port_addresses, parse_bind_address, parse_cidrs,
-    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, ProxyMode,
+    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, LocalhostNodePorts, ProxyMode,
 };
 
 impl Config {
@@ -31,7 +34,9 @@ impl Config {
                 kp.iptables.min_sync_period,
                 "iptables",
             ),
-            ProxyMode::Nftables => (
+            // The userspace mode's redirect rules are Ferry's nftables table: it reads the
+            // nftables section.
+            ProxyMode::Nftables | ProxyMode::Userspace => (
                 kp.nftables.masquerade_bit,
                 kp.nftables.masquerade_all,
                 kp.nftables.sync_period,
@@ -65,6 +70,12 @@ impl Config {
                 format!("unknown log format {logging_format:?} (want text or json)"),
             ));
         }
+        let proxy_port_range = match kp.port_range.trim() {
+            "" => PortRange::DEFAULT,
+            range => {
+                PortRange::parse(range).map_err(|e| ConfigError::new(at("portRange"), e.reason))?
+            }
+        };
         Ok(Config {
             node_name,
             mode,
@@ -93,6 +104,12 @@ impl Config {
             master: None,
             verbosity: kp.logging.verbosity,
             log_json: logging_format == "json",
+            localhost_node_ports: LocalhostNodePorts {
+                iptables: kp.iptables.localhost_node_ports,
+                nftables: kp.nftables.localhost_node_ports,
+            },
+            proxy_port_range,
+            udp_idle_timeout: kp.udp_idle_timeout.or(super::UDP_IDLE_TIMEOUT).0,
             kube_proxy: kp,
         })
     }
@@ -107,13 +124,22 @@ impl Config {
                     .to_owned(),
             );
         }
-        let loopback = loopback_node_port_addresses(&self.node_port_addresses);
+        // Loopback ranges the mode does not serve (its localhostNodePorts is false).
+        let loopback: Vec<String> = loopback_node_port_addresses(&self.node_port_addresses)
+            .iter()
+            .filter(|n| !self.localhost_node_ports(IpFamily::of(&n.addr())))
+            .map(ToString::to_string)
+            .collect();
         if !loopback.is_empty() {
-            let nets: Vec<String> = loopback.iter().map(ToString::to_string).collect();
+            let section = match self.mode {
+                ProxyMode::Iptables => "iptables",
+                _ => "nftables",
+            };
             out.push(format!(
-                "nodePortAddresses: {} kept, but NodePorts are not served on loopback addresses \
-                 (Ferry never sets route_localnet); the other addresses are served",
-                nets.join(", ")
+                "nodePortAddresses: {} kept, but NodePorts are not served on loopback addresses: \
+                 {section}.localhostNodePorts is false (Ferry never sets route_localnet); the \
+                 other addresses are served",
+                loopback.join(", ")
             ));
         }
         out
@@ -168,8 +194,12 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
             kp.config_sync_period != defaults.config_sync_period,
             "configSyncPeriod",
         ),
-        (!kp.port_range.is_empty(), "portRange"),
-        (!kp.udp_idle_timeout.is_zero(), "udpIdleTimeout"),
+        // The userspace mode's proxy ports; udpIdleTimeout is read in every mode (localhost
+        // NodePorts are proxied too).
+        (
+            !kp.port_range.is_empty() && kp.mode != "userspace",
+            "portRange",
+        ),
         (kp.windows_run_as_service, "windowsRunAsService"),
         (kp.winkernel != defaults.winkernel, "winkernel"),
         (

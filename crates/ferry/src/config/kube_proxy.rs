@@ -150,6 +150,9 @@ pub struct Ipvs {
 pub struct Nftables {
     pub masquerade_bit: Option<i32>,
     pub masquerade_all: bool,
+    /// Ferry's own field (upstream's nftables mode never answers localhost NodePorts): serve
+    /// them through Ferry's userspace proxy, in nftables and userspace modes.
+    pub localhost_node_ports: Option<bool>,
     pub sync_period: GoDuration,
     pub min_sync_period: GoDuration,
 }

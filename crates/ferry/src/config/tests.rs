@@ -268,13 +268,20 @@ fn node_port_addresses_take_cidrs_and_keywords_alone_or_mixed() {
 }
 
 #[test]
-fn a_loopback_node_port_range_is_kept_with_a_warning_not_fatal() {
-    let (c, warnings) = resolve(&format!("{HEAD}nodePortAddresses: [127.0.0.0/8]\n")).expect("ok");
+fn a_loopback_node_port_range_asks_for_localhost_node_ports_unless_the_mode_says_no() {
+    let head = format!("{HEAD}clusterCIDR: 10.244.0.0/16\n");
+    let (c, warnings) = resolve(&format!("{head}nodePortAddresses: [127.0.0.0/8]\n")).expect("ok");
     assert_eq!(c.node_port_addresses.cidrs.len(), 1);
+    assert!(c.compile_config(IpFamily::V4).localhost_node_ports);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (c, warnings) = resolve(&format!(
+        "{head}nodePortAddresses: [127.0.0.0/8]\nnftables:\n  localhostNodePorts: false\n"
+    ))
+    .expect("ok");
+    assert!(!c.compile_config(IpFamily::V4).localhost_node_ports);
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.contains("127.0.0.0/8 kept") && w.contains("not served")),
+        warnings.iter().any(|w| w.contains("127.0.0.0/8 kept")
+            && w.contains("nftables.localhostNodePorts is false")),
         "{warnings:?}"
     );
 }
@@ -351,4 +358,123 @@ fn client_connection_kubeconfig_is_read_and_its_tuning_reported() {
     );
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("clientConnection"), "{warnings:?}");
+}
+
+#[test]
+fn reads_the_userspace_proxy_fields() {
+    let (c, warnings) = resolve(&format!(
+        "{HEAD}clusterCIDR: 10.244.0.0/16\nmode: userspace\nportRange: 20000+99\nudpIdleTimeout: 1s\niptables:\n  \
+         localhostNodePorts: false\nnftables:\n  localhostNodePorts: true\n"
+    ))
+    .expect("valid");
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(c.mode, ProxyMode::Userspace);
+    assert_eq!(
+        (c.proxy_port_range.first, c.proxy_port_range.last),
+        (20000, 20099)
+    );
+    assert_eq!(c.udp_idle_timeout, Duration::from_secs(1));
+    assert_eq!(c.mode_options().udp_idle_timeout, Duration::from_secs(1));
+    assert_eq!(
+        c.localhost_node_ports,
+        LocalhostNodePorts {
+            iptables: Some(false),
+            nftables: Some(true),
+        }
+    );
+    // Unset: upstream's default (250ms), and the whole port range.
+    let (c, _) = resolve(HEAD).expect("valid");
+    assert_eq!(c.udp_idle_timeout, Duration::from_millis(250));
+    assert_eq!(
+        c.proxy_port_range,
+        ferry_compile::userspace::PortRange::DEFAULT
+    );
+    for (body, field) in [
+        ("portRange: 50000-40000\n", "portRange"),
+        ("udpIdleTimeout: soon\n", "udpIdleTimeout"),
+    ] {
+        let err = resolve(&format!("{HEAD}{body}")).expect_err(body);
+        assert!(err.place.ends_with(field), "{body:?}: {err}");
+    }
+    // portRange means nothing outside the userspace mode.
+    let (_, warnings) = resolve(&format!("{HEAD}portRange: 20000+99\n")).expect("valid");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("portRange: set, but not used")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn the_userspace_proxy_flags_override_the_file() {
+    let (c, _) = resolve_with(HEAD, |a| {
+        a.kube_proxy.proxy_port_range = Some("30000-30010".to_owned());
+        a.kube_proxy.udp_timeout = Some("2s".to_owned());
+        a.kube_proxy.nftables_localhost_nodeports = Some(true);
+    })
+    .expect("valid");
+    assert_eq!(
+        (c.proxy_port_range.first, c.proxy_port_range.last),
+        (30000, 30010)
+    );
+    assert_eq!(c.udp_idle_timeout, Duration::from_secs(2));
+    assert!(c.compile_config(IpFamily::V4).localhost_node_ports);
+    let err =
+        resolve_with(HEAD, |a| a.kube_proxy.udp_timeout = Some("x".to_owned())).expect_err("bad");
+    assert_eq!(err.place, "--udp-timeout");
+}
+
+/// Whether `mode` serves localhost NodePorts of `family` with `lnp` and nodePortAddresses `npa`.
+fn localhost(mode: ProxyMode, lnp: LocalhostNodePorts, npa: &[&str], family: IpFamily) -> bool {
+    let cfg = Config {
+        mode,
+        localhost_node_ports: lnp,
+        node_port_addresses: parse_node_port_addresses("test", npa.iter().copied()).expect("npa"),
+        ..Config::default()
+    };
+    cfg.compile_config(family).localhost_node_ports
+}
+
+#[test]
+fn localhost_node_ports_are_on_in_iptables_and_userspace_modes_and_opt_in_in_nftables_mode() {
+    let unset = LocalhostNodePorts::default();
+    let v4 = IpFamily::V4;
+    assert!(localhost(ProxyMode::Iptables, unset, &[], v4));
+    assert!(localhost(ProxyMode::Userspace, unset, &[], v4));
+    assert!(!localhost(ProxyMode::Nftables, unset, &[], v4));
+    let nft_on = LocalhostNodePorts {
+        nftables: Some(true),
+        ..unset
+    };
+    assert!(localhost(ProxyMode::Nftables, nft_on, &[], v4));
+    // The other section's setting is not the mode's.
+    assert!(!localhost(
+        ProxyMode::Iptables,
+        LocalhostNodePorts {
+            iptables: Some(false),
+            ..nft_on
+        },
+        &[],
+        v4
+    ));
+    // nodePortAddresses listing loopback asks for them, unless the section says no.
+    assert!(localhost(ProxyMode::Nftables, unset, &["127.0.0.0/8"], v4));
+    assert!(!localhost(
+        ProxyMode::Nftables,
+        unset,
+        &["127.0.0.0/8"],
+        IpFamily::V6
+    ));
+    assert!(localhost(
+        ProxyMode::Nftables,
+        unset,
+        &["::1/128"],
+        IpFamily::V6
+    ));
+    let off = LocalhostNodePorts {
+        nftables: Some(false),
+        ..unset
+    };
+    assert!(!localhost(ProxyMode::Nftables, off, &["127.0.0.0/8"], v4));
 }

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use ferry_dataplane::mode::FailureCounter;
+use ferry_dataplane::userspace::PortMetrics;
 use ferry_dataplane::SyncKind;
-use ferry_model::{IpFamily, ServiceName};
+use ferry_model::{IpFamily, Protocol, ServiceName, ServicePortName};
 use ferry_source::pods::PodKey;
 use ferry_source::probe::{Outcome, ProbeBook, ProbeReport};
 
@@ -76,7 +77,9 @@ histogram buckets are kube-proxy's (**From**: kube-proxy), so existing dashboard
 working; Ferry's own metrics are prefixed `ferry_`. `ip_family` is `IPv4` or `IPv6` (the IPv4 \
 series exist from the start, the IPv6 ones from the first IPv6 sync); series labelled by `code` \
 or `kind` appear with their first event. Sync durations use kube-proxy's buckets (1 ms … 16 s); \
-`kubeproxy_sync_proxy_rules_no_local_endpoints_total` is a gauge despite its name, as kube-proxy's.
+`kubeproxy_sync_proxy_rules_no_local_endpoints_total` is a gauge despite its name, as kube-proxy's. \
+The `ferry_userspace_*` series exist for the service ports Ferry's userspace proxy serves: every \
+one in the userspace mode, those with a localhost NodePort in the kernel modes.
 
 ";
 
@@ -98,7 +101,27 @@ pub fn exercised() -> Metrics {
     m.conntrack_cleaned(v4, Duration::from_millis(1), 1, false);
     m.health_check_servers(1);
     m.follow_probes(probed_once());
+    m.serve_fixed_proxy_metrics(vec![proxied_once()]);
     m
+}
+
+/// One service port's userspace proxy counters, so the `ferry_userspace_*` families show their
+/// labels.
+fn proxied_once() -> PortMetrics {
+    PortMetrics {
+        name: ServicePortName {
+            service: ServiceName::new("dev", "web"),
+            port: "http".to_owned(),
+            protocol: Protocol::Tcp,
+        },
+        family: IpFamily::V4,
+        active: 1,
+        connections: 1,
+        bytes_to_endpoint: 1,
+        bytes_to_client: 1,
+        errors: 0,
+        dial_failures: 0,
+    }
 }
 
 /// A probe book with one probe result, so the probe counter shows its labels.

@@ -59,9 +59,15 @@ pub struct Flow {
     /// The endpoints it may reach when forwarded.
     pub servers: &'static [&'static str],
     /// What happens in nftables mode, and in iptables mode unless `iptables` says otherwise.
+    /// In the userspace mode, a forwarded flow reaches the same servers but each sees the
+    /// node as its peer (the proxy connects from the node's address), unless `userspace`
+    /// says otherwise.
     pub expect: Expect,
-    /// What happens in iptables mode when it differs (its filter on every local address).
+    /// What happens in iptables mode when it differs (its filter on every local address;
+    /// localhost NodePorts, on by default there).
     pub iptables: Option<Expect>,
+    /// What happens in the userspace mode when it differs otherwise.
+    pub userspace: Option<Expect>,
 }
 
 pub const MASTER_POD_FROM: From = From::Pod(MASTER_POD.0, MASTER_POD.1, "k8s-master");
@@ -127,6 +133,7 @@ const fn flow(
         servers: &SERVERS,
         expect,
         iptables: None,
+        userspace: None,
     }
 }
 
@@ -143,12 +150,33 @@ impl Flow {
         self
     }
 
+    /// The same flow, with another outcome in the userspace mode.
+    const fn userspace(mut self, expect: Expect) -> Flow {
+        self.userspace = Some(expect);
+        self
+    }
+
     /// What happens in `mode` (its `--proxy-mode` value).
     pub fn expect_in(&self, mode: &str) -> Expect {
-        match (mode, self.iptables) {
-            ("iptables", Some(e)) => e,
+        match (mode, self.iptables, self.userspace) {
+            ("iptables", Some(e), _) => e,
+            ("userspace", _, Some(e)) => e,
+            // Proxied: the endpoint sees the node whose proxy connected to it.
+            ("userspace", _, None) => match self.expect {
+                Expect::Forwarded(_) => Expect::Forwarded(Peer::Node(self.node_ip())),
+                other => other,
+            },
             _ => self.expect,
         }
+    }
+
+    /// The primary address of the node whose rules the flow meets.
+    pub fn node_ip(&self) -> &'static str {
+        crate::seed::NODES
+            .iter()
+            .find(|(name, _)| *name == self.node)
+            .map(|(_, ip)| *ip)
+            .expect("node")
     }
 }
 
@@ -285,6 +313,9 @@ pub const FLOWS: &[Flow] = &[
         Expect::Untranslated,
     )
     .iptables(Expect::Dropped),
+    // Localhost NodePorts: off by default in nftables mode (untranslated: nothing listens),
+    // served by Ferry's userspace proxy in iptables mode (its default) and in the userspace
+    // mode, cluster-wide whatever the policy (the node's own traffic).
     flow(
         "node → own NodePort on localhost, Local",
         "Local",
@@ -294,7 +325,8 @@ pub const FLOWS: &[Flow] = &[
         NODE_PORT,
         Expect::Untranslated,
     )
-    .iptables(Expect::Dropped),
+    .iptables(Expect::Forwarded(Peer::Node("10.1.1.17")))
+    .userspace(Expect::Forwarded(Peer::Node("10.1.1.17"))),
     flow(
         "pod → own NodePort, Local (short-circuit, hairpin)",
         "Local",

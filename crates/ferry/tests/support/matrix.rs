@@ -12,13 +12,15 @@ fn master_pod() -> Host {
     Host::pod(MASTER_POD.0)
 }
 
-/// Case 1: A pod on k8s-master → ClusterIP reaches both pods; ClientIp is the pod's own IP.
+/// Case 1: A pod on k8s-master → ClusterIP reaches both pods; ClientIp is the pod's own IP
+/// (userspace mode: k8s-master's, whose proxy connects to the pods).
 pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
     let seed = SeedLab::start(mode, "Cluster");
     let mut servers = BTreeSet::new();
     for _ in 0..30 {
         let h = seed.hello(&master_pod(), &cluster_url());
-        assert_eq!(h.client_ip, MASTER_POD.1, "pod traffic keeps its source");
+        let want = mode.peer(MASTER_POD.1, "10.1.1.12");
+        assert_eq!(h.client_ip, want, "pod traffic keeps its source");
         servers.insert(h.server_ip);
     }
     assert_eq!(
@@ -34,7 +36,8 @@ pub fn node_to_cluster_ip_works_and_is_masqueraded(mode: Mode) {
     assert_eq!(h.client_ip, "10.1.1.12");
 }
 
-/// Case 3: A pod reaching its own Service and landing on itself (hairpin) works, masqueraded.
+/// Case 3: A pod reaching its own Service and landing on itself (hairpin) works, masqueraded
+/// (userspace mode: every endpoint sees the node, itself or not).
 pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
     let seed = SeedLab::start(mode, "Cluster");
     let me = Host::pod(POD_A.0);
@@ -48,7 +51,8 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
                 "hairpin is masqueraded to the node"
             );
         } else {
-            assert_eq!(h.client_ip, POD_A.1, "pod → other pod keeps its source");
+            let want = mode.peer(POD_A.1, "10.1.1.9");
+            assert_eq!(h.client_ip, want, "pod → other pod keeps its source");
         }
     }
     assert!(hit_self > 0, "30 tries never landed on itself (p = 1e-9)");
@@ -68,10 +72,14 @@ pub fn cluster_policy_node_port_works_on_every_node_with_snat(setup: impl Into<S
 }
 
 /// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops.
+/// The userspace mode restricts the endpoints the same way, but its proxy connects to them:
+/// they see the node, not the client.
 pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: impl Into<Setup>) {
+    let setup = setup.into();
     let seed = SeedLab::start(setup, "Local");
     let h = seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
-    assert_eq!(h.client_ip, "10.1.1.100", "the real client IP");
+    let want = setup.mode.peer("10.1.1.100", "10.1.1.9");
+    assert_eq!(h.client_ip, want, "the real client IP");
     let r = seed.curl(&Host::default_client(), &node_port_url("10.1.1.17"));
     assert_eq!(r, CurlResult::TimedOut, "dropped, as in seed 004");
 }
@@ -80,7 +88,7 @@ pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: imp
 pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
     let seed = SeedLab::start(mode, "Local");
     let h = seed.hello(&master_pod(), &node_port_url("10.1.1.12"));
-    assert_eq!(h.client_ip, MASTER_POD.1);
+    assert_eq!(h.client_ip, mode.peer(MASTER_POD.1, "10.1.1.12"));
     let h = seed.hello(&Host::node(MASTER), &node_port_url("10.1.1.12"));
     assert_eq!(h.client_ip, "10.1.1.12", "node traffic is masqueraded");
 }
@@ -113,8 +121,14 @@ pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
     );
 }
 
-/// Case 9: Restarting Ferry on k8s-node2 keeps an established connection alive.
+/// Case 9: Restarting Ferry on k8s-node2 keeps an established connection alive. In the
+/// userspace mode the connection lives in Ferry's proxy and ends with it (as upstream's
+/// userspace proxier's did); the rules stay, and the restarted proxy listens on the same
+/// proxy port (read back from them), so new connections work again.
 pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
+    if mode == Mode::Userspace {
+        return restarting_the_proxy_ends_its_connections_and_serves_new_ones();
+    }
     let mut seed = SeedLab::start(mode, "Cluster");
     let addr = format!("10.1.1.9:{NODE_PORT}").parse().expect("addr");
     let mut conn = seed
@@ -134,6 +148,37 @@ pub fn restarting_ferry_keeps_established_connections(mode: Mode) {
         Hello::parse(&second.body).server_ip
     );
     let _ = conn.flush();
+}
+
+/// Case 9 in the userspace mode.
+fn restarting_the_proxy_ends_its_connections_and_serves_new_ones() {
+    let mut seed = SeedLab::start(Mode::Userspace, "Cluster");
+    let addr = format!("10.1.1.9:{NODE_PORT}").parse().expect("addr");
+    let mut conn = seed
+        .lab
+        .connect(&Host::default_client(), addr)
+        .expect("connect");
+    let first = http::get(&mut conn, "/hello").expect("first request");
+    assert_eq!(first.status, 200);
+    let before = seed.syncs(NODE2);
+    let ferry = seed.ferry(NODE2);
+    ferry.stop().expect("stop ferry");
+    ferry.restart().expect("restart ferry");
+    seed.wait_synced(NODE2, before + 1);
+    assert!(
+        http::get(&mut conn, "/hello").is_err(),
+        "the proxied connection ended with the proxy"
+    );
+    seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
+    let set = seed.lab.exec(
+        NODE2,
+        ["nft", "-j", "list", "set", "ip", "ferry", "proxy-ports"],
+    );
+    let log = seed.ferry(NODE2).log();
+    assert!(
+        log.contains("proxy ports read back from the kernel"),
+        "{set:?}\n{log}"
+    );
 }
 
 /// The seed's curl table (seed 004), printed for the README walkthrough
@@ -176,7 +221,11 @@ pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
             .lab
             .exec(NODE2, ["nft", "list", "table", "ip", "ferry"])
             .expect("nft");
-        assert!(table.contains("chain services {"), "{table}");
+        let chain = match mode {
+            Mode::Userspace => "chain portals-container {",
+            _ => "chain services {",
+        };
+        assert!(table.contains(chain), "{table}");
         return;
     };
     let mut shown = String::new();

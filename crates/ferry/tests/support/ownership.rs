@@ -68,6 +68,11 @@ pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
             vec![ipt, "-t", "nat", "-S", "KUBE-SERVICES"],
             CLUSTER_IP,
         ),
+        None if mode == Mode::Userspace => (
+            vec!["nft", "flush", "chain", "ip", "ferry", "portals-container"],
+            vec!["nft", "list", "chain", "ip", "ferry", "portals-container"],
+            "map @portals",
+        ),
         None => (
             vec!["nft", "flush", "chain", "ip", "ferry", "services"],
             vec!["nft", "list", "chain", "ip", "ferry", "services"],

@@ -49,6 +49,8 @@ pub enum Mode {
     IptablesNft,
     /// iptables mode on the legacy backend (`iptables-legacy`).
     IptablesLegacy,
+    /// The userspace mode: Ferry's proxy forwards, nftables rules redirect to it.
+    Userspace,
 }
 
 impl Mode {
@@ -57,6 +59,7 @@ impl Mode {
         match self {
             Mode::Nftables => "nftables",
             Mode::IptablesNft | Mode::IptablesLegacy => "iptables",
+            Mode::Userspace => "userspace",
         }
     }
 
@@ -66,13 +69,14 @@ impl Mode {
             Mode::Nftables => "nftables mode",
             Mode::IptablesNft => "iptables mode, nft backend",
             Mode::IptablesLegacy => "iptables mode, legacy backend",
+            Mode::Userspace => "userspace mode",
         }
     }
 
     /// The `iptables` program of the backend, in iptables modes.
     pub fn iptables(self) -> Option<&'static str> {
         match self {
-            Mode::Nftables => None,
+            Mode::Nftables | Mode::Userspace => None,
             Mode::IptablesNft => Some("iptables-nft"),
             Mode::IptablesLegacy => Some("iptables-legacy"),
         }
@@ -81,11 +85,25 @@ impl Mode {
     /// Extra `ferry run` flags of the mode.
     pub fn args(self) -> Vec<String> {
         let backend = match self {
-            Mode::Nftables => return Vec::new(),
+            Mode::Nftables | Mode::Userspace => return Vec::new(),
             Mode::IptablesNft => "nft",
             Mode::IptablesLegacy => "legacy",
         };
         vec!["--iptables-backend".into(), backend.into()]
+    }
+}
+
+impl Mode {
+    /// The source address an endpoint sees for a connection the kernel modes forward with
+    /// `kernel` as its source: the same, except in the userspace mode, whose proxy on the
+    /// node the connection reached (`node_ip`) connects to the endpoint itself. This is why
+    /// the seeds' source-IP questions (externalTrafficPolicy: Local keeping the client's
+    /// address) only make sense in the kernel modes.
+    pub fn peer(self, kernel: &'static str, node_ip: &'static str) -> &'static str {
+        match self {
+            Mode::Userspace => node_ip,
+            _ => kernel,
+        }
     }
 }
 

@@ -200,6 +200,8 @@ impl Batch {
                 let data = begin_attr(buf, NFTA_SET_ELEM_DATA | NLA_F_NESTED);
                 match v {
                     Value::Endpoint(ep) => attr(buf, NFTA_DATA_VALUE, &endpoint_bytes(ep)),
+                    // `inet_service` data: the port in network byte order.
+                    Value::Port(p) => attr(buf, NFTA_DATA_VALUE, &p.to_be_bytes()),
                     Value::Verdict(v) => {
                         let verdict = begin_attr(buf, NFTA_DATA_VERDICT | NLA_F_NESTED);
                         let (code, chain) = match v {

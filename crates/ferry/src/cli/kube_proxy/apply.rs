@@ -65,12 +65,30 @@ impl KubeProxyFlags {
             c.iptables.masquerade_bit =
                 Some(crate::config::check_masquerade_bit("--iptables-masquerade-bit", bit)?.into());
         }
-        if let Some(v) = self.iptables_localhost_nodeports {
-            c.iptables.localhost_node_ports = Some(v);
-        }
+        self.apply_userspace(c)?;
         self.apply_ipvs(c)?;
         self.apply_conntrack(c)?;
         self.apply_rest(c)
+    }
+
+    /// The userspace proxy's flags (upstream's userspace mode's `--proxy-port-range`,
+    /// `--udp-timeout`; the localhost NodePort switches).
+    fn apply_userspace(&self, c: &mut KubeProxyConfiguration) -> Result<(), ConfigError> {
+        if let Some(v) = self.iptables_localhost_nodeports {
+            c.iptables.localhost_node_ports = Some(v);
+        }
+        if let Some(v) = self.nftables_localhost_nodeports {
+            c.nftables.localhost_node_ports = Some(v);
+        }
+        if let Some(r) = &self.proxy_port_range {
+            ferry_compile::userspace::PortRange::parse(r)
+                .map_err(|e| ConfigError::new("--proxy-port-range", e.reason))?;
+            c.port_range.clone_from(r);
+        }
+        if let Some(d) = &self.udp_timeout {
+            c.udp_idle_timeout = duration("--udp-timeout", d)?;
+        }
+        Ok(())
     }
 
     fn apply_ipvs(&self, c: &mut KubeProxyConfiguration) -> Result<(), ConfigError> {

@@ -56,6 +56,8 @@ pub fn apply(c: &mut KubeProxyConfiguration) {
     ct.tcp_close_wait_timeout
         .get_or_insert(super::GoDuration::from_secs(3600));
     c.config_sync_period = c.config_sync_period.or(Duration::from_secs(15 * 60));
+    // The userspace proxier's (upstream until 1.26; Ferry's userspace proxy reads it).
+    c.udp_idle_timeout = c.udp_idle_timeout.or(Duration::from_millis(250));
 
     let cc = &mut c.client_connection;
     if cc.content_type.is_empty() {

@@ -54,6 +54,7 @@ fn upstream_defaults_fill_every_zero_value() {
             serde_json::json!("1h0m0s"),
         ),
         ("/configSyncPeriod", serde_json::json!("15m0s")),
+        ("/udpIdleTimeout", serde_json::json!("250ms")),
         ("/clientConnection/qps", serde_json::json!(5.0)),
         ("/clientConnection/burst", serde_json::json!(10)),
         ("/logging/format", serde_json::json!("text")),

@@ -1,0 +1,261 @@
+//! Proxy ports: the port of the node each service port's proxy listener uses.
+//!
+//! A service port's proxy port is derived from its name (SHA-256 of `namespace/name:port/proto`
+//! into the range), and the next free port of the range when that one is taken. So:
+//! - the same service port gets the same proxy port on every node and after every restart,
+//!   as long as no collision was resolved differently; the applier can also [`restore`] the
+//!   assignments it reads back from the kernel's redirect maps, which makes them exact across
+//!   restarts (the rules left in the kernel during a restart then keep pointing at the right
+//!   service once the new process listens again: a port that moved to another service would
+//!   send the old rules' traffic to the wrong service);
+//! - an assignment never moves while its service port exists (an endpoint change, or a
+//!   service left without endpoints, keeps it), so an endpoint change never rewrites rules.
+//!
+//! [`restore`]: ProxyPorts::restore
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use ferry_model::ServicePortName;
+
+/// An inclusive range of node ports the proxy may listen on (`portRange` of
+/// `KubeProxyConfiguration`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    /// First port.
+    pub first: u16,
+    /// Last port (inclusive).
+    pub last: u16,
+}
+
+/// A `portRange` value Ferry cannot use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortRangeError {
+    /// The value as given.
+    pub value: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for PortRangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "portRange {:?}: {}", self.value, self.reason)
+    }
+}
+
+impl std::error::Error for PortRangeError {}
+
+impl PortRange {
+    /// Ferry's default when `portRange` is empty or `0-0` (upstream then let the kernel pick
+    /// an ephemeral port, which is different after every restart): 10 000 ports in the upper
+    /// half of Linux's default ephemeral range (32768-60999), clear of the NodePort range
+    /// (30000-32767) and of the well-known ports of Kubernetes components (10249-10259).
+    pub const DEFAULT: PortRange = PortRange {
+        first: 40000,
+        last: 49999,
+    };
+
+    /// Parses `portRange`: `begin-end` or `begin+offset` (upstream's `PortRange` syntax);
+    /// empty or `0-0` means [`PortRange::DEFAULT`].
+    pub fn parse(value: &str) -> Result<PortRange, PortRangeError> {
+        let err = |reason| PortRangeError {
+            value: value.to_owned(),
+            reason,
+        };
+        let v = value.trim();
+        if v.is_empty() || v == "0-0" {
+            return Ok(PortRange::DEFAULT);
+        }
+        let (first, last) = if let Some((a, b)) = v.split_once('-') {
+            let a: u16 = a.trim().parse().map_err(|_| err("begin is not a port"))?;
+            let b: u16 = b.trim().parse().map_err(|_| err("end is not a port"))?;
+            (a, b)
+        } else if let Some((a, off)) = v.split_once('+') {
+            let a: u16 = a.trim().parse().map_err(|_| err("begin is not a port"))?;
+            let off: u16 = off
+                .trim()
+                .parse()
+                .map_err(|_| err("offset is not a number"))?;
+            (
+                a,
+                a.checked_add(off)
+                    .ok_or_else(|| err("range ends past 65535"))?,
+            )
+        } else {
+            return Err(err("expected begin-end or begin+offset"));
+        };
+        if first == 0 || last < first {
+            return Err(err("begin must be at least 1 and not after end"));
+        }
+        Ok(PortRange { first, last })
+    }
+
+    /// Number of ports in the range.
+    pub fn size(&self) -> u32 {
+        u32::from(self.last) - u32::from(self.first) + 1
+    }
+
+    /// True when `port` is in the range.
+    pub fn contains(&self, port: u16) -> bool {
+        (self.first..=self.last).contains(&port)
+    }
+
+    /// The `i`-th port after `start`, wrapping around the range.
+    fn nth_from(&self, start: u16, i: u32) -> u16 {
+        let offset = (u32::from(start - self.first) + i) % self.size();
+        // In range by construction: first + offset <= last.
+        self.first + u16::try_from(offset).unwrap_or(0)
+    }
+}
+
+impl Default for PortRange {
+    fn default() -> Self {
+        PortRange::DEFAULT
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.first, self.last)
+    }
+}
+
+/// Every port of the range is assigned or unusable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeExhausted {
+    /// The service port left without a proxy port.
+    pub name: ServicePortName,
+    /// The range.
+    pub range: PortRange,
+}
+
+impl fmt::Display for RangeExhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}): no free proxy port left in {} (set portRange to a larger range)",
+            self.name, self.name.protocol, self.range
+        )
+    }
+}
+
+impl std::error::Error for RangeExhausted {}
+
+/// The proxy port assignments of a node (both IP families share them: a dual-stack service
+/// port listens on the same port number in each).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyPorts {
+    range: PortRange,
+    by_name: BTreeMap<ServicePortName, u16>,
+    owner: BTreeMap<u16, ServicePortName>,
+    /// Ports the dataplane could not bind (another program holds them): never assigned again.
+    unusable: BTreeSet<u16>,
+}
+
+impl ProxyPorts {
+    /// No assignment yet.
+    pub fn new(range: PortRange) -> Self {
+        Self {
+            range,
+            ..Self::default()
+        }
+    }
+
+    /// The range.
+    pub fn range(&self) -> PortRange {
+        self.range
+    }
+
+    /// The port a service port gets when it is free: derived from its name, the same on every
+    /// node.
+    pub fn preferred(&self, name: &ServicePortName) -> u16 {
+        let key = format!("{}/{}", name, name.protocol);
+        let digest = Sha256::digest(key.as_bytes());
+        let n = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+        self.range.nth_from(self.range.first, n % self.range.size())
+    }
+
+    /// The assigned port of a service port.
+    pub fn get(&self, name: &ServicePortName) -> Option<u16> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Every assignment, by service port.
+    pub fn iter(&self) -> impl Iterator<Item = (&ServicePortName, u16)> {
+        self.by_name.iter().map(|(n, p)| (n, *p))
+    }
+
+    /// Number of assignments.
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    /// True without assignments.
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// The port of `name`: its existing assignment, else its preferred port or the next free
+    /// one after it.
+    pub fn assign(&mut self, name: &ServicePortName) -> Result<u16, RangeExhausted> {
+        if let Some(p) = self.get(name) {
+            return Ok(p);
+        }
+        let start = self.preferred(name);
+        let free = (0..self.range.size())
+            .map(|i| self.range.nth_from(start, i))
+            .find(|p| !self.owner.contains_key(p) && !self.unusable.contains(p));
+        let port = free.ok_or_else(|| RangeExhausted {
+            name: name.clone(),
+            range: self.range,
+        })?;
+        self.by_name.insert(name.clone(), port);
+        self.owner.insert(port, name.clone());
+        Ok(port)
+    }
+
+    /// Takes over an assignment read back from the kernel (the rules of the previous process).
+    /// Refused (false) when the port is outside the range, unusable, or already someone
+    /// else's, or the service port already has another one.
+    pub fn restore(&mut self, name: &ServicePortName, port: u16) -> bool {
+        if !self.range.contains(port) || self.unusable.contains(&port) {
+            return false;
+        }
+        match (self.by_name.get(name), self.owner.get(&port)) {
+            (Some(p), _) => *p == port,
+            (None, Some(_)) => false,
+            (None, None) => {
+                self.by_name.insert(name.clone(), port);
+                self.owner.insert(port, name.clone());
+                true
+            }
+        }
+    }
+
+    /// Frees the port of a service port that is gone.
+    pub fn release(&mut self, name: &ServicePortName) {
+        if let Some(p) = self.by_name.remove(name) {
+            self.owner.remove(&p);
+        }
+    }
+
+    /// Frees every assignment whose service port `keep` rejects.
+    pub fn retain(&mut self, mut keep: impl FnMut(&ServicePortName) -> bool) {
+        let gone: Vec<ServicePortName> =
+            self.by_name.keys().filter(|n| !keep(n)).cloned().collect();
+        for name in &gone {
+            self.release(name);
+        }
+    }
+
+    /// Records that `port` cannot be bound (another program holds it): its service port
+    /// loses it and gets another at its next [`assign`](Self::assign).
+    pub fn mark_unusable(&mut self, port: u16) -> Option<ServicePortName> {
+        self.unusable.insert(port);
+        let owner = self.owner.remove(&port)?;
+        self.by_name.remove(&owner);
+        Some(owner)
+    }
+}

@@ -1,0 +1,122 @@
+//! The userspace mode's line in the mode table, and the mode on a node: one proxy engine
+//! shared by the families' appliers and read by the metrics server.
+
+use ferry_compile::family::nft_family;
+use ferry_compile::mode::{ProxyMode, UserspaceRenderer};
+use ferry_compile::nft::TABLE;
+use ferry_compile::trace::Trace;
+use ferry_compile::userspace::{NodeRules, ProxyPorts};
+use ferry_compile::NodeCompiler;
+use ferry_model::{ClusterState, IpFamily};
+
+use super::applier::UserspaceApplier;
+use super::engine::{Engine, Stats};
+use super::restore;
+use crate::live::{KernelReport, LiveReport};
+use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::preflight::{Capability, Requirements, Tool};
+use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::{Applier, Error};
+
+/// The chain only the userspace mode's layout of Ferry's table has.
+pub(crate) const DISTINCT_CHAIN: &str = "portals-container";
+
+/// The userspace mode's line in the mode table. Its rules are Ferry's nftables table, so it
+/// shares nftables mode's failure counter (upstream's userspace proxier had none).
+pub(crate) const MODE: ModeEntry = ModeEntry {
+    mode: ProxyMode::Userspace,
+    renderer: &UserspaceRenderer,
+    open: |options: &ModeOptions| Box::new(UserspaceMode::open(options)),
+    // Ferry's table, unless it is nftables mode's (see nftables mode's line). The proxy's
+    // listeners are the process's own: they end with it.
+    cleanup: |dry_run| crate::nft::cleanup_unless_chain(Some(crate::nft::DISTINCT_CHAIN), dry_run),
+    // kube-proxy's leftovers are the kernel modes' to find (their tables and chains).
+    leftovers: Vec::new,
+    sync_failures: FailureCounter::NftablesSync,
+};
+
+/// The userspace mode on this node.
+struct UserspaceMode {
+    engine: Engine,
+}
+
+impl UserspaceMode {
+    fn open(options: &ModeOptions) -> Self {
+        Self {
+            engine: Engine::new(options),
+        }
+    }
+}
+
+impl NodeMode for UserspaceMode {
+    fn describe(&self) -> String {
+        match self.engine.serves() {
+            true => "userspace mode".to_owned(),
+            false => "userspace mode (rules only: no runtime to serve connections)".to_owned(),
+        }
+    }
+
+    /// nftables mode's check: the redirect rules are in Ferry's nftables table.
+    fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
+        kernel_has(family)?;
+        succeeds(
+            "nft",
+            &["--check", "add", "table", nft_family(family), TABLE],
+        )
+    }
+
+    /// The `nft` tool (the redirect table's skeleton), and CAP_NET_ADMIN for it and for
+    /// Ferry's nfnetlink batches. The proxy itself listens on unprivileged ports (proxy ports,
+    /// NodePorts on loopback) and needs no capability.
+    fn requirements(&self) -> Requirements {
+        Requirements {
+            tools: vec![Tool::new("nft", "nftables")],
+            capabilities: vec![Capability::NetAdmin],
+        }
+    }
+
+    fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
+        Box::new(UserspaceApplier::new(family, self.engine.clone()))
+    }
+
+    fn udp_conntrack_cleanup(&self) -> bool {
+        false
+    }
+
+    fn proxy_metrics(&self) -> Option<Stats> {
+        Some(self.engine.stats())
+    }
+
+    /// The kernel's table against the rules compiled with the proxy ports it holds.
+    fn live(
+        &self,
+        trace: &Trace,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+    ) -> Result<LiveReport, Error> {
+        let table = crate::nft::read_back(compiler.family())?;
+        let ruleset = compiled_with_held_ports(compiler, state)?;
+        Ok(crate::nft::live::check(trace, &ruleset, table.as_ref()))
+    }
+
+    /// `ferry status`: each service's redirect elements (portals, NodePorts, proxy ports) in
+    /// the kernel's table against the ones compiled with the proxy ports it holds.
+    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
+        let table = crate::nft::read_back(compiler.family())?;
+        let ruleset = compiled_with_held_ports(compiler, state)?;
+        Ok(crate::nft::kernel::compare(&ruleset, table.as_ref()))
+    }
+}
+
+/// The redirect rules `state` compiles to, each service port on the proxy port the kernel's
+/// table gives it (a port it does not hold is assigned as a starting agent would).
+fn compiled_with_held_ports(
+    compiler: &NodeCompiler,
+    state: &ClusterState,
+) -> Result<ferry_compile::nft::Ruleset, Error> {
+    let mut ports = ProxyPorts::new(compiler.config().proxy_port_range);
+    for (name, port) in restore::read(compiler.family())? {
+        ports.restore(&name, port);
+    }
+    Ok(NodeRules::new(compiler).full(state, &mut ports).0.ruleset)
+}
