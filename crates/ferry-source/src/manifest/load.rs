@@ -163,13 +163,17 @@ fn parse_json(text: &str) -> Result<Vec<Value>, String> {
 }
 
 /// Every non-empty document of a YAML stream. serde-saphyr's default budget allows 1024
-/// documents per stream; a generated manifest of a large cluster has far more.
+/// documents per stream; a generated manifest of a large cluster has far more. Aliases are
+/// held to a few thousand replayed events: manifests written by hand share a label block or
+/// two, and the default (a million) let a 1 KiB alias bomb cost ~200 MiB and seconds of CPU
+/// before it was refused (drill 5, docs/reliability.md).
 fn parse_yaml(text: &str) -> Result<Vec<Value>, String> {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_documents: 1_000_000,
             max_nodes: 50_000_000,
             max_events: 100_000_000,
+            max_recorded_anchor_events: MAX_ALIAS_EVENTS,
         },
     };
     serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
@@ -187,6 +191,9 @@ fn parse_yaml(text: &str) -> Result<Vec<Value>, String> {
         }
     })
 }
+
+/// How many events aliases may replay in one YAML stream.
+pub(super) const MAX_ALIAS_EVENTS: usize = 10_000;
 
 /// The kinds Ferry reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! Checks across objects (duplicates, slices without a Service) and the last-good memory.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
@@ -52,8 +53,14 @@ pub(super) fn resolve(raw: RawScan, memory: &mut Memory) -> Scan {
 
     let mut objects: BTreeMap<ObjectKey, Object> = BTreeMap::new();
     let mut remembered: BTreeMap<ObjectRef, Kept> = BTreeMap::new();
+    let mut claimed = ClaimedIps::default();
     for mut doc in docs {
         if let (Ok(converted), Some(id)) = (&doc.outcome, &doc.id) {
+            if let Some(error) = claimed.conflict(converted, id, &doc.file) {
+                // Its last good version claimed the same address: it is not kept either.
+                errors.push(error.in_file(&doc.file));
+                continue;
+            }
             if let Some(error) = dangling_slice(converted, id, &services) {
                 doc.outcome = Err(error);
             }
@@ -132,6 +139,53 @@ fn drop_duplicates(
         kept.push(doc);
     }
     (kept, first.into_keys().collect())
+}
+
+/// The ClusterIPs of the Services read so far, with the Service and file that hold each. The
+/// API server allocates every ClusterIP once; manifests can write one twice, and two Services
+/// on one address would leave which one the kernel serves to chance.
+#[derive(Debug, Default)]
+struct ClaimedIps {
+    by_ip: BTreeMap<IpAddr, (ServiceName, PathBuf)>,
+}
+
+impl ClaimedIps {
+    /// An error when a Service in `converted` has a ClusterIP an earlier Service holds (the
+    /// first, in path then document order, keeps it); else records its ClusterIPs.
+    fn conflict(
+        &mut self,
+        converted: &[Object],
+        id: &ObjectRef,
+        file: &Path,
+    ) -> Option<InvalidObject> {
+        for object in converted {
+            let Object::Service(service) = object else {
+                continue;
+            };
+            for (i, ip) in service.cluster_ips.iter().enumerate() {
+                if let Some((other, other_file)) = self.by_ip.get(ip) {
+                    let field = if i == 0 {
+                        "spec.clusterIP".to_owned()
+                    } else {
+                        format!("spec.clusterIPs[{i}]")
+                    };
+                    return Some(InvalidObject::new(
+                        id,
+                        field,
+                        format!(
+                            "ClusterIP {ip} is already Service {other}'s (in {}); this one is skipped",
+                            other_file.display()
+                        ),
+                    ));
+                }
+            }
+            for ip in &service.cluster_ips {
+                self.by_ip
+                    .insert(*ip, (service.name.clone(), file.to_path_buf()));
+            }
+        }
+        None
+    }
 }
 
 /// An error when one of `converted`'s slices belongs to a Service not in the manifests.

@@ -7,6 +7,7 @@ use ferry_model::Object;
 
 use crate::InvalidObject;
 
+mod hostile;
 mod load;
 mod memory;
 mod watch;

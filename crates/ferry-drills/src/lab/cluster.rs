@@ -1,0 +1,290 @@
+//! The generated cluster: N ClusterIP Services × M ready endpoints, and optionally three extra
+//! Services for traffic drills (a NodePort with each external policy and a ClusterIP with
+//! session affinity, each with a second `stream` port). The same objects are written as
+//! manifest files (one JSON `List` per Service: the Service and its EndpointSlice) or served by
+//! the fake API server.
+//!
+//! A change replaces *every* endpoint of a Service (a new generation of addresses), so a probe
+//! can tell the old rules from the new ones, and a mix of both within one Service.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde_json::{json, Value};
+
+/// The node Ferry runs as.
+pub const NODE: &str = "node-1";
+/// Every pod address (the cluster CIDR, and the pods namespace's AnyIP range).
+pub const POD_RANGE: &str = "10.64.0.0/12";
+/// The service range.
+pub const SERVICE_RANGE: &str = "10.96.0.0/12";
+/// The Services' port.
+pub const PORT: u16 = 80;
+/// The extra Services' second port (a long-lived stream).
+pub const STREAM_SERVICE_PORT: u16 = 81;
+/// The endpoints' port.
+pub const TARGET_PORT: u16 = 8080;
+/// The endpoints' stream port.
+pub const STREAM_PORT: u16 = 8081;
+/// The Services' namespace.
+pub const NAMESPACE: &str = "drill";
+
+const FIRST_CLUSTER_IP: u32 = u32::from_be_bytes([10, 96, 0, 10]);
+const FIRST_POD: u32 = u32::from_be_bytes([10, 64, 0, 0]);
+/// Pod addresses in [`POD_RANGE`]: 8 generations of at most this many endpoints.
+const GENERATION_SPAN: u32 = 1 << 17;
+const NODES: usize = 3;
+
+/// An extra Service for the traffic drills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    /// NodePort, `externalTrafficPolicy: Cluster` (node ports 30080, 30090).
+    NodePortCluster,
+    /// NodePort, `externalTrafficPolicy: Local` (node ports 30081, 30091).
+    NodePortLocal,
+    /// ClusterIP with `sessionAffinity: ClientIP`.
+    Affinity,
+}
+
+impl Extra {
+    /// Every extra, in index order after the N plain Services.
+    pub const ALL: [Extra; 3] = [
+        Extra::NodePortCluster,
+        Extra::NodePortLocal,
+        Extra::Affinity,
+    ];
+
+    /// Node ports (http, stream), for the NodePort extras.
+    pub fn node_ports(self) -> Option<(u16, u16)> {
+        match self {
+            Extra::NodePortCluster => Some((30080, 30090)),
+            Extra::NodePortLocal => Some((30081, 30091)),
+            Extra::Affinity => None,
+        }
+    }
+}
+
+/// The cluster: its size and every Service's current generation of endpoints.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    /// N (plain Services).
+    pub services: usize,
+    /// M.
+    pub endpoints: usize,
+    extras: bool,
+    generation: Vec<u32>,
+}
+
+impl Cluster {
+    /// N Services × M endpoints, plus the [`Extra`] Services when `extras`.
+    pub fn new(services: usize, endpoints: usize, extras: bool) -> anyhow::Result<Cluster> {
+        let total = services + if extras { Extra::ALL.len() } else { 0 };
+        anyhow::ensure!(
+            services > 0 && endpoints > 0 && total * endpoints <= GENERATION_SPAN as usize,
+            "want at least one Service and endpoint, and (N + extras) × M ≤ {GENERATION_SPAN}"
+        );
+        Ok(Cluster {
+            services,
+            endpoints,
+            extras,
+            generation: vec![0; total],
+        })
+    }
+
+    /// Every Service index, extras included.
+    pub fn all(&self) -> std::ops::Range<usize> {
+        0..self.generation.len()
+    }
+
+    /// The index of an extra Service (panics if the cluster has none).
+    pub fn extra(&self, extra: Extra) -> usize {
+        assert!(self.extras, "this cluster has no extra Services");
+        self.services + Extra::ALL.iter().position(|e| *e == extra).unwrap_or(0)
+    }
+
+    fn extra_of(&self, i: usize) -> Option<Extra> {
+        i.checked_sub(self.services)
+            .and_then(|k| Extra::ALL.get(k).copied())
+    }
+
+    /// Name of Service `i`.
+    pub fn name(&self, i: usize) -> String {
+        match self.extra_of(i) {
+            Some(Extra::NodePortCluster) => "np-cluster".to_owned(),
+            Some(Extra::NodePortLocal) => "np-local".to_owned(),
+            Some(Extra::Affinity) => "affinity".to_owned(),
+            None => format!("svc-{i:05}"),
+        }
+    }
+
+    /// ClusterIP of Service `i`.
+    pub fn cluster_ip(&self, i: usize) -> Ipv4Addr {
+        Ipv4Addr::from(FIRST_CLUSTER_IP + i as u32)
+    }
+
+    /// The endpoints of Service `i` in generation `g`.
+    pub fn endpoints_in(&self, i: usize, g: u32) -> Vec<Ipv4Addr> {
+        let base = FIRST_POD + (g % 8) * GENERATION_SPAN + (i * self.endpoints) as u32;
+        (0..self.endpoints as u32)
+            .map(|j| Ipv4Addr::from(base + j))
+            .collect()
+    }
+
+    /// The current endpoints of Service `i`.
+    pub fn endpoints_of(&self, i: usize) -> Vec<Ipv4Addr> {
+        self.endpoints_in(i, self.generation[i])
+    }
+
+    /// The current generation of Service `i`.
+    pub fn generation(&self, i: usize) -> u32 {
+        self.generation[i]
+    }
+
+    /// The node of endpoint `j` of Service `i`.
+    pub fn node_of(&self, i: usize, j: usize) -> String {
+        format!("node-{}", (i + j) % NODES)
+    }
+
+    /// Replaces every endpoint of Service `i` (the next generation).
+    pub fn bump(&mut self, i: usize) {
+        self.generation[i] += 1;
+    }
+
+    /// Service `i` as the API serves it.
+    pub fn service_object(&self, i: usize) -> Value {
+        let ip = self.cluster_ip(i).to_string();
+        let name = self.name(i);
+        let mut s = ferry_testkit::objects::service(NAMESPACE, &name, &ip, PORT, TARGET_PORT);
+        let Some(extra) = self.extra_of(i) else {
+            return s;
+        };
+        s["spec"]["ports"] = json!([
+            { "name": "http", "protocol": "TCP", "port": PORT, "targetPort": TARGET_PORT },
+            { "name": "stream", "protocol": "TCP", "port": STREAM_SERVICE_PORT, "targetPort": STREAM_PORT },
+        ]);
+        match extra {
+            Extra::NodePortCluster | Extra::NodePortLocal => {
+                let (http, stream) = extra.node_ports().unwrap_or_default();
+                let policy = if extra == Extra::NodePortLocal {
+                    "Local"
+                } else {
+                    "Cluster"
+                };
+                s["spec"]["type"] = json!("NodePort");
+                s["spec"]["externalTrafficPolicy"] = json!(policy);
+                s["spec"]["ports"][0]["nodePort"] = json!(http);
+                s["spec"]["ports"][1]["nodePort"] = json!(stream);
+            }
+            Extra::Affinity => {
+                s["spec"]["sessionAffinity"] = json!("ClientIP");
+                s["spec"]["sessionAffinityConfig"] =
+                    json!({ "clientIP": { "timeoutSeconds": 10800 } });
+            }
+        }
+        s
+    }
+
+    /// Service `i`'s EndpointSlice as the API serves it.
+    pub fn slice_object(&self, i: usize) -> Value {
+        let addresses: Vec<String> = self
+            .endpoints_of(i)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let nodes: Vec<String> = (0..self.endpoints).map(|j| self.node_of(i, j)).collect();
+        let endpoints: Vec<(&str, bool, &str)> = addresses
+            .iter()
+            .zip(&nodes)
+            .map(|(a, n)| (a.as_str(), true, n.as_str()))
+            .collect();
+        let name = self.name(i);
+        let mut slice = ferry_testkit::objects::endpoint_slice(
+            NAMESPACE,
+            &format!("{name}-x7k2q"),
+            &name,
+            TARGET_PORT,
+            &endpoints,
+        );
+        if self.extra_of(i).is_some() {
+            slice["ports"] = json!([
+                { "name": "http", "protocol": "TCP", "port": TARGET_PORT },
+                { "name": "stream", "protocol": "TCP", "port": STREAM_PORT },
+            ]);
+        }
+        slice
+    }
+
+    /// The Node objects (`node-1` is Ferry's, at the node's client-side address).
+    pub fn node_objects(&self) -> Vec<Value> {
+        (0..NODES)
+            .map(|n| {
+                let ip = if n == 1 {
+                    super::net::NODE_IP.to_owned()
+                } else {
+                    format!("10.200.0.1{n}")
+                };
+                let cidr = format!("10.{}.0.0/14", 64 + 4 * n);
+                ferry_testkit::objects::node(&format!("node-{n}"), &ip, &cidr)
+            })
+            .collect()
+    }
+
+    /// Service `i`'s manifest file name.
+    pub fn file_name(&self, i: usize) -> String {
+        format!("{}.json", self.name(i))
+    }
+
+    /// Service `i`'s manifest: a `List` of the Service and its EndpointSlice.
+    pub fn manifest(&self, i: usize) -> String {
+        let list = json!({
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [self.service_object(i), self.slice_object(i)],
+        });
+        list.to_string()
+    }
+
+    /// Writes every manifest (and `nodes.json`) into `dir`.
+    pub fn write_all(&self, dir: &Path) -> anyhow::Result<()> {
+        let nodes = json!({ "apiVersion": "v1", "kind": "List", "items": self.node_objects() });
+        std::fs::write(dir.join("nodes.json"), nodes.to_string())?;
+        for i in self.all() {
+            std::fs::write(dir.join(self.file_name(i)), self.manifest(i))
+                .with_context(|| format!("writing {}", self.file_name(i)))?;
+        }
+        Ok(())
+    }
+
+    /// Writes Service `i`'s manifest atomically: staged in `stage` (same filesystem), renamed
+    /// into `dir`.
+    pub fn write_one(&self, dir: &Path, stage: &Path, i: usize) -> anyhow::Result<()> {
+        let name = self.file_name(i);
+        std::fs::write(stage.join(&name), self.manifest(i))?;
+        std::fs::rename(stage.join(&name), dir.join(&name)).context("renaming into place")?;
+        Ok(())
+    }
+
+    /// Every object, for the fake API server.
+    pub fn objects(&self) -> Vec<Value> {
+        let mut all = self.node_objects();
+        for i in self.all() {
+            all.push(self.service_object(i));
+            all.push(self.slice_object(i));
+        }
+        all
+    }
+
+    /// `count` distinct plain Service indexes, drawn with `rng`, first and last included.
+    pub fn sample(&self, count: usize, rng: &mut fastrand::Rng) -> Vec<usize> {
+        let mut picked = vec![0, self.services - 1];
+        picked.dedup();
+        while picked.len() < count.min(self.services) {
+            let i = rng.usize(0..self.services);
+            if !picked.contains(&i) {
+                picked.push(i);
+            }
+        }
+        picked
+    }
+}
