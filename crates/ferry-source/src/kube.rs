@@ -14,8 +14,9 @@
 //!
 //! Resilience comes from kube-rs's watcher: when the API server goes away, each watch retries
 //! with back-off (kube-rs's default: 0.8 s doubling to 30 s, jittered) and resumes from its last
-//! resourceVersion; on `410 Gone` it relists, and the relist ends in a [`SourceEvent::Resync`]
-//! that drops objects deleted meanwhile. Nothing is emitted while the server is away, so the
+//! resourceVersion; on `410 Gone` it relists at once, without that back-off (`retry`, as
+//! client-go's reflector), and the relist ends in a [`SourceEvent::Resync`] that drops objects
+//! deleted meanwhile. Nothing is emitted while the server is away, so the
 //! rules in the kernel stay as they are.
 //!
 //! ```no_run
@@ -38,16 +39,18 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::utils::Backoff;
-use kube::runtime::{watcher, WatchStreamExt as _};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
 use crate::{convert, InvalidObject, SourceEvent};
 
 mod connect;
+mod retry;
 pub mod state;
 
 pub use connect::{connect, ConnectError, Connection};
+use retry::{is_desync, Fixed, Retry};
 use state::{Change, Converted, Kind, State};
 
 /// kube-proxy's informer label selector, for Services and EndpointSlices alike.
@@ -107,6 +110,10 @@ impl KubeSource {
             let Some((kind, item)) = next else { return };
             let change = match item {
                 Ok(change) => change,
+                Err(e) if is_desync(&e) => {
+                    tracing::warn!(?kind, error = %e, "Kubernetes API watch expired; relisting");
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(?kind, error = %e, "Kubernetes API watch failed; retrying");
                     continue;
@@ -146,13 +153,11 @@ impl KubeSource {
         if let Some(fields) = fields {
             config = config.fields(fields);
         }
-        let stream = watcher(api, config);
         let backoff: Box<dyn Backoff> = match self.retry {
             Some(interval) => Box::new(Fixed(interval)),
             None => Box::new(watcher::DefaultBackoff::default()),
         };
-        stream
-            .backoff(backoff)
+        Retry::new(watcher(api, config).boxed(), backoff)
             .map(move |item| (kind, item.map(to_change::<K>)))
             .boxed()
     }
@@ -212,21 +217,6 @@ impl Convert for core::Node {
             result: convert::node(self).map(|n| Some(Object::Node(n))),
         }
     }
-}
-
-/// A constant retry delay.
-struct Fixed(Duration);
-
-impl Iterator for Fixed {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        Some(self.0)
-    }
-}
-
-impl Backoff for Fixed {
-    fn reset(&mut self) {}
 }
 
 #[cfg(test)]

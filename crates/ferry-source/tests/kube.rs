@@ -1,6 +1,6 @@
 //! The Kubernetes API source driving the real kube-rs client against a fake API server over
 //! real HTTP (ferry-testkit): initial list, watch updates, bookmarks, a dropped watch, an
-//! outage, and a relist after `410 Gone`.
+//! outage, and a relist after `410 Gone` (at once, without the back-off).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -46,13 +46,18 @@ fn svc_key(name: &str) -> ObjectKey {
 
 impl Harness {
     async fn start(server: FakeApiServer) -> Harness {
+        Harness::start_with_retry(server, Duration::from_millis(50)).await
+    }
+
+    /// A source whose every retry after a failure waits `retry`.
+    async fn start_with_retry(server: FakeApiServer, retry: Duration) -> Harness {
         let connection = Connection {
             kubeconfig: None,
             master: Some(server.url()),
         };
         let client = connect(&connection).await.expect("connect");
         let (tx, rx) = mpsc::channel(64);
-        let source = KubeSource::new(client, NODE).with_retry_interval(Duration::from_millis(50));
+        let source = KubeSource::new(client, NODE).with_retry_interval(retry);
         tokio::spawn(source.run(tx, |_| {}));
         Harness {
             server,
@@ -302,4 +307,52 @@ async fn after_410_gone_a_relist_removes_objects_deleted_meanwhile() {
         "relisted after 410: {:?}",
         &h.server.requests()[mark..]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_410_gone_the_relist_does_not_wait_for_the_back_off() {
+    // An hour between retries after a failure: the test converges within WAIT only if the
+    // relist after the 410 does not wait for it.
+    let mut h = Harness::start_with_retry(seeded(), Duration::from_secs(3600)).await;
+    h.next().await;
+    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    // Changes no watch sees (another node) move the resourceVersion on; the history is
+    // forgotten, so every watch resuming from where it was gets 410 Gone.
+    for ip in ["10.1.1.18", "10.1.1.19"] {
+        h.server
+            .apply(objects::node("k8s-node1", ip, "192.168.36.64/26"));
+    }
+    let rv = h.server.resource_version();
+    h.server.compact();
+    let mark = h.server.requests().len();
+    h.server.drop_watches();
+    // Each kind: its watch from the old resourceVersion (410), a list, a watch from the list.
+    let relisted = format!("resourceVersion={rv}");
+    h.server.wait_for_requests(WAIT, |r| {
+        r[mark..]
+            .iter()
+            .filter(|r| r.contains("watch=true") && r.contains(&relisted))
+            .count()
+            >= 3
+    });
+    let requests = &h.server.requests()[mark..];
+    assert_eq!(h.lists_since(mark).len(), 3, "{requests:#?}");
+    for kind in ["/services?", "/endpointslices?", "/nodes?"] {
+        let of_kind: Vec<&String> = requests.iter().filter(|r| r.contains(kind)).collect();
+        assert!(of_kind.len() >= 3, "{kind}: {of_kind:#?}");
+        assert!(!of_kind[0].contains(&relisted), "{kind}: {of_kind:#?}");
+        assert!(!of_kind[1].contains("watch=true"), "{kind}: {of_kind:#?}");
+        assert!(of_kind[2].contains(&relisted), "{kind}: {of_kind:#?}");
+    }
+    // The relist's Resync, then the new watches carry on.
+    h.server.delete("Service", "dev", "api");
+    h.until(|s| !s.contains_key(&svc_key("api"))).await;
+    assert!(
+        h.events[1..]
+            .iter()
+            .any(|e| matches!(e, SourceEvent::Resync(_))),
+        "{:?}",
+        h.events
+    );
+    assert!(h.state.contains_key(&svc_key("web")));
 }
