@@ -22,6 +22,8 @@ use ferry_model::{EndpointSlice, Interner, Object, Service, TrafficPolicy};
 
 /// The node whose rules the benchmark compiles and applies.
 pub const BENCH_NODE: &str = "node-1";
+/// Its InternalIP (node `n` has `172.18.0.<n + 2>`).
+pub const BENCH_NODE_IP: &str = "172.18.0.3";
 /// The cluster CIDR (the local-traffic detector's pod range).
 pub const CLUSTER_CIDR: &str = "10.64.0.0/12";
 /// First ClusterIP handed out (`10.96.0.0/12` is the service range).

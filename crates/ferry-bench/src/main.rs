@@ -26,8 +26,8 @@ use ferry_bench::cluster::{ClusterSpec, BENCH_NODE, NODES};
 use ferry_bench::measure::{self, MeasureOptions};
 use ferry_bench::netns::{self, Netns, NftSnapshot};
 use ferry_bench::report::{self, Figures, Outcome};
-use ferry_bench::sizes;
 use ferry_bench::stats::Figure;
+use ferry_bench::{ipvs_baseline, sizes};
 use ferry_compile::mode::ProxyMode;
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
@@ -43,7 +43,8 @@ struct Cli {
     /// Endpoints per service (M).
     #[arg(short = 'm', long = "endpoints", default_value_t = 10)]
     endpoints: usize,
-    /// Proxy modes to measure, comma-separated: nftables, iptables-nft, iptables-legacy.
+    /// Proxy modes to measure, comma-separated: nftables, iptables-nft, iptables-legacy, ipvs
+    /// (IPVS needs a kernel with IP_VS: run it in the IPVS guest, see the README).
     #[arg(long, value_delimiter = ',', default_values_t = ["nftables".to_owned(), "iptables-nft".to_owned(), "iptables-legacy".to_owned()])]
     modes: Vec<String>,
     /// Smoke test: measure N=100 only.
@@ -152,15 +153,24 @@ fn mode(name: &str) -> anyhow::Result<(ProxyMode, ModeOptions)> {
         "nftables" => Ok((ProxyMode::Nftables, ModeOptions::default())),
         "iptables-nft" => iptables(IptablesBackend::Nft),
         "iptables-legacy" => iptables(IptablesBackend::Legacy),
-        other => {
-            anyhow::bail!("unknown mode {other:?} (want nftables, iptables-nft, iptables-legacy)")
-        }
+        // IPVS mode's chains, on the nft backend.
+        "ipvs" => Ok((
+            ProxyMode::Ipvs,
+            ModeOptions {
+                iptables_backend: Some(IptablesBackend::Nft),
+                ..ModeOptions::default()
+            },
+        )),
+        other => anyhow::bail!(
+            "unknown mode {other:?} (want nftables, iptables-nft, iptables-legacy, ipvs)"
+        ),
     }
 }
 
 /// The measuring process: inside its namespace, one N, one mode.
 fn child(opts: &MeasureOptions, ns: &str, outside: u64, name: &str) -> anyhow::Result<()> {
     netns::ensure_inside(ns, outside)?;
+    netns::node_network()?;
     let services = opts.spec.services;
     let print = |figures: &[Figure]| println!("{}", report::result_line(figures));
     let mut progress = |msg: &str| eprintln!("  [{name} N={services}] {msg}");
@@ -168,6 +178,9 @@ fn child(opts: &MeasureOptions, ns: &str, outside: u64, name: &str) -> anyhow::R
     // Static figures of what the mode renders (the staged compile holds the whole node's view,
     // plan and rules at once, so it runs after the memory figures), on the final state.
     print(&sizes::figures(opts, &state, &mut progress)?);
+    if opts.mode == ProxyMode::Ipvs {
+        print(&ipvs_baseline::figures(opts, &state, &mut progress)?);
+    }
     Ok(())
 }
 

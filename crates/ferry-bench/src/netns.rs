@@ -18,6 +18,24 @@ pub const PREFIX: &str = "ferry-bench-";
 /// Where `ip netns` keeps named namespaces.
 const NETNS_DIR: &str = "/run/netns";
 
+/// Gives the current network namespace the bench node's network: loopback up, an `eth0` with
+/// the node's InternalIP, and a route to the cluster's pods (a node has one; IPVS refuses IPv4
+/// real servers it has no route to).
+pub fn node_network() -> anyhow::Result<()> {
+    let ip = crate::cluster::BENCH_NODE_IP;
+    let pods = crate::cluster::CLUSTER_CIDR;
+    for args in [
+        vec!["link", "set", "lo", "up"],
+        vec!["link", "add", "eth0", "type", "dummy"],
+        vec!["addr", "add", &format!("{ip}/16"), "dev", "eth0"],
+        vec!["link", "set", "eth0", "up"],
+        vec!["route", "add", pods, "dev", "eth0"],
+    ] {
+        run(Command::new("ip").args(&args))?;
+    }
+    Ok(())
+}
+
 /// A named network namespace, deleted when dropped.
 #[derive(Debug)]
 pub struct Netns {

@@ -242,6 +242,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
          getrusage); RSS start = VmRSS before the cluster is generated (binary, libraries);\n  RSS loaded = \
          VmRSS with the state loaded; HWM full/incr = VmHWM after the full sync, the incremental syncs (MiB)."
     );
+    ipvs_comparison(&mut out, outcomes);
     for o in outcomes {
         if let Some(v) = &o.verification {
             let _ = writeln!(out, "  {} N={}: {v}", o.mode, o.n);
@@ -269,6 +270,64 @@ fn verdict(value: Option<f64>, limit: f64) -> &'static str {
 
 fn show(value: Option<f64>, unit: &str) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:.2} {unit}"))
+}
+
+/// IPVS mode next to upstream's tools loading the same virtual servers and sets (only when an
+/// IPVS run measured it).
+fn ipvs_comparison(out: &mut String, outcomes: &[Outcome]) {
+    let rows: Vec<Vec<String>> = outcomes
+        .iter()
+        .filter(|o| o.figures.contains_key("ipvsadm_restore_ms"))
+        .map(|o| {
+            let mut row = vec![o.n.to_string(), o.m.to_string()];
+            row.extend(
+                [
+                    "ipvs_virtual_servers",
+                    "real_servers",
+                    "full_sync_ms",
+                    "ferry_batch_ms",
+                    "ipvsadm_restore_ms",
+                    "ipset_restore_ms",
+                    "incr_p50_ms",
+                    "ferry_change_p50_ms",
+                    "ipvsadm_change_p50_ms",
+                ]
+                .map(|k| o.get(k).to_owned()),
+            );
+            row
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n  IPVS mode against upstream's tools, same virtual servers (ms; each tool run includes its process start):"
+    );
+    table(
+        out,
+        &[
+            "N",
+            "M",
+            "virtual servers",
+            "real servers",
+            "Ferry full sync",
+            "Ferry IPVS batch",
+            "ipvsadm --restore",
+            "ipset restore",
+            "Ferry incr p50",
+            "Ferry change p50",
+            "ipvsadm+ipset change p50",
+        ],
+        &rows,
+    );
+    let _ = writeln!(
+        out,
+        "  Ferry full sync = the agent's whole first sync (compile, sets, chains, kube-ipvs0, IPVS); Ferry IPVS batch = the same\n  \
+         virtual and real servers through Ferry's client alone; ipvsadm --restore / ipset restore = upstream's tools loading them.\n  \
+         Ferry incr = the agent's one-endpoint sync; Ferry change = only that change's real servers through Ferry's client;\n  \
+         ipvsadm+ipset change = the same real servers with ipvsadm --restore, plus ipset restore of the change's entries when it has any."
+    );
 }
 
 /// The reference targets, judged on the N = 10 000 run.

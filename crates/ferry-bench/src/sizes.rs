@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context as _};
 use ferry_compile::mode::ProxyMode;
 use ferry_compile::nft::{NodeRules, Transaction};
-use ferry_compile::{iptables, CompileConfig, NodeCompiler, Plan};
+use ferry_compile::{iptables, ipvs, CompileConfig, NodeCompiler, Plan};
 use ferry_model::{ClusterState, NodeContext, NodeView, Object};
 
 use crate::compile::{compile_config, node_context, CompileTimes, RulesetSize};
@@ -26,6 +26,7 @@ pub fn figures(
     match opts.mode {
         ProxyMode::Nftables => nftables(opts, state, &ctx, &cfg, progress),
         ProxyMode::Iptables => iptables(opts, state, &ctx, &cfg, progress),
+        ProxyMode::Ipvs => ipvs(opts, state, &ctx, &cfg, progress),
         ProxyMode::Userspace => {
             bail!("the userspace mode has its own benchmark: ferry-bench-userspace --scale")
         }
@@ -170,6 +171,59 @@ fn iptables(
         ),
         ("final_chains", ruleset.nat_chain_names().len().to_string()),
         ("nft_rss_mib", f2(children.max_rss() as f64 / 1024.0)),
+    ]);
+    Ok(figures)
+}
+
+fn ipvs(
+    opts: &MeasureOptions,
+    state: &ClusterState,
+    ctx: &NodeContext,
+    cfg: &CompileConfig,
+    progress: &mut impl FnMut(&str),
+) -> anyhow::Result<Vec<Figure>> {
+    let render = |plan: &Plan| {
+        let rctx = ipvs::RenderContext::new(plan, cfg, &plan.node_ips);
+        ipvs::render(plan, cfg, &rctx)
+    };
+    let (ruleset, mut figures) = staged(state, ctx, cfg, opts.compile_runs, render, progress)?;
+    let sets = ruleset.sets();
+    let chains = ipvs::chains::render(&ruleset);
+    let restore = chains.restore().text;
+    figures.extend([
+        (
+            "chains",
+            (chains.nat.len() + chains.filter.len()).to_string(),
+        ),
+        ("service_chains", "0".to_owned()),
+        (
+            "rules",
+            restore
+                .lines()
+                .filter(|l| l.starts_with("-A "))
+                .count()
+                .to_string(),
+        ),
+        ("sets", sets.entries.len().to_string()),
+        (
+            "elements",
+            sets.entries
+                .values()
+                .map(|e| e.len())
+                .sum::<usize>()
+                .to_string(),
+        ),
+        (
+            "virtual_servers",
+            ruleset.virtual_services().len().to_string(),
+        ),
+        ("real_servers", ruleset.real_server_count().to_string()),
+        (
+            "script_bytes",
+            (sets.to_string().len() + restore.len()).to_string(),
+        ),
+        // What the run's verification counts: the nat chains.
+        ("final_chains", chains.nat.len().to_string()),
     ]);
     Ok(figures)
 }

@@ -4,6 +4,7 @@ use ipnet::IpNet;
 
 use ferry_model::IpFamily;
 
+use crate::ipvs::Scheduler;
 use crate::userspace::PortRange;
 
 /// Where NodePorts are opened (`nodePortAddresses`): CIDRs and upstream's keywords, in any
@@ -82,6 +83,8 @@ pub struct CompileConfig {
     pub masquerade_bit: u8,
     /// `nodePortAddresses`.
     pub node_port_addresses: NodePortAddresses,
+    /// `ipvs.scheduler` (IPVS mode's virtual servers).
+    pub ipvs_scheduler: Scheduler,
     /// Serve NodePorts on `127.0.0.1` / `[::1]` with Ferry's userspace proxy (the mode's
     /// default or `iptables.localhostNodePorts` / `nftables.localhostNodePorts`), where
     /// `nodePortAddresses` let them answer on loopback ([`Plan::localhost_node_ports`]).
@@ -100,6 +103,7 @@ impl Default for CompileConfig {
             masquerade_all: false,
             masquerade_bit: 14,
             node_port_addresses: NodePortAddresses::default(),
+            ipvs_scheduler: Scheduler::Rr,
             localhost_node_ports: false,
             proxy_port_range: PortRange::DEFAULT,
         }

@@ -11,7 +11,7 @@
 //! dataplane ensures them one by one ([`jump_rules`]).
 
 mod affinity;
-mod base;
+pub(crate) mod base;
 mod load_balancer;
 mod model;
 pub(crate) mod names;

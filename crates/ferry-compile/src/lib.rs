@@ -9,11 +9,13 @@
 //! # The mode seam
 //! [`mode`] holds [`ProxyMode`](mode::ProxyMode) and the [`Renderer`](mode::Renderer) trait:
 //! a mode's pure half, which turns a node's plan into the text `ferry rules` prints and names
-//! the mode's objects in [`trace`]s ([`mode::NftRenderer`], [`mode::IptablesRenderer`]). Each
-//! mode renders its rules in one module here:
+//! the mode's objects in [`trace`]s ([`mode::NftRenderer`], [`mode::IptablesRenderer`],
+//! [`mode::IpvsRenderer`]). Each mode renders its rules in one module here:
 //! - [`nft`]: nftables, Ferry's own table (`ip ferry` / `ip6 ferry`) and its transactions
 //!   ([`nft::Transaction`], [`nft::Delta`]);
-//! - [`iptables`]: upstream kube-proxy's iptables layout, as `iptables-restore` input.
+//! - [`iptables`]: upstream kube-proxy's iptables layout, as `iptables-restore` input;
+//! - [`ipvs`]: upstream kube-proxy's IPVS mode: virtual servers, kube-ipvs0's addresses,
+//!   upstream's ipsets and the chains that match them.
 //!
 //! The kernel half of each mode (its applier) lives in `ferry-dataplane`, whose mode table
 //! joins both halves. A new mode is a module here with its rendering and a renderer in
@@ -26,6 +28,7 @@ pub mod config;
 pub mod conntrack;
 pub mod family;
 pub mod iptables;
+pub mod ipvs;
 pub mod mode;
 pub mod nft;
 mod node;

@@ -1,7 +1,7 @@
 //! The proxy modes, and the pure half of the seam every mode plugs into: its [`Renderer`].
 //!
-//! A mode's rules are rendered by its module of this crate (`nft`, `iptables`: from a node's
-//! [`Plan`](crate::Plan) to the mode's own objects), and the mode's [`Renderer`] here (pure:
+//! A mode's rules are rendered by its module of this crate (`nft`, `iptables`, `ipvs`,
+//! `userspace`: from a node's [`Plan`](crate::Plan) to the mode's own objects), and the mode's [`Renderer`] here (pure:
 //! the text `ferry rules` prints, the objects `ferry explain` names) wraps them for the
 //! binary; a module in `ferry-dataplane` applies them to the kernel. One table joins the two
 //! halves (`ferry_dataplane::modes::MODES`); nothing else matches on the mode.
@@ -18,10 +18,12 @@ use crate::trace::{NodeAddresses, Packet, Trace};
 use crate::{NodeCompiler, NodePortAddresses};
 
 mod iptables;
+mod ipvs;
 mod nft;
 mod userspace;
 
 pub use iptables::IptablesRenderer;
+pub use ipvs::IpvsRenderer;
 pub use nft::NftRenderer;
 pub use userspace::UserspaceRenderer;
 
@@ -32,6 +34,8 @@ pub enum ProxyMode {
     Nftables,
     /// iptables, with upstream kube-proxy's chain layout.
     Iptables,
+    /// IPVS, with upstream kube-proxy's virtual servers, ipsets and chains.
+    Ipvs,
     /// Ferry's proxy forwards in user space; nftables rules in Ferry's table redirect service
     /// traffic to it (upstream's userspace proxier, removed in Kubernetes 1.26).
     Userspace,
@@ -39,9 +43,10 @@ pub enum ProxyMode {
 
 impl ProxyMode {
     /// Every mode Ferry implements.
-    pub const ALL: [ProxyMode; 3] = [
+    pub const ALL: [ProxyMode; 4] = [
         ProxyMode::Nftables,
         ProxyMode::Iptables,
+        ProxyMode::Ipvs,
         ProxyMode::Userspace,
     ];
 
@@ -56,7 +61,7 @@ impl ProxyMode {
         }
         let known = Self::ALL.map(|m| format!("{:?}", m.as_str())).join(" or ");
         match s {
-            "ipvs" | "kernelspace" => Err(format!(
+            "kernelspace" => Err(format!(
                 "proxy mode {s:?} is not implemented yet; use {known}"
             )),
             other => Err(format!("unknown proxy mode {other:?} (want {known})")),
@@ -68,9 +73,11 @@ impl ProxyMode {
     /// `iptables.localhostNodePorts` defaults to true; its nftables mode has no such setting
     /// and never answers them (Ferry's `nftables.localhostNodePorts` is opt-in); upstream's
     /// userspace proxier answered NodePorts on every local address, loopback included.
+    /// Upstream's IPVS mode has no such setting and never answers them (its virtual servers
+    /// sit on the node's non-loopback addresses): Ferry's IPVS mode never serves them.
     pub fn localhost_node_ports_default(self) -> bool {
         match self {
-            ProxyMode::Nftables => false,
+            ProxyMode::Nftables | ProxyMode::Ipvs => false,
             ProxyMode::Iptables | ProxyMode::Userspace => true,
         }
     }
@@ -80,6 +87,7 @@ impl ProxyMode {
         match self {
             ProxyMode::Nftables => "nftables",
             ProxyMode::Iptables => "iptables",
+            ProxyMode::Ipvs => "ipvs",
             ProxyMode::Userspace => "userspace",
         }
     }
@@ -137,8 +145,9 @@ mod tests {
         assert_eq!(ProxyMode::parse(""), Ok(ProxyMode::Nftables));
         assert_eq!(ProxyMode::parse("nftables"), Ok(ProxyMode::Nftables));
         assert_eq!(ProxyMode::parse("iptables"), Ok(ProxyMode::Iptables));
+        assert_eq!(ProxyMode::parse("ipvs"), Ok(ProxyMode::Ipvs));
         assert_eq!(ProxyMode::parse("userspace"), Ok(ProxyMode::Userspace));
-        let err = ProxyMode::parse("ipvs").expect_err("not a mode yet");
+        let err = ProxyMode::parse("kernelspace").expect_err("not a mode yet");
         assert!(err.contains("not implemented yet"), "{err}");
         let err = ProxyMode::parse("bogus").expect_err("not a mode");
         assert!(err.contains("unknown proxy mode \"bogus\""), "{err}");

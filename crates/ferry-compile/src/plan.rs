@@ -89,6 +89,9 @@ pub struct ServicePlan {
     pub port: u16,
     /// Node port, if any.
     pub node_port: Option<u16>,
+    /// `healthCheckNodePort` (Local external policy): the node answers kube-proxy's health
+    /// check there; IPVS mode lists it in `KUBE-HEALTH-CHECK-NODE-PORT`.
+    pub health_check_node_port: Option<u16>,
     /// External IPs.
     pub external_ips: Vec<IpAddr>,
     /// Load-balancer IPs (`status.loadBalancer.ingress[].ip`, `ipMode: Proxy` entries left
@@ -101,6 +104,10 @@ pub struct ServicePlan {
     pub cluster_endpoints: Vec<SocketAddr>,
     /// The node-local endpoint set, sorted.
     pub local_endpoints: Vec<SocketAddr>,
+    /// Every endpoint on this node, whatever its conditions and the policies (upstream's
+    /// `IsLocal`): where a pod may reach itself through the service (IPVS mode's
+    /// `KUBE-LOOP-BACK`).
+    pub node_endpoints: Vec<SocketAddr>,
     /// Traffic to the ClusterIP.
     pub internal: Dispatch,
     /// When ClusterIP traffic is masqueraded.
@@ -358,6 +365,7 @@ impl ServicePlan {
             cluster_ip: sp.cluster_ip,
             port: sp.port,
             node_port: sp.node_port,
+            health_check_node_port: sp.health_check_node_port,
             external_ips: sp.external_ips.clone(),
             load_balancer_ips: sp.load_balancer_ips.clone(),
             firewall: firewall(sp, ctx),
@@ -366,6 +374,12 @@ impl ServicePlan {
             external,
             cluster_endpoints,
             local_endpoints,
+            node_endpoints: sp
+                .endpoints
+                .iter()
+                .filter(|e| e.is_local)
+                .map(|e| e.addr)
+                .collect(),
             affinity: match sp.session_affinity {
                 SessionAffinity::None => None,
                 SessionAffinity::ClientIp { timeout_seconds } => Some(timeout_seconds),

@@ -19,6 +19,7 @@ use crate::plan::{EndpointSet, Plan};
 mod affinity;
 mod frontend;
 mod iptables;
+mod ipvs;
 mod masquerade;
 mod node_port;
 mod pre_dnat;
@@ -29,6 +30,7 @@ mod topology;
 mod userspace;
 
 use frontend::svc_label;
+pub use ipvs::EMPTY_VIRTUAL_SERVER;
 pub use masquerade::{Masquerade, Target, HAIRPIN};
 pub use node_port::{NodeAddresses, NodePortAnswer};
 use pre_dnat::firewall;

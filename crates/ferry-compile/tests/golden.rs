@@ -1,8 +1,11 @@
 //! Golden rulesets: `tests/golden/<case>/input.yaml` compiled for a node gives
-//! `<case>/<node>.nft`, `<case>/<node>.iptables` and `<case>/<node>.userspace.nft` (IPv4), and
-//! for IPv6 cases `<case>/<node>.ip6.nft`, `<case>/<node>.ip6tables` and
-//! `<case>/<node>.ip6.userspace.nft` (the `ip6 ferry` table, the `ip6tables-restore` input,
-//! the userspace mode's table and proxy ports), checked into git: what `ferry rules` prints.
+//! `<case>/<node>.nft`, `<case>/<node>.iptables`, `<case>/<node>.ipvs` and
+//! `<case>/<node>.userspace.nft` (IPv4), and for IPv6 cases `<case>/<node>.ip6.nft`,
+//! `<case>/<node>.ip6tables`, `<case>/<node>.ip6.ipvs` and `<case>/<node>.ip6.userspace.nft`
+//! (the `ip6 ferry` table, the `ip6tables-restore` input, IPVS mode's state: kube-ipvs0's
+//! addresses, `ipvsadm -Ln`, `ipset save` and the chains, and the userspace mode's table and
+//! proxy ports), checked into git: what `ferry rules` prints. IPVS mode is compiled for a node
+//! whose only addresses are its Node object's InternalIPs.
 //! `FERRY_BLESS=1 cargo test -p ferry-compile --test golden` rewrites them; review the diff. As
 //! root, each nft file is also checked with `nft -c -f`, and each iptables file loaded with
 //! `iptables-restore --noflush` (both backends), inside a throw-away network namespace.
@@ -12,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
-use ferry_compile::mode::{IptablesRenderer, NftRenderer, ProxyMode, Renderer, UserspaceRenderer};
+use ferry_compile::mode::{
+    IptablesRenderer, IpvsRenderer, NftRenderer, ProxyMode, Renderer, UserspaceRenderer,
+};
 use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_model::{ClusterState, IpFamily, NodeContext};
 
@@ -24,14 +29,17 @@ struct Case {
 }
 
 impl Case {
-    /// The golden file of a mode: `<node>.nft` / `<node>.iptables` for IPv4,
-    /// `<node>.ip6.nft` / `<node>.ip6tables` for IPv6.
+    /// The golden file of a mode: `<node>.nft` / `<node>.iptables` / `<node>.ipvs` /
+    /// `<node>.userspace.nft` for IPv4, `<node>.ip6.nft` / `<node>.ip6tables` /
+    /// `<node>.ip6.ipvs` / `<node>.ip6.userspace.nft` for IPv6.
     fn file(&self, mode: ProxyMode) -> PathBuf {
         let name = match (self.config.family, mode) {
             (IpFamily::V4, ProxyMode::Nftables) => format!("{}.nft", self.node),
             (IpFamily::V4, ProxyMode::Iptables) => format!("{}.iptables", self.node),
             (IpFamily::V6, ProxyMode::Nftables) => format!("{}.ip6.nft", self.node),
             (IpFamily::V6, ProxyMode::Iptables) => format!("{}.ip6tables", self.node),
+            (IpFamily::V4, ProxyMode::Ipvs) => format!("{}.ipvs", self.node),
+            (IpFamily::V6, ProxyMode::Ipvs) => format!("{}.ip6.ipvs", self.node),
             (IpFamily::V4, ProxyMode::Userspace) => format!("{}.userspace.nft", self.node),
             (IpFamily::V6, ProxyMode::Userspace) => format!("{}.ip6.userspace.nft", self.node),
         };
@@ -148,6 +156,7 @@ fn renderer(mode: ProxyMode) -> &'static dyn Renderer {
     match mode {
         ProxyMode::Nftables => &NftRenderer,
         ProxyMode::Iptables => &IptablesRenderer,
+        ProxyMode::Ipvs => &IpvsRenderer,
         ProxyMode::Userspace => &UserspaceRenderer,
     }
 }

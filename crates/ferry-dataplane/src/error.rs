@@ -1,6 +1,7 @@
 //! Why a sync (or a read of the kernel) failed, in any mode. The kernel holds what it held
 //! before.
 
+use crate::ipvs::IpvsError;
 use crate::netlink::NetlinkError;
 
 /// Why a transaction was not applied, or the kernel could not be read.
@@ -24,6 +25,10 @@ pub enum Error {
     /// The kernel rejected a batch sent over netlink.
     #[error("netlink batch failed: {0}")]
     Netlink(#[from] NetlinkError),
+    /// IPVS mode: the IPVS table, kube-ipvs0, the ipsets or a sysctl could not be changed or
+    /// read.
+    #[error(transparent)]
+    Ipvs(#[from] IpvsError),
     /// The node's addresses could not be read from its interfaces.
     #[error("could not read this node's interface addresses")]
     Addresses(#[source] nix::errno::Errno),

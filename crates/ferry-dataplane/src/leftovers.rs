@@ -1,7 +1,7 @@
 //! kube-proxy's leftovers: what kube-proxy (or another proxy mode) left in this network
 //! namespace, found at start-up so Ferry can say what it does about each. Every mode's line in
 //! the mode table finds those of its own kind (kube-proxy's nftables table, its iptables
-//! chains); [`ipvs`] finds what no Ferry mode programs yet (kube-proxy's IPVS mode).
+//! chains, its IPVS mode's kube-ipvs0, virtual servers, sets and chains).
 
 /// Something kube-proxy left in this network namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,21 +13,4 @@ pub struct Leftover {
     pub shared: bool,
     /// How to remove it by hand, when no mode's cleanup does.
     pub remove: Option<String>,
-}
-
-/// kube-proxy's IPVS mode's `kube-ipvs0` dummy link (its virtual servers are in IPVS, which no
-/// Ferry mode touches yet).
-pub fn ipvs() -> Option<Leftover> {
-    // An ioctl on a socket of this network namespace (sysfs may show another one's links).
-    nix::net::if_::if_nametoindex("kube-ipvs0")
-        .is_ok()
-        .then(|| Leftover {
-            what: "link kube-ipvs0 and IPVS virtual servers (kube-proxy's IPVS mode): IPVS \
-                   sees packets before Ferry's rules"
-                .to_owned(),
-            shared: false,
-            remove: Some(
-                "kube-proxy --cleanup, or ipvsadm -C and ip link del kube-ipvs0".to_owned(),
-            ),
-        })
 }

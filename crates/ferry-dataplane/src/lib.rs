@@ -17,7 +17,9 @@
 //!   dispatch chains and elements over Ferry's own nfnetlink batches;
 //! - [`iptables`]: only the chains of upstream kube-proxy's layout (`KUBE-SERVICES`,
 //!   `KUBE-SVC-…`, …) and its jumps from the built-in chains, with `iptables-restore
-//!   --noflush`, on the nft or the legacy backend.
+//!   --noflush`, on the nft or the legacy backend;
+//! - [`ipvs`]: upstream's IPVS mode: virtual servers over Ferry's own generic netlink client,
+//!   the `kube-ipvs0` dummy link, upstream's ipsets and the chains that match them.
 //!
 //! Errors ([`Error`]) and reports ([`SyncReport`]) are the same for every mode. It never
 //! touches anything a mode does not own, except that after a sync it deletes the UDP
@@ -29,6 +31,7 @@ pub mod cleanup;
 pub mod conntrack;
 mod error;
 pub mod iptables;
+pub mod ipvs;
 pub mod leftovers;
 pub mod live;
 pub mod mode;

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use ipnet::IpNet;
+
 use ferry_compile::mode::{ProxyMode, Renderer};
 use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
@@ -48,13 +50,16 @@ impl std::fmt::Debug for ModeEntry {
 /// Run-time choices of the modes that have any.
 #[derive(Debug, Clone)]
 pub struct ModeOptions {
-    /// iptables mode: the backend to program, or `None` to use the one that already holds
-    /// Kubernetes' rules (upstream's detection).
+    /// iptables and IPVS modes: the backend to program, or `None` to use the one that already
+    /// holds Kubernetes' rules (upstream's detection).
     pub iptables_backend: Option<IptablesBackend>,
+    /// IPVS mode's settings that are not rendered (the scheduler is: it is in the compile
+    /// configuration).
+    pub ipvs: IpvsOptions,
     /// The tokio runtime the agent runs on: where Ferry's userspace proxy (the userspace
-    /// mode, localhost NodePorts in every mode) serves its listeners and connections. `None`
-    /// outside the agent (`ferry explain --live`, benchmarks of the rules alone): the
-    /// appliers then program the kernel only, and serve no connection.
+    /// mode, localhost NodePorts in the iptables and nftables modes) serves its listeners and
+    /// connections. `None` outside the agent (`ferry explain --live`, benchmarks of the rules
+    /// alone): the appliers then program the kernel only, and serve no connection.
     pub runtime: Option<tokio::runtime::Handle>,
     /// `udpIdleTimeout`: a proxied UDP association without a datagram either way for this
     /// long ends (upstream's default, 250 ms).
@@ -65,10 +70,29 @@ impl Default for ModeOptions {
     fn default() -> Self {
         Self {
             iptables_backend: None,
+            ipvs: IpvsOptions::default(),
             runtime: None,
             udp_idle_timeout: Duration::from_millis(250),
         }
     }
+}
+
+/// IPVS mode's node settings (`ipvs.*` of `KubeProxyConfiguration`, `--ipvs-*` flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IpvsOptions {
+    /// `ipvs.tcpTimeout`: idle timeout of established IPVS TCP connections; zero leaves the
+    /// kernel's value.
+    pub tcp_timeout: Duration,
+    /// `ipvs.tcpFinTimeout`: timeout of IPVS TCP connections after a FIN; zero leaves it.
+    pub tcp_fin_timeout: Duration,
+    /// `ipvs.udpTimeout`: timeout of IPVS UDP flows; zero leaves it.
+    pub udp_timeout: Duration,
+    /// `ipvs.strictARP`: answer ARP only for addresses of the interface asked
+    /// (`arp_ignore=1`, `arp_announce=2`), so kube-ipvs0's addresses are not announced.
+    pub strict_arp: bool,
+    /// `ipvs.excludeCIDRs`: virtual servers in these ranges belong to someone else and are
+    /// never deleted.
+    pub exclude_cidrs: Vec<IpNet>,
 }
 
 /// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both

@@ -10,9 +10,10 @@ use ferry_compile::mode::ProxyMode;
 use crate::mode::ModeEntry;
 
 /// Every mode, in [`ProxyMode::ALL`]'s order.
-pub const MODES: [ModeEntry; 3] = [
+pub const MODES: [ModeEntry; 4] = [
     crate::nft::MODE,
     crate::iptables::MODE,
+    crate::ipvs::MODE,
     crate::userspace::MODE,
 ];
 

@@ -38,7 +38,7 @@ pub enum HttpError {
 pub struct CurlOptions {
     /// `--connect-timeout` (default 2 s).
     pub connect_timeout: Duration,
-    /// `--max-time` for the whole transfer (default 5 s).
+    /// `--max-time` for the whole transfer (default 5 s, [`crate::scaled`]).
     pub max_time: Duration,
     /// Extra arguments, placed before the URL (e.g. `["--local-port", "40000"]`).
     pub extra_args: Vec<String>,
@@ -47,8 +47,8 @@ pub struct CurlOptions {
 impl Default for CurlOptions {
     fn default() -> Self {
         CurlOptions {
-            connect_timeout: Duration::from_secs(2),
-            max_time: Duration::from_secs(5),
+            connect_timeout: crate::scaled(Duration::from_secs(2)),
+            max_time: crate::scaled(Duration::from_secs(5)),
             extra_args: Vec::new(),
         }
     }

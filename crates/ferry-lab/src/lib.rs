@@ -46,10 +46,12 @@ pub mod echo;
 pub mod http;
 pub mod lab;
 pub mod netns;
+mod pace;
 pub mod pod;
 pub mod process;
 pub mod spec;
 pub mod state;
+pub mod vm;
 
 pub use echo::{
     echo_body, serve_echo, serve_echo_listener, serve_echo_listener_failing,
@@ -58,6 +60,7 @@ pub use echo::{
 pub use http::{CurlOptions, CurlResult, HttpError, HttpResponse};
 pub use lab::{running_as_root, ClientInfo, Host, Lab, LabError, NodeInfo};
 pub use netns::NetnsError;
+pub use pace::{scaled, time_scale, TIME_SCALE_ENV};
 pub use pod::{PodInfo, PodProgram};
 pub use process::{LabProcess, ProcessError};
 pub use spec::{ClientSpec, LabSpec, NodeSpec};

@@ -22,10 +22,12 @@ use ferry_model::IpFamily;
 pub mod derive;
 mod duration;
 pub mod file;
+mod ipvs;
 pub mod kube_proxy;
 
 pub use duration::{format_duration, parse_duration, GoDuration};
 pub use file::FileConfig;
+pub use ipvs::IpvsConfig;
 pub use kube_proxy::KubeProxyConfiguration;
 
 /// A configuration problem. Printed as `<where>: <what>`.
@@ -121,6 +123,8 @@ pub struct Config {
     pub verbosity: u32,
     /// `logging.format` / `--logging-format` / `--log-format` is `json`.
     pub log_json: bool,
+    /// `ipvs.*` / `--ipvs-*`, checked (IPVS mode; defaults in the other modes).
+    pub ipvs: IpvsConfig,
     /// The whole effective KubeProxyConfiguration, defaults filled in (what `/configz` and
     /// `--write-config-to` show; IPVS mode's settings).
     pub kube_proxy: KubeProxyConfiguration,
@@ -164,6 +168,7 @@ impl Default for Config {
             master: None,
             verbosity: 2,
             log_json: false,
+            ipvs: IpvsConfig::default(),
             kube_proxy: KubeProxyConfiguration::empty(),
             localhost_node_ports: LocalhostNodePorts::default(),
             proxy_port_range: PortRange::DEFAULT,
@@ -177,6 +182,7 @@ impl Config {
     pub fn mode_options(&self) -> ModeOptions {
         ModeOptions {
             iptables_backend: self.iptables_backend,
+            ipvs: self.ipvs.options.clone(),
             runtime: None,
             udp_idle_timeout: self.udp_idle_timeout,
         }
@@ -184,11 +190,13 @@ impl Config {
 
     /// Whether this mode serves NodePorts of `family` on its loopback address: the mode's
     /// section says so, or (unsaid) the mode's default or a `nodePortAddresses` CIDR covering
-    /// loopback asks for it, and `nodePortAddresses` allow it (upstream's rule).
+    /// loopback asks for it, and `nodePortAddresses` allow it (upstream's rule). IPVS mode
+    /// never does: upstream's has no such setting and never answers NodePorts on loopback.
     pub fn localhost_node_ports(&self, family: IpFamily) -> bool {
         let said = match self.mode {
+            ProxyMode::Ipvs => return false,
             ProxyMode::Iptables => self.localhost_node_ports.iptables,
-            _ => self.localhost_node_ports.nftables,
+            ProxyMode::Nftables | ProxyMode::Userspace => self.localhost_node_ports.nftables,
         };
         said.unwrap_or_else(|| {
             self.mode.localhost_node_ports_default()
@@ -214,6 +222,7 @@ impl Config {
             masquerade_all: self.masquerade_all,
             masquerade_bit: self.masquerade_bit,
             node_port_addresses,
+            ipvs_scheduler: self.ipvs.scheduler,
             localhost_node_ports: self.localhost_node_ports(family),
             proxy_port_range: self.proxy_port_range,
         }

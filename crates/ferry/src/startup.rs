@@ -4,7 +4,7 @@
 //! left in the kernel ([`log_leftovers`]: one line per finding, saying what Ferry does about
 //! it). Everything mode-dependent comes from the mode table.
 
-use ferry_dataplane::leftovers::{ipvs, Leftover};
+use ferry_dataplane::leftovers::Leftover;
 use ferry_dataplane::mode::{ModeEntry, NodeMode};
 use ferry_dataplane::modes::MODES;
 use ferry_dataplane::preflight::{missing, Facts};
@@ -66,9 +66,6 @@ pub fn log_leftovers(running: &ModeEntry) {
         for l in (entry.leftovers)() {
             report(&l, entry, running);
         }
-    }
-    if let Some(l) = ipvs() {
-        tracing::warn!("{}", leftover_line(&l, None, running));
     }
 }
 

@@ -15,7 +15,7 @@ use flows::{Expect, Flow, Peer, EXTRA_MANIFESTS, FLOWS};
 
 #[test]
 fn explain_predicts_every_lab_flow() {
-    for mode in ["nftables", "iptables", "userspace"] {
+    for mode in ["nftables", "iptables", "ipvs", "userspace"] {
         predict(mode);
     }
 }
@@ -49,12 +49,8 @@ fn predict(mode: &str) {
 
 fn explain(manifests: &seed::Manifests, f: &Flow, mode: &str) -> Value {
     let dir = manifests.path().display().to_string();
-    let to = format!("{}:{}", f.dst, f.port);
     let mut cmd = Command::new(seed::FERRY);
-    cmd.args(["explain", "--manifests", &dir, "--node", f.node])
-        .args(["--from", f.src(), "--to", &to])
-        .args(["--cluster-cidr", "192.168.0.0/16", "--output", "json"])
-        .args(["--proxy-mode", mode]);
+    cmd.args(f.explain_args(mode, &dir));
     if let Some(ip) = f.node_address() {
         cmd.args(["--node-address", ip]);
     }

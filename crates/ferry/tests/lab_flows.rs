@@ -8,7 +8,7 @@ mod flows;
 mod seed;
 
 use ferry_lab::{CurlResult, Host};
-use flows::{Expect, From, Peer, EXTRA_MANIFESTS, FLOWS, SECONDARY};
+use flows::{Expect, From, EXTRA_MANIFESTS, FLOWS, SECONDARY};
 use seed::{Hello, Mode, SeedLab};
 
 fn host(from: From) -> Host {
@@ -54,12 +54,7 @@ fn run(mode: Mode, policy: &'static str) {
                         "{}: {h:?}",
                         f.name
                     );
-                    let want = match peer {
-                        Peer::Source => f.src(),
-                        Peer::Node(ip) => ip,
-                        Peer::HairpinOr(ip) if h.server_ip == f.src() => ip,
-                        Peer::HairpinOr(_) => f.src(),
-                    };
+                    let want = f.peer_seen(peer, &h.server_ip);
                     assert_eq!(h.client_ip, want, "{}: {h:?}", f.name);
                 }
             }

@@ -53,12 +53,34 @@ fn a_mode_whose_tool_is_missing_stops_at_start_naming_the_package() {
         ),
         "{line}"
     );
+    let line = stopped_with(&ns, &["--proxy-mode", "ipvs"], Some(&empty), &[]);
+    assert!(
+        line.contains("IPVS mode")
+            && line.contains("needs `ipset`, which is not on PATH (Debian/Ubuntu package `ipset`)"),
+        "{line}"
+    );
     // The userspace mode's redirect rules are Ferry's nftables table.
     let line = stopped_with(&ns, &["--proxy-mode", "userspace"], Some(&empty), &[]);
     assert!(
         line.contains(
             "userspace mode needs `nft`, which is not on PATH (Debian/Ubuntu package `nftables`)"
         ),
+        "{line}"
+    );
+}
+
+/// IPVS mode on a kernel without IP_VS (this machine's): one line naming the module. Where the
+/// kernel has IPVS (`/proc/net/ip_vs`), there is nothing to check.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn ipvs_mode_without_ipvs_in_the_kernel_stops_naming_the_module() {
+    if std::path::Path::new("/proc/net/ip_vs").exists() {
+        return;
+    }
+    let ns = NodeNs::new("noipvs");
+    let line = stopped_with(&ns, &["--proxy-mode", "ipvs"], None, &[]);
+    assert!(
+        line.contains("the kernel has no IPVS") && line.contains("load the ip_vs module"),
         "{line}"
     );
 }

@@ -17,8 +17,58 @@ fn loopback(family: IpFamily) -> &'static str {
 }
 
 /// upstream's mark text: `%#08x` of the mark (`0x004000` for bit 14).
-fn mark_text(mark: u32) -> String {
+pub(crate) fn mark_text(mark: u32) -> String {
     format!("{mark:#08x}")
+}
+
+/// `KUBE-POSTROUTING`: masquerade what `KUBE-MARK-MASQ` marked (iptables and IPVS modes).
+pub(crate) fn postrouting_rules(mark: u32) -> Vec<String> {
+    let mark = mark_text(mark);
+    vec![
+        format!("-m mark ! --mark {mark}/{mark} -j RETURN"),
+        // Clear the mark so a packet that re-traverses the stack is not masqueraded twice.
+        format!("-j MARK --xor-mark {mark}"),
+        "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully".to_owned(),
+    ]
+}
+
+/// `NON_POD_MASQ` (several pod CIDRs): traffic from any of them returns, the rest is marked
+/// for masquerading (iptables and IPVS modes).
+pub(crate) fn non_pod_masq_rules(pod_cidrs: &[ipnet::IpNet]) -> Vec<String> {
+    pod_cidrs
+        .iter()
+        .map(|c| format!("-s {c} -j RETURN"))
+        .chain([format!("-j {KUBE_MARK_MASQ}")])
+        .collect()
+}
+
+/// `KUBE-MARK-MASQ`: mark for masquerading.
+pub(crate) fn mark_masq_rules(mark: u32) -> Vec<String> {
+    vec![format!("-j MARK --or-mark {}", mark_text(mark))]
+}
+
+/// `KUBE-FORWARD`'s accept rules: marked packets and established connections.
+pub(crate) fn forward_accept_rules(mark: u32) -> Vec<String> {
+    let mark = mark_text(mark);
+    vec![
+        format!(
+            "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark {mark}/{mark} -j ACCEPT"
+        ),
+        "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_owned(),
+    ]
+}
+
+/// A jump from a built-in chain: `extra` matches, upstream's comment, `-j target`.
+pub(crate) fn jump(
+    table: Table,
+    chain: &'static str,
+    extra: &[&str],
+    comment: &str,
+    target: &str,
+) -> JumpRule {
+    let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+    args.extend(["-m", "comment", "--comment", comment, "-j", target].map(str::to_owned));
+    JumpRule { table, chain, args }
 }
 
 pub(super) fn chain(name: &str, rules: Vec<String>) -> Chain {
@@ -30,41 +80,21 @@ pub(super) fn chain(name: &str, rules: Vec<String>) -> Chain {
 
 /// Renders everything that does not depend on individual services.
 pub fn render_base(plan: &Plan) -> Ruleset {
-    let mark = mark_text(plan.masquerade_mark);
     let mut nat = vec![
-        chain(
-            KUBE_POSTROUTING,
-            vec![
-                format!("-m mark ! --mark {mark}/{mark} -j RETURN"),
-                // Clear the mark so a packet that re-traverses the stack is not masqueraded
-                // twice.
-                format!("-j MARK --xor-mark {mark}"),
-                "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully".to_owned(),
-            ],
-        ),
-        chain(KUBE_MARK_MASQ, vec![format!("-j MARK --or-mark {mark}")]),
+        chain(KUBE_POSTROUTING, postrouting_rules(plan.masquerade_mark)),
+        chain(KUBE_MARK_MASQ, mark_masq_rules(plan.masquerade_mark)),
     ];
     if plan.pod_cidrs.len() > 1 {
-        let mut rules: Vec<String> = plan
-            .pod_cidrs
-            .iter()
-            .map(|c| format!("-s {c} -j RETURN"))
-            .collect();
-        rules.push(format!("-j {KUBE_MARK_MASQ}"));
-        nat.push(chain(NON_POD_MASQ, rules));
+        nat.push(chain(NON_POD_MASQ, non_pod_masq_rules(&plan.pod_cidrs)));
     }
     let filter = vec![
         chain(
             KUBE_FORWARD,
-            vec![
-                // Upstream's default (nf_conntrack_tcp_be_liberal unset): an out-of-window
-                // packet would otherwise reach the pod un-NATed and reset the connection.
-                "-m conntrack --ctstate INVALID -j DROP".to_owned(),
-                format!(
-                    "-m comment --comment \"kubernetes forwarding rules\" -m mark --mark {mark}/{mark} -j ACCEPT"
-                ),
-                "-m comment --comment \"kubernetes forwarding conntrack rule\" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_owned(),
-            ],
+            // Upstream's default (nf_conntrack_tcp_be_liberal unset): an out-of-window packet
+            // would otherwise reach the pod un-NATed and reset the connection.
+            std::iter::once("-m conntrack --ctstate INVALID -j DROP".to_owned())
+                .chain(forward_accept_rules(plan.masquerade_mark))
+                .collect(),
         ),
         Chain::new(KUBE_NODEPORTS),
     ];
@@ -209,14 +239,6 @@ pub fn jump_rules() -> Vec<JumpRule> {
         ),
     ];
     list.iter()
-        .map(|(table, chain, extra, comment, target)| {
-            let mut args: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
-            args.extend(["-m", "comment", "--comment", comment, "-j", target].map(str::to_owned));
-            JumpRule {
-                table: *table,
-                chain,
-                args,
-            }
-        })
+        .map(|(table, chain, extra, comment, target)| jump(*table, chain, extra, comment, target))
         .collect()
 }

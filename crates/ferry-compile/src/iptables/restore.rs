@@ -122,6 +122,19 @@ fn top_level(w: &mut Writer, rs: &Ruleset, table: Table) {
 }
 
 impl Restore {
+    /// Declares (so empties) and fills the given chains of each table, and nothing else:
+    /// what a mode with a fixed set of chains (IPVS mode) writes at every sync.
+    pub fn tables(tables: &[(Table, &[Chain])]) -> Restore {
+        let mut w = Writer::new();
+        for (table, chains) in tables {
+            for c in chains.iter() {
+                w.chain(&c.name, &c.rules);
+            }
+            w.commit(*table);
+        }
+        w.out
+    }
+
     /// A full sync: every chain Ferry owns declared (so emptied) and refilled, the canaries
     /// (re)created, and `stale` nat chains (per-service chains no longer wanted) deleted.
     pub fn full(desired: &Ruleset, stale: &[String]) -> Restore {

@@ -181,6 +181,20 @@ fn forward(
     t.verdict = Verdict::Forwarded { targets };
 }
 
+/// Why ClusterIP traffic from `p`'s source is masqueraded (`None`: it is not).
+pub(super) fn cluster_ip_masquerade(sp: &ServicePlan, plan: &Plan, p: &Packet) -> Option<String> {
+    match sp.cluster_ip_masquerade {
+        ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
+        ClusterIpMasquerade::NotFromPods if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) => {
+            Some(format!(
+                "the source is not a pod (not in {})",
+                list(&plan.pod_cidrs)
+            ))
+        }
+        _ => None,
+    }
+}
+
 pub(super) fn internal(
     sp: &ServicePlan,
     sview: Option<&ServicePortView>,
@@ -194,18 +208,7 @@ pub(super) fn internal(
         Dispatch::Forward(set) => {
             t.candidates = candidates(sview, Some(set));
             let chain = objs.chain();
-            let masquerade = match sp.cluster_ip_masquerade {
-                ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
-                ClusterIpMasquerade::NotFromPods
-                    if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
-                {
-                    Some(format!(
-                        "the source is not a pod (not in {})",
-                        list(&plan.pod_cidrs)
-                    ))
-                }
-                _ => None,
-            };
+            let masquerade = cluster_ip_masquerade(sp, plan, p);
             if let Some(why) = &masquerade {
                 t.steps.push(step(
                     StepKind::Masquerade,

@@ -1,13 +1,19 @@
 //! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends (or, dry,
 //! names them), and finds kube-proxy's chains at start-up. Ferry's iptables mode uses
 //! upstream's chain names, so kube-proxy's iptables-mode chains are the same objects.
+//!
+//! iptables and IPVS modes share some chain names (`KUBE-SERVICES`, `KUBE-POSTROUTING`, …, as
+//! upstream's do): this cleanup acts only where iptables mode ran (its canary, or a chain only
+//! it writes, is there: [`iptables_mode_ran`]), and leaves the shared chains to IPVS mode
+//! where that ran too ([`shared`]), so neither mode's cleanup of the other (after the first
+//! sync) deletes the running mode's chains.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ferry_compile::iptables::{
-    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_SERVICES,
-    SERVICE_CHAIN_PREFIXES,
+    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_EXTERNAL_SERVICES,
+    KUBE_NODEPORTS, KUBE_SERVICES, SERVICE_CHAIN_PREFIXES,
 };
 
 use ferry_model::IpFamily;
@@ -23,7 +29,7 @@ use crate::Error;
 const SHOWN: usize = 6;
 
 /// Chains of each table in an `iptables-save` output of several tables.
-fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut current = None;
     for line in save.lines() {
@@ -35,6 +41,39 @@ fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
         }
     }
     out
+}
+
+/// Whether iptables mode (Ferry's or kube-proxy's) ran here, in the tables `existing` lists:
+/// its canary, or a chain only it writes (`KUBE-SVC-…`, `KUBE-NODEPORTS`, …).
+pub(crate) fn iptables_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
+    let only_iptables = |t: Table, c: &str| {
+        c == CANARY
+            || match t {
+                Table::Nat => {
+                    c == KUBE_NODEPORTS || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p))
+                }
+                Table::Filter => c == KUBE_EXTERNAL_SERVICES || c == KUBE_SERVICES,
+                Table::Mangle => false,
+            }
+    };
+    [Table::Nat, Table::Filter, Table::Mangle]
+        .into_iter()
+        .any(|t| {
+            existing
+                .get(t.as_str())
+                .is_some_and(|cs| cs.iter().any(|c| only_iptables(t, c)))
+        })
+}
+
+/// The chains both iptables and IPVS modes write (same names, as upstream's): removed by a
+/// mode's cleanup only where the other mode did not run.
+pub(crate) fn shared(table: Table, chain: &str) -> bool {
+    let ipvs = match table {
+        Table::Nat => ferry_compile::ipvs::chains::NAT_CHAINS.as_slice(),
+        Table::Filter => ferry_compile::ipvs::chains::FILTER_CHAINS.as_slice(),
+        Table::Mangle => &[],
+    };
+    ours(table, chain) && ipvs.contains(&chain)
 }
 
 fn ours(table: Table, chain: &str) -> bool {
@@ -59,10 +98,19 @@ pub fn cleanup_with(
     dry_run: bool,
 ) -> Result<Vec<String>, Error> {
     let existing = tables(&runner.save(None)?);
+    if !iptables_mode_ran(&existing) {
+        return Ok(Vec::new());
+    }
+    let keep_shared = crate::ipvs::ipvs_mode_ran(&existing);
     let chains_of = |t: Table| -> Vec<String> {
         existing
             .get(t.as_str())
-            .map(|cs| cs.iter().filter(|c| ours(t, c)).cloned().collect())
+            .map(|cs| {
+                cs.iter()
+                    .filter(|c| ours(t, c) && !(keep_shared && shared(t, c)))
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let jumps = remove_jumps(runner, &chains_of, dry_run)?;
@@ -154,13 +202,14 @@ pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
     Ok(out)
 }
 
-/// kube-proxy's iptables chains (its iptables mode's, also created by its IPVS mode) in either
-/// backend. They have the names of iptables mode's own chains.
+/// kube-proxy's iptables-mode chains in either backend. They have the names of iptables mode's
+/// own chains.
 pub fn leftovers() -> Vec<Leftover> {
     every_cli()
         .filter_map(|(mut cli, tool)| {
-            let save = cli.save(Some(Table::Nat)).ok()?;
-            let found = chains_in(&save).any(|c| c == KUBE_SERVICES);
+            // Only where iptables mode ran: kube-proxy's IPVS mode's chains (same names) are
+            // IPVS mode's leftovers.
+            let found = iptables_mode_ran(&tables(&cli.save(None).ok()?));
             found.then(|| Leftover {
                 what: format!(
                     "{tool} nat chain {KUBE_SERVICES} and the KUBE-* chains of kube-proxy's \

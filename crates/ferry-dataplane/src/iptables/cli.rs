@@ -44,6 +44,18 @@ impl IptablesCli {
         self.backend
     }
 
+    /// True for the legacy backend when this network namespace has no legacy table at all
+    /// (`/proc/net/ip_tables_names` is empty): saving every table would print nothing, and
+    /// the tool run is saved (Ferry's start-up looks at both backends several times).
+    fn no_legacy_tables(&self) -> bool {
+        let names = match self.family {
+            IpFamily::V4 => "/proc/net/ip_tables_names",
+            IpFamily::V6 => "/proc/net/ip6_tables_names",
+        };
+        self.backend == IptablesBackend::Legacy
+            && std::fs::read_to_string(names).is_ok_and(|t| t.trim().is_empty())
+    }
+
     fn run(
         &self,
         tool: &str,
@@ -111,6 +123,10 @@ impl IptablesRunner for IptablesCli {
     }
 
     fn save(&mut self, table: Option<Table>) -> Result<String, Error> {
+        if table.is_none() && self.no_legacy_tables() {
+            // What iptables-legacy-save would print: it lists the tables of that file.
+            return Ok(String::new());
+        }
         let args: Vec<&str> = table.map(|t| vec!["-t", t.as_str()]).unwrap_or_default();
         let out = self.run("-save", &args, None)?;
         if out.status.success() {

@@ -201,7 +201,7 @@ impl Lab {
             wait_tcp: program.waits_for_tcp(),
         });
         if program.waits_for_tcp() {
-            self.wait_listening(pod, port, std::time::Duration::from_secs(10))?;
+            self.wait_listening(pod, port, crate::scaled(std::time::Duration::from_secs(10)))?;
         }
         Ok(())
     }

@@ -75,7 +75,7 @@ impl Lab {
             wait_tcp: program.waits_for_tcp(),
         });
         if program.waits_for_tcp() {
-            self.wait_listening(pod, port, Duration::from_secs(10))?;
+            self.wait_listening(pod, port, crate::scaled(Duration::from_secs(10)))?;
         }
         Ok(())
     }
@@ -107,7 +107,7 @@ impl Lab {
             })?;
         server.process.restart()?;
         if server.wait_tcp {
-            self.wait_listening(pod, port, Duration::from_secs(10))?;
+            self.wait_listening(pod, port, crate::scaled(Duration::from_secs(10)))?;
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ use crate::http::{self, CurlOptions, CurlResult};
 use crate::netns;
 use crate::process::LabProcess;
 
-/// Read and write timeout set on streams returned by [`Lab::connect`].
+/// Read and write timeout set on streams returned by [`Lab::connect`] ([`crate::scaled`]).
 pub const STREAM_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Lab {
@@ -107,7 +107,7 @@ impl Lab {
     /// socket stays in that namespace, so the stream can be used from any thread for as long
     /// as needed. Read and write timeouts are set to [`STREAM_TIMEOUT`].
     pub fn connect(&self, from: &Host, addr: SocketAddr) -> Result<TcpStream, LabError> {
-        self.connect_timeout(from, addr, Duration::from_secs(2))
+        self.connect_timeout(from, addr, crate::scaled(Duration::from_secs(2)))
     }
 
     /// [`Lab::connect`] with a given connect timeout.
@@ -127,8 +127,8 @@ impl Lab {
         let stream =
             netns::run_in(ns, || TcpStream::connect_timeout(&addr, timeout))?.map_err(err)?;
         stream
-            .set_read_timeout(Some(STREAM_TIMEOUT))
-            .and_then(|()| stream.set_write_timeout(Some(STREAM_TIMEOUT)))
+            .set_read_timeout(Some(crate::scaled(STREAM_TIMEOUT)))
+            .and_then(|()| stream.set_write_timeout(Some(crate::scaled(STREAM_TIMEOUT))))
             .map_err(err)?;
         Ok(stream)
     }

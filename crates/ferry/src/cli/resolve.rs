@@ -157,8 +157,18 @@ impl RunArgs {
         let mut out = Vec::new();
         let mut unused: Vec<String> = self.ignored_flags.clone();
         unused.extend(self.kube_proxy.not_used().iter().map(|s| (*s).to_owned()));
-        if self.kube_proxy.iptables_masquerade_bit.is_some() && config.mode != ProxyMode::Iptables {
-            unused.push("--iptables-masquerade-bit (iptables mode only)".to_owned());
+        // IPVS mode takes its masquerade bit from the iptables section, as upstream's.
+        if self.kube_proxy.iptables_masquerade_bit.is_some()
+            && !matches!(config.mode, ProxyMode::Iptables | ProxyMode::Ipvs)
+        {
+            unused.push("--iptables-masquerade-bit (iptables and IPVS modes only)".to_owned());
+        }
+        if self.kube_proxy.iptables_localhost_nodeports.is_some() && config.mode == ProxyMode::Ipvs
+        {
+            unused.push(
+                "--iptables-localhost-nodeports (IPVS mode never serves NodePorts on loopback)"
+                    .to_owned(),
+            );
         }
         if self.kube_proxy.init_only.is_some() {
             unused.push("--init-only (Ferry needs no privileged set-up step)".to_owned());

@@ -192,11 +192,17 @@ fn the_iptables_masquerade_bit_is_iptables_modes_as_upstream() {
     assert_eq!(c.masquerade_bit, 14);
     assert!(
         w.iter()
-            .any(|w| w.contains("--iptables-masquerade-bit (iptables mode only)")),
+            .any(|w| w.contains("--iptables-masquerade-bit (iptables and IPVS modes only)")),
         "{w:?}"
     );
     let (c, _) = resolve(&["--iptables-masquerade-bit=12", "--proxy-mode=iptables"]);
     assert_eq!(c.masquerade_bit, 12);
+    let (c, w) = resolve(&["--iptables-masquerade-bit=12", "--proxy-mode=ipvs"]);
+    assert_eq!(c.masquerade_bit, 12);
+    assert!(
+        !w.iter().any(|w| w.contains("--iptables-masquerade-bit")),
+        "{w:?}"
+    );
     assert_eq!(resolve(&["--masquerade-bit=12"]).0.masquerade_bit, 12);
 }
 

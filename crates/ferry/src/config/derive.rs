@@ -11,7 +11,8 @@ use ferry_model::IpFamily;
 
 use super::{
     check_masquerade_bit, hostname, loopback_node_port_addresses, parse_bind_address, parse_cidrs,
-    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, LocalhostNodePorts, ProxyMode,
+    parse_node_port_addresses, Config, ConfigError, DetectLocalMode, IpvsConfig,
+    LocalhostNodePorts, ProxyMode,
 };
 
 impl Config {
@@ -34,6 +35,15 @@ impl Config {
                 kp.iptables.min_sync_period,
                 "iptables",
             ),
+            // Upstream's IPVS proxier takes the masquerade settings from `iptables` and its
+            // periods from `ipvs`.
+            ProxyMode::Ipvs => (
+                kp.iptables.masquerade_bit,
+                kp.iptables.masquerade_all,
+                kp.ipvs.sync_period,
+                kp.ipvs.min_sync_period,
+                "ipvs",
+            ),
             // The userspace mode's redirect rules are Ferry's nftables table: it reads the
             // nftables section.
             ProxyMode::Nftables | ProxyMode::Userspace => (
@@ -44,8 +54,13 @@ impl Config {
                 "nftables",
             ),
         };
+        let bit_section = if mode == ProxyMode::Ipvs {
+            "iptables"
+        } else {
+            section
+        };
         let masquerade_bit = check_masquerade_bit(
-            &at(&format!("{section}.masqueradeBit")),
+            &at(&format!("{bit_section}.masqueradeBit")),
             i64::from(bit.unwrap_or(14)),
         )?;
         let node_name = match kp.hostname_override.trim() {
@@ -70,6 +85,12 @@ impl Config {
                 format!("unknown log format {logging_format:?} (want text or json)"),
             ));
         }
+        // kube-proxy checks the `ipvs` section only in IPVS mode.
+        let ipvs = if mode == ProxyMode::Ipvs {
+            IpvsConfig::derive(&kp.ipvs, at)?
+        } else {
+            IpvsConfig::default()
+        };
         let proxy_port_range = match kp.port_range.trim() {
             "" => PortRange::DEFAULT,
             range => {
@@ -77,6 +98,7 @@ impl Config {
             }
         };
         Ok(Config {
+            ipvs,
             node_name,
             mode,
             iptables_backend: None,
@@ -131,16 +153,27 @@ impl Config {
             .map(ToString::to_string)
             .collect();
         if !loopback.is_empty() {
-            let section = match self.mode {
-                ProxyMode::Iptables => "iptables",
-                _ => "nftables",
+            let why = match self.mode {
+                ProxyMode::Ipvs => "IPVS mode never serves them (as upstream's)",
+                ProxyMode::Iptables => "iptables.localhostNodePorts is false",
+                ProxyMode::Nftables | ProxyMode::Userspace => {
+                    "nftables.localhostNodePorts is false"
+                }
             };
             out.push(format!(
                 "nodePortAddresses: {} kept, but NodePorts are not served on loopback addresses: \
-                 {section}.localhostNodePorts is false (Ferry never sets route_localnet); the \
-                 other addresses are served",
+                 {why} (Ferry never sets route_localnet); the other addresses are served",
                 loopback.join(", ")
             ));
+        }
+        // Upstream's IPVS mode has no localhostNodePorts; `iptables.localhostNodePorts`
+        // defaults to true in every mode, so only Ferry's own field can say it was asked for.
+        if self.mode == ProxyMode::Ipvs && self.localhost_node_ports.nftables == Some(true) {
+            out.push(
+                "nftables.localhostNodePorts: true, but IPVS mode never serves NodePorts on \
+                 loopback addresses (as upstream's): not used"
+                    .to_owned(),
+            );
         }
         out
     }
@@ -194,11 +227,15 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
             kp.config_sync_period != defaults.config_sync_period,
             "configSyncPeriod",
         ),
-        // The userspace mode's proxy ports; udpIdleTimeout is read in every mode (localhost
-        // NodePorts are proxied too).
+        // The userspace mode's proxy ports; udpIdleTimeout is read in every mode that proxies
+        // (localhost NodePorts are proxied too), so not in IPVS mode, which never does.
         (
             !kp.port_range.is_empty() && kp.mode != "userspace",
             "portRange",
+        ),
+        (
+            kp.udp_idle_timeout != defaults.udp_idle_timeout && kp.mode == "ipvs",
+            "udpIdleTimeout",
         ),
         (kp.windows_run_as_service, "windowsRunAsService"),
         (kp.winkernel != defaults.winkernel, "winkernel"),

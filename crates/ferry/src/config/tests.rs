@@ -478,3 +478,42 @@ fn localhost_node_ports_are_on_in_iptables_and_userspace_modes_and_opt_in_in_nft
     };
     assert!(!localhost(ProxyMode::Nftables, off, &["127.0.0.0/8"], v4));
 }
+
+#[test]
+fn ipvs_mode_never_serves_localhost_node_ports_and_says_so_when_asked() {
+    let unset = LocalhostNodePorts::default();
+    let on = LocalhostNodePorts {
+        iptables: Some(true),
+        nftables: Some(true),
+    };
+    for (lnp, npa) in [
+        (unset, &[][..]),
+        (on, &["all"][..]),
+        (on, &["127.0.0.0/8"][..]),
+    ] {
+        assert!(
+            !localhost(ProxyMode::Ipvs, lnp, npa, IpFamily::V4),
+            "{npa:?}"
+        );
+    }
+    let head = format!("{HEAD}clusterCIDR: 10.244.0.0/16\nmode: ipvs\n");
+    // iptables.localhostNodePorts defaults to true in every mode: no warning for it.
+    let (c, warnings) = resolve(&head).expect("valid");
+    assert!(!c.compile_config(IpFamily::V4).localhost_node_ports);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let (_, warnings) = resolve(&format!(
+        "{head}nodePortAddresses: [127.0.0.0/8]\nudpIdleTimeout: 1s\nnftables:\n  \
+         localhostNodePorts: true\n"
+    ))
+    .expect("valid");
+    for want in [
+        "IPVS mode never serves them",
+        "nftables.localhostNodePorts: true, but IPVS mode never serves",
+        "udpIdleTimeout: set, but not used",
+    ] {
+        assert!(
+            warnings.iter().any(|w| w.contains(want)),
+            "{want}: {warnings:?}"
+        );
+    }
+}

@@ -1,5 +1,6 @@
 // The seed matrix, one test per case, for the proxy mode `MODE` of the including test file
-// (`lab_nftables.rs`, `lab_iptables_nft.rs`, `lab_iptables_legacy.rs`): one list, every mode.
+// (`lab_nftables.rs`, `lab_iptables_nft.rs`, `lab_iptables_legacy.rs`, `lab_ipvs.rs`): one
+// list, every mode. IPVS mode's cases run only inside the IPVS guest.
 
 #[path = "matrix.rs"]
 mod matrix;
@@ -10,7 +11,15 @@ mod seed;
 
 macro_rules! cases {
     ($($name:ident),* $(,)?) => {
-        $( #[test] #[ignore = "needs root: network namespaces"] fn $name() { matrix::$name(MODE) } )*
+        $(
+            #[test]
+            #[ignore = "needs root: network namespaces"]
+            fn $name() {
+                if !MODE.skipped_here() {
+                    matrix::$name(MODE)
+                }
+            }
+        )*
     };
 }
 

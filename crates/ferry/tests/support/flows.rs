@@ -58,7 +58,8 @@ pub struct Flow {
     pub port: u16,
     /// The endpoints it may reach when forwarded.
     pub servers: &'static [&'static str],
-    /// What happens in nftables mode, and in iptables mode unless `iptables` says otherwise.
+    /// What happens in nftables mode, and in iptables mode unless `iptables` says otherwise
+    /// (IPVS mode: unless [`IPVS_DIFFERENCES`] says otherwise).
     /// In the userspace mode, a forwarded flow reaches the same servers but each sees the
     /// node as its peer (the proxy connects from the node's address), unless `userspace`
     /// says otherwise.
@@ -158,11 +159,15 @@ impl Flow {
 
     /// What happens in `mode` (its `--proxy-mode` value).
     pub fn expect_in(&self, mode: &str) -> Expect {
-        match (mode, self.iptables, self.userspace) {
-            ("iptables", Some(e), _) => e,
-            ("userspace", _, Some(e)) => e,
+        let ipvs = IPVS_DIFFERENCES
+            .iter()
+            .find(|(name, _)| *name == self.name)
+            .map(|(_, e)| *e);
+        match (mode, self.iptables, ipvs, self.userspace) {
+            ("iptables", Some(e), _, _) | ("ipvs", _, Some(e), _) => e,
+            ("userspace", _, _, Some(e)) => e,
             // Proxied: the endpoint sees the node whose proxy connected to it.
-            ("userspace", _, None) => match self.expect {
+            ("userspace", _, _, None) => match self.expect {
                 Expect::Forwarded(_) => Expect::Forwarded(Peer::Node(self.node_ip())),
                 other => other,
             },
@@ -313,9 +318,9 @@ pub const FLOWS: &[Flow] = &[
         Expect::Untranslated,
     )
     .iptables(Expect::Dropped),
-    // Localhost NodePorts: off by default in nftables mode (untranslated: nothing listens),
-    // served by Ferry's userspace proxy in iptables mode (its default) and in the userspace
-    // mode, cluster-wide whatever the policy (the node's own traffic).
+    // Localhost NodePorts: off by default in nftables mode and never in IPVS mode (untranslated:
+    // nothing listens), served by Ferry's userspace proxy in iptables mode (its default) and in
+    // the userspace mode, cluster-wide whatever the policy (the node's own traffic).
     flow(
         "node → own NodePort on localhost, Local",
         "Local",
@@ -356,6 +361,31 @@ pub const FLOWS: &[Flow] = &[
     ),
 ];
 
+/// Where IPVS mode differs from nftables mode (as upstream's IPVS proxier does): a node
+/// without a local endpoint of a Local-policy service has a virtual server without real
+/// servers, which the kernel refuses (ICMP port unreachable), and there is no short-circuit for
+/// pods and the node itself; NodePorts answer on every node address but loopback.
+pub const IPVS_DIFFERENCES: &[(&str, Expect)] = &[
+    (
+        "client → node2 NodePort on its secondary address, Cluster",
+        Expect::Forwarded(Peer::Node("10.1.1.9")),
+    ),
+    ("client → node1 NodePort, Local", Expect::Rejected),
+    (
+        "client → node1 NodePort on its secondary address, Local",
+        Expect::Rejected,
+    ),
+    ("client → master NodePort, Local", Expect::Rejected),
+    (
+        "pod → master NodePort, Local (short-circuit)",
+        Expect::Rejected,
+    ),
+    (
+        "node → own NodePort, Local (short-circuit)",
+        Expect::Rejected,
+    ),
+];
+
 impl Flow {
     /// The node's secondary address, when it has one.
     pub fn node_address(&self) -> Option<&'static str> {
@@ -376,6 +406,40 @@ impl Flow {
                 .expect("node"),
             From::Pod(_, ip, _) => ip,
         }
+    }
+
+    /// The source address the endpoint `server_ip` sees when the flow forwards with `peer`.
+    pub fn peer_seen(&self, peer: Peer, server_ip: &str) -> &'static str {
+        match peer {
+            Peer::Source => self.src(),
+            Peer::Node(ip) => ip,
+            Peer::HairpinOr(ip) if server_ip == self.src() => ip,
+            Peer::HairpinOr(_) => self.src(),
+        }
+    }
+
+    /// `ferry explain` of this flow with the lab's settings, as JSON, in `mode`.
+    pub fn explain_args(&self, mode: &str, manifests: &str) -> Vec<String> {
+        let to = format!("{}:{}", self.dst, self.port);
+        [
+            "explain",
+            "--manifests",
+            manifests,
+            "--node",
+            self.node,
+            "--from",
+            self.src(),
+            "--to",
+            &to,
+            "--cluster-cidr",
+            "192.168.0.0/16",
+            "--output",
+            "json",
+            "--proxy-mode",
+            mode,
+        ]
+        .map(str::to_owned)
+        .to_vec()
     }
 
     pub fn url(&self) -> String {

@@ -8,6 +8,9 @@ use ferry_lab::{http, CurlResult, Host};
 
 use crate::seed::*;
 
+#[path = "ipvs_seed.rs"]
+mod ipvs_seed;
+
 fn master_pod() -> Host {
     Host::pod(MASTER_POD.0)
 }
@@ -17,7 +20,7 @@ fn master_pod() -> Host {
 pub fn pod_to_cluster_ip_reaches_every_endpoint_without_snat(mode: Mode) {
     let seed = SeedLab::start(mode, "Cluster");
     let mut servers = BTreeSet::new();
-    for _ in 0..30 {
+    for _ in 0..mode.tries(30) {
         let h = seed.hello(&master_pod(), &cluster_url());
         let want = mode.peer(MASTER_POD.1, "10.1.1.12");
         assert_eq!(h.client_ip, want, "pod traffic keeps its source");
@@ -42,7 +45,7 @@ pub fn hairpin_traffic_is_masqueraded(mode: Mode) {
     let seed = SeedLab::start(mode, "Cluster");
     let me = Host::pod(POD_A.0);
     let mut hit_self = 0;
-    for _ in 0..30 {
+    for _ in 0..mode.tries(30) {
         let h = seed.hello(&me, &cluster_url());
         if h.server_ip == POD_A.1 {
             hit_self += 1;
@@ -71,9 +74,10 @@ pub fn cluster_policy_node_port_works_on_every_node_with_snat(setup: impl Into<S
     }
 }
 
-/// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops.
-/// The userspace mode restricts the endpoints the same way, but its proxy connects to them:
-/// they see the node, not the client.
+/// Case 5: Local policy: the node with pods keeps the client IP; a node without pods drops
+/// (IPVS mode: its empty virtual server refuses, see [`Mode::no_local_endpoint`]). The
+/// userspace mode restricts the endpoints the same way, but its proxy connects to them: they
+/// see the node, not the client.
 pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: impl Into<Setup>) {
     let setup = setup.into();
     let seed = SeedLab::start(setup, "Local");
@@ -81,12 +85,29 @@ pub fn local_policy_keeps_client_ip_and_drops_where_no_local_endpoint(setup: imp
     let want = setup.mode.peer("10.1.1.100", "10.1.1.9");
     assert_eq!(h.client_ip, want, "the real client IP");
     let r = seed.curl(&Host::default_client(), &node_port_url("10.1.1.17"));
-    assert_eq!(r, CurlResult::TimedOut, "dropped, as in seed 004");
+    assert_eq!(
+        r,
+        setup.mode.no_local_endpoint(),
+        "as in seed 004 (IPVS: refused)"
+    );
 }
 
 /// Case 6: A pod on k8s-master → k8s-master's Local NodePort still works (short-circuit).
+/// IPVS mode has no short-circuit (upstream's neither): the node's virtual server has only its
+/// local endpoints, none here, so pods and the node itself are refused too.
 pub fn local_policy_short_circuits_pod_traffic(mode: Mode) {
     let seed = SeedLab::start(mode, "Local");
+    if mode == Mode::Ipvs {
+        for from in [master_pod(), Host::node(MASTER)] {
+            let r = seed.curl(&from, &node_port_url("10.1.1.12"));
+            assert_eq!(
+                r,
+                CurlResult::Refused,
+                "{from}: no short-circuit in IPVS mode"
+            );
+        }
+        return;
+    }
     let h = seed.hello(&master_pod(), &node_port_url("10.1.1.12"));
     assert_eq!(h.client_ip, mode.peer(MASTER_POD.1, "10.1.1.12"));
     let h = seed.hello(&Host::node(MASTER), &node_port_url("10.1.1.12"));
@@ -106,11 +127,11 @@ pub fn service_without_endpoints_refuses_connections(mode: Mode) {
 pub fn readiness_changes_take_effect_without_restart(mode: Mode) {
     let mut seed = SeedLab::start(mode, "Cluster");
     seed.change(|m| m.endpoints[1].1 = false);
-    for _ in 0..15 {
+    for _ in 0..mode.tries(15) {
         assert_eq!(seed.hello(&master_pod(), &cluster_url()).server_ip, POD_A.1);
     }
     seed.change(|m| m.endpoints[1].1 = true);
-    let servers: BTreeSet<String> = (0..30)
+    let servers: BTreeSet<String> = (0..mode.tries(30))
         .map(|_| seed.hello(&master_pod(), &cluster_url()).server_ip)
         .collect();
     assert_eq!(servers.len(), 2, "both endpoints serve again");
@@ -197,6 +218,9 @@ pub fn seed_curl_table(mode: Mode) {
                 CurlResult::TimedOut => {
                     format!("curl: (28) Connection to {ip} port {NODE_PORT} timed out")
                 }
+                CurlResult::Refused => format!(
+                    "curl: (7) Failed to connect to {ip} port {NODE_PORT}: Connection refused"
+                ),
                 other => format!("{other:?}"),
             };
             println!("  [{node}] curl {ip}:{NODE_PORT}/hello\n    {shown}");
@@ -214,6 +238,9 @@ pub fn seed_curl_table(mode: Mode) {
 /// one request through node2's NodePort (`cargo test -p ferry --test lab_iptables_nft
 /// seed_commands_show_the_seeds_chains -- --nocapture`). nftables mode: the table instead.
 pub fn seed_commands_show_the_seeds_chains(mode: Mode) {
+    if mode == Mode::Ipvs {
+        return ipvs_seed::seed_commands_show_the_seeds_lines();
+    }
     let seed = SeedLab::start(mode, "Cluster");
     seed.hello(&Host::default_client(), &node_port_url("10.1.1.9"));
     let Some(ipt) = mode.iptables() else {
@@ -295,7 +322,7 @@ pub fn an_invalid_edit_keeps_the_last_good_rules(mode: Mode) {
     seed.change(|m| m.policy = "Local");
     assert_eq!(
         seed.curl(&Host::default_client(), &node_port_url("10.1.1.17")),
-        CurlResult::TimedOut
+        mode.no_local_endpoint()
     );
 }
 

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use ferry_lab::netns;
@@ -112,7 +113,10 @@ impl NodeNs {
             .map(str::to_owned),
         );
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let log = self.dir.path().join(format!("ferry-{}.log", args.len()));
+        // One log per run: two runs in one namespace must not read each other's lines.
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
+        let run = RUNS.fetch_add(1, Ordering::Relaxed);
+        let log = self.dir.path().join(format!("ferry-{run}.log"));
         LabProcess::spawn("ferry", &self.name, "env", &args, &log).expect("spawn ferry")
     }
 }

@@ -6,10 +6,14 @@ use ferry_lab::Host;
 
 use crate::seed::*;
 
+#[path = "ipvs_ownership.rs"]
+mod ipvs_ownership;
+
 /// Ferry owns only its rules: another table (nftables) or another chain and rule (iptables)
 /// survive its syncs, and `ferry cleanup` removes Ferry's rules and nothing else.
 pub fn cleanup_removes_only_ferrys_rules(mode: Mode) {
     match mode.iptables() {
+        _ if mode == Mode::Ipvs => ipvs_ownership::cleanup_removes_only_ferrys_ipvs_objects(),
         None => cleanup_removes_only_ferrys_table(mode),
         Some(iptables) => cleanup_removes_only_ferrys_chains(mode, iptables),
     }
@@ -66,7 +70,12 @@ pub fn flushed_chains_are_repaired_within_one_sync_period(mode: Mode) {
         Some(ipt) => (
             vec![ipt, "-t", "nat", "-F", "KUBE-SERVICES"],
             vec![ipt, "-t", "nat", "-S", "KUBE-SERVICES"],
-            CLUSTER_IP,
+            // IPVS mode's KUBE-SERVICES matches upstream's set instead of each ClusterIP.
+            if mode == Mode::Ipvs {
+                "--match-set KUBE-CLUSTER-IP dst,dst"
+            } else {
+                CLUSTER_IP
+            },
         ),
         None if mode == Mode::Userspace => (
             vec!["nft", "flush", "chain", "ip", "ferry", "portals-container"],
@@ -113,10 +122,12 @@ pub fn deleting_all_of_ferrys_rules_is_repaired_at_the_next_sync(mode: Mode) {
             !log.contains("sync failed"),
             "the canary, not a failure:\n{log}"
         );
-        assert!(
-            log.contains("canary chain KUBE-PROXY-CANARY is gone"),
-            "{log}"
-        );
+        let canary = if mode == Mode::Ipvs {
+            "chain KUBE-IPVS-FILTER is gone"
+        } else {
+            "canary chain KUBE-PROXY-CANARY is gone"
+        };
+        assert!(log.contains(canary), "{log}");
     }
     for _ in 0..10 {
         let h = seed.hello(&Host::node(NODE1), &cluster_url());

@@ -1,0 +1,361 @@
+//! `ferry cleanup` for IPVS mode (and IPVS mode's leftovers once another mode has synced):
+//! Ferry's (or kube-proxy's) virtual servers, the chains and their jumps, upstream's ipsets and
+//! kube-ipvs0 — or, dry, what would go. Nothing happens where IPVS mode never ran.
+//!
+//! Which virtual servers are IPVS mode's is read from its own markers, never guessed: those
+//! on a kube-ipvs0 address, those listed in `KUBE-CLUSTER-IP`, `KUBE-EXTERNAL-IP(-LOCAL)` and
+//! `KUBE-LOAD-BALANCER`, and NodePorts (a port in `KUBE-NODE-PORT-*` on one of the node's
+//! addresses). Other virtual servers (a load balancer someone runs by hand) stay. The chains
+//! iptables mode writes too (`KUBE-SERVICES`, …) go only where iptables mode did not run
+//! (see `iptables::cleanup`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use ferry_compile::iptables::Table;
+use ferry_compile::ipvs::chains::{
+    jump_rules, FILTER_CHAINS, KUBE_IPVS_FILTER, KUBE_NODE_PORT, NAT_CHAINS,
+};
+use ferry_compile::ipvs::sets::{self, SetKind};
+use ferry_compile::ipvs::{VirtualAddress, DUMMY_DEVICE};
+use ferry_model::{IpFamily, Protocol};
+
+use super::client::{Change, IpvsClient};
+use super::ipset::{self, LiveSets};
+use super::link::Links;
+use super::{node, IpvsError};
+use crate::cleanup::{not_installed, some_of, Cleanup};
+use crate::iptables::{iptables_mode_ran, save_tables, shared, IptablesCli, IptablesRunner};
+use crate::leftovers::Leftover;
+use crate::mode::IptablesBackend;
+use crate::Error;
+
+/// Names a cleanup line shows before `and N more`.
+const SHOWN: usize = 6;
+
+/// Whether IPVS mode (Ferry's or kube-proxy's) ran here, in the tables `existing` lists: a
+/// chain only it writes (nat `KUBE-NODE-PORT`, filter `KUBE-IPVS-FILTER`).
+pub(crate) fn ipvs_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
+    let has = |table: Table, chain: &str| {
+        existing
+            .get(table.as_str())
+            .is_some_and(|cs| cs.iter().any(|c| c == chain))
+    };
+    has(Table::Nat, KUBE_NODE_PORT) || has(Table::Filter, KUBE_IPVS_FILTER)
+}
+
+/// Removes IPVS mode's objects from the current network namespace (both families, both
+/// iptables backends), or with `dry_run` names them. Tools or kernel parts that are missing
+/// are skipped (and said so).
+pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+    let mut out = Cleanup::default();
+    let sets = match ipset::read_if_present()? {
+        Some(sets) => sets,
+        None => {
+            out.skipped.push("ipset is not installed".to_owned());
+            LiveSets::new()
+        }
+    };
+    let link_err = |source| IpvsError::Link {
+        what: format!("read {DUMMY_DEVICE}"),
+        source,
+    };
+    let mut links = Links::open().map_err(link_err)?;
+    let dummy = links.index_of(DUMMY_DEVICE).map_err(link_err)?;
+    let bound = match dummy {
+        Some(index) => links.addresses(index).map_err(link_err)?,
+        None => Vec::new(),
+    };
+    if dummy.is_some() || !sets.is_empty() {
+        // First, while the markers that identify them are still there.
+        match IpvsClient::open() {
+            Ok(mut client) => {
+                let vs = delete_virtual_servers(&mut client, &bound, &sets, dry_run)?;
+                if !vs.is_empty() {
+                    out.objects
+                        .push(format!("IPVS virtual servers: {}", some_of(&vs, SHOWN)));
+                }
+            }
+            Err(IpvsError::NoIpvs(_)) => out.skipped.push("the kernel has no IPVS".to_owned()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    remove_ipvs_chains(dry_run, &mut out)?;
+    // After the rules that match them: a set in use cannot be destroyed.
+    if !sets.is_empty() {
+        let names: Vec<String> = sets.keys().cloned().collect();
+        out.objects
+            .push(format!("ipsets: {}", some_of(&names, SHOWN)));
+        if !dry_run {
+            ipset::destroy_all(&sets)?;
+        }
+    }
+    if dummy.is_some() {
+        out.objects.push(format!("link {DUMMY_DEVICE}"));
+        if !dry_run {
+            links.delete(DUMMY_DEVICE).map_err(link_err)?;
+        }
+    }
+    Ok(out)
+}
+
+/// kube-proxy's IPVS mode's objects (or an earlier IPVS-mode run's): kube-ipvs0, upstream's
+/// sets, the IPVS layout's chains. IPVS mode takes them over; any other mode's start removes
+/// them after its first sync.
+pub fn leftovers() -> Vec<Leftover> {
+    let dummy = nix::net::if_::if_nametoindex(DUMMY_DEVICE).is_ok();
+    let sets = ipset::read_if_present().ok().flatten().unwrap_or_default();
+    let chains = [IpFamily::V4, IpFamily::V6].into_iter().any(|family| {
+        IptablesBackend::ALL.into_iter().any(|backend| {
+            IptablesCli::for_family(backend, family)
+                .save(None)
+                .is_ok_and(|s| ipvs_mode_ran(&save_tables(&s)))
+        })
+    });
+    let mut what = Vec::new();
+    if dummy {
+        what.push(format!("link {DUMMY_DEVICE} and its IPVS virtual servers"));
+    }
+    if !sets.is_empty() {
+        what.push(format!("{} KUBE-* ipsets", sets.len()));
+    }
+    if chains {
+        what.push("the IPVS layout's KUBE-* chains".to_owned());
+    }
+    if what.is_empty() {
+        return Vec::new();
+    }
+    vec![Leftover {
+        what: format!("{} (kube-proxy's IPVS mode)", what.join(", ")),
+        shared: true,
+        remove: None,
+    }]
+}
+
+/// The jumps and chains of IPVS mode, in each family and backend where IPVS mode ran.
+fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
+    for family in [IpFamily::V4, IpFamily::V6] {
+        for backend in IptablesBackend::ALL {
+            let tool = backend.program_for(family, "");
+            let mut cli = IptablesCli::for_family(backend, family);
+            let save = match cli.save(None) {
+                Err(e) if not_installed(&e) => {
+                    out.skipped.push(format!("{tool} is not installed"));
+                    continue;
+                }
+                other => other?,
+            };
+            let existing = save_tables(&save);
+            if !ipvs_mode_ran(&existing) {
+                continue;
+            }
+            let keep_shared = iptables_mode_ran(&existing);
+            let chains_of = |table: Table| -> Vec<String> {
+                let list = match table {
+                    Table::Nat => NAT_CHAINS.as_slice(),
+                    Table::Filter => FILTER_CHAINS.as_slice(),
+                    Table::Mangle => &[],
+                };
+                existing
+                    .get(table.as_str())
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| list.contains(&c.as_str()))
+                    .filter(|c| !(keep_shared && shared(table, c)))
+                    .cloned()
+                    .collect()
+            };
+            remove(&mut cli, &tool, &chains_of, dry_run, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes (or finds) the jumps into the chains `chains_of` selects, then the chains.
+fn remove(
+    cli: &mut IptablesCli,
+    tool: &str,
+    chains_of: &impl Fn(Table) -> Vec<String>,
+    dry_run: bool,
+    out: &mut Cleanup,
+) -> Result<(), Error> {
+    let mut jumps = Vec::new();
+    for jump in jump_rules() {
+        let target = jump.args.last().cloned().unwrap_or_default();
+        if !chains_of(jump.table).contains(&target) {
+            continue;
+        }
+        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
+        args.extend(jump.args.iter().map(String::as_str));
+        let found = if dry_run {
+            cli.iptables(&args)?
+        } else {
+            args[2] = "-D";
+            let mut deleted = false;
+            while cli.iptables(&args)? {
+                deleted = true;
+            }
+            deleted
+        };
+        if found {
+            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
+        }
+    }
+    if !jumps.is_empty() {
+        out.objects
+            .push(format!("{tool} jumps: {}", jumps.join(", ")));
+    }
+    let mut input = String::new();
+    for table in [Table::Filter, Table::Nat] {
+        let chains = chains_of(table);
+        if chains.is_empty() {
+            continue;
+        }
+        out.objects.push(format!(
+            "{tool} {} chains: {}",
+            table.as_str(),
+            some_of(&chains, SHOWN)
+        ));
+        let _ = writeln!(input, "*{}", table.as_str());
+        for c in &chains {
+            let _ = writeln!(input, ":{c} - [0:0]");
+        }
+        for c in &chains {
+            let _ = writeln!(input, "-X {c}");
+        }
+        input.push_str("COMMIT\n");
+    }
+    if !dry_run && !input.is_empty() {
+        cli.restore(&input)?;
+    }
+    Ok(())
+}
+
+/// Deletes (or, dry, finds) the virtual servers IPVS mode's markers name; returns them.
+fn delete_virtual_servers(
+    client: &mut IpvsClient,
+    bound: &[IpAddr],
+    sets: &LiveSets,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let local = node::local_addresses()?;
+    let marked = Markers::read(sets);
+    let ours: Vec<VirtualAddress> = client
+        .services()?
+        .into_iter()
+        .map(|(va, _)| va)
+        .filter(|va| {
+            bound.contains(&va.ip)
+                || marked.vips.contains(va)
+                || (local.contains(&va.ip) && marked.node_ports.contains(&(va.protocol, va.port)))
+        })
+        .collect();
+    if !dry_run {
+        let changes: Vec<Change> = ours.iter().copied().map(Change::DeleteService).collect();
+        let refused = client.apply(&changes)?;
+        if !refused.is_empty() {
+            return Err(IpvsError::Refused(refused).into());
+        }
+    }
+    Ok(ours.iter().map(ToString::to_string).collect())
+}
+
+/// What upstream's sets say is a service frontend.
+#[derive(Default)]
+struct Markers {
+    vips: BTreeSet<VirtualAddress>,
+    node_ports: BTreeSet<(Protocol, u16)>,
+}
+
+impl Markers {
+    fn read(live: &LiveSets) -> Self {
+        let mut m = Markers::default();
+        let entries = |kind: SetKind| {
+            [IpFamily::V4, IpFamily::V6]
+                .into_iter()
+                .filter_map(move |f| live.get(&kind.name_in(f)))
+                .flatten()
+        };
+        for kind in [
+            sets::CLUSTER_IP,
+            sets::EXTERNAL_IP,
+            sets::EXTERNAL_IP_LOCAL,
+            sets::LOAD_BALANCER,
+            sets::NODE_PORT_SCTP,
+        ] {
+            m.vips.extend(entries(kind).filter_map(|e| ip_port(e)));
+        }
+        for (kind, protocol) in [
+            (sets::NODE_PORT_TCP, Protocol::Tcp),
+            (sets::NODE_PORT_UDP, Protocol::Udp),
+        ] {
+            m.node_ports
+                .extend(entries(kind).filter_map(|e| e.parse().ok().map(|port| (protocol, port))));
+        }
+        m
+    }
+}
+
+/// `10.96.0.1,tcp:443` (a `hash:ip,port` entry).
+fn ip_port(entry: &str) -> Option<VirtualAddress> {
+    let (ip, rest) = entry.split_once(',')?;
+    let (proto, port) = rest.split_once(':')?;
+    Some(VirtualAddress {
+        protocol: proto.to_uppercase().parse().ok()?,
+        ip: ip.parse().ok()?,
+        port: port.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_entries_name_the_frontends() {
+        let mut live = LiveSets::new();
+        live.entry("KUBE-CLUSTER-IP".into())
+            .or_default()
+            .insert("10.96.0.1,tcp:443".into());
+        live.entry("KUBE-6-LOAD-BALANCER".into())
+            .or_default()
+            .insert("fd00::7,udp:53".into());
+        live.entry("KUBE-NODE-PORT-TCP".into())
+            .or_default()
+            .insert("32223".into());
+        let m = Markers::read(&live);
+        let va = |p, ip: &str, port| VirtualAddress {
+            protocol: p,
+            ip: ip.parse().expect("ip"),
+            port,
+        };
+        assert_eq!(
+            m.vips,
+            BTreeSet::from([
+                va(Protocol::Tcp, "10.96.0.1", 443),
+                va(Protocol::Udp, "fd00::7", 53)
+            ])
+        );
+        assert_eq!(m.node_ports, BTreeSet::from([(Protocol::Tcp, 32223)]));
+    }
+
+    #[test]
+    fn the_shared_chains_stay_where_iptables_mode_ran_too() {
+        let tables = |nat: &[&str]| {
+            BTreeMap::from([(
+                "nat".to_owned(),
+                nat.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>(),
+            )])
+        };
+        let ipvs_only = tables(&["KUBE-SERVICES", "KUBE-NODE-PORT", "KUBE-MARK-MASQ"]);
+        assert!(ipvs_mode_ran(&ipvs_only) && !iptables_mode_ran(&ipvs_only));
+        let both = tables(&["KUBE-SERVICES", "KUBE-NODE-PORT", "KUBE-SVC-ABC"]);
+        assert!(ipvs_mode_ran(&both) && iptables_mode_ran(&both));
+        assert!(shared(Table::Nat, "KUBE-SERVICES") && !shared(Table::Nat, "KUBE-NODE-PORT"));
+        assert!(
+            !shared(Table::Filter, "KUBE-SERVICES"),
+            "IPVS mode has no filter KUBE-SERVICES"
+        );
+    }
+}
