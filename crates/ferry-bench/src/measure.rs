@@ -122,7 +122,18 @@ pub fn run(
         ("resync_nft_ms", f2(ms(resync.apply_time))),
     ]);
 
-    // 4. Memory, with everything built (state, installed rules).
+    // 4. The periodic round's check that the rules are still in the kernel.
+    let mut checks = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        ensure!(applier.intact().context("check")?, "rules found missing");
+        checks.push(ms(t.elapsed()));
+    }
+    let check = median(&checks).unwrap_or_default();
+    progress(&format!("check: {check:.1} ms"));
+    report(&[("check_ms", f2(check))]);
+
+    // 5. Memory, with everything built (state, installed rules).
     report(&[
         ("rss_mib", f2(memory_mib("VmHWM:")?)),
         ("rss_now_mib", f2(memory_mib("VmRSS:")?)),

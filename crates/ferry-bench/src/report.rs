@@ -69,6 +69,7 @@ impl Outcome {
             "incr_p50_ms",
             "incr_p90_ms",
             "resync_ms",
+            "check_ms",
             "rss_mib",
             "rules",
             "elements",
@@ -133,6 +134,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
                     "incr_p50_ms",
                     "incr_p90_ms",
                     "resync_ms",
+                    "check_ms",
                     "rss_mib",
                 ]
                 .map(|k| o.get(k).to_owned()),
@@ -155,6 +157,7 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
             "incr p50 ms",
             "incr p90 ms",
             "resync ms",
+            "check ms",
             "peak RSS MiB",
         ],
         &main,
@@ -230,8 +233,8 @@ pub fn render(outcomes: &[Outcome], header: &str) -> String {
          Applier::sync_full (NodeCompiler + the mode's\n  render + the kernel transaction); incr = state.apply(slice) + \
          Applier::needs_full + Applier::sync_partial of the changed service.\n  'apply' columns = time \
          inside the kernel transaction (nftables: the nft tool + the netlink batch; iptables: \
-         iptables-restore and the\n  jump rules); 'compile' = the rest (view, plan, render, delta, \
-         canary check); agent compile = full sync - full: apply.\n  compile/view/plan/render = the staged \
+         iptables-restore and the\n  jump rules); 'compile' = the rest (view, plan, render, delta); 'check' = Applier::intact, the periodic round's \
+         check that the rules are still in the kernel (median of 5); agent compile = full sync - full: apply.\n  compile/view/plan/render = the staged \
          compile of the final state (median; NodeView::build + Plan::build + the mode's render), run \
          last.\n  'incr new chain' = nftables changes that created a dispatch chain in their batch (a new \
          endpoint count), 'new chain ms' = the slowest of them;\n  'incr -> full' = changes the applier \

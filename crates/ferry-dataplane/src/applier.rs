@@ -11,9 +11,18 @@ use crate::{Error, SyncReport};
 /// for. Each sync is one atomic change: on failure the kernel keeps its last good rules, the
 /// error is returned, and the next sync is full.
 pub trait Applier: Send {
-    /// True when only a full sync can be made: nothing installed by this process yet, the
-    /// node-level rules changed, or someone removed the mode's objects (a canary is gone).
+    /// True when only a full sync can be made: nothing installed by this process yet (or it
+    /// was forgotten after a failure or a failed [`intact`](Applier::intact) check), or the
+    /// node-level rules changed. Decided from memory: the kernel is not asked.
     fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error>;
+
+    /// Asks the kernel, cheaply, whether what this applier installed is still there: upstream
+    /// kube-proxy's canary check, made once per sync period rather than on every sync. False
+    /// when someone removed or flushed the mode's objects (`nft flush ruleset`, the table
+    /// deleted, `iptables -t nat -F`, a firewall reload); what was installed is then forgotten,
+    /// so the next sync is full. True when nothing is installed yet (the next sync is full
+    /// anyway).
+    fn intact(&mut self) -> Result<bool, Error>;
 
     /// Rewrites everything from the state.
     fn sync_full(
@@ -34,6 +43,10 @@ pub trait Applier: Send {
 impl<A: Applier + ?Sized> Applier for Box<A> {
     fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error> {
         (**self).needs_full(compiler)
+    }
+
+    fn intact(&mut self) -> Result<bool, Error> {
+        (**self).intact()
     }
 
     fn sync_full(

@@ -3,16 +3,18 @@
 //!
 //! The first sync of a process (and the one after a failure, or after the canary chain
 //! vanished) is full: every Ferry chain is rewritten, chains no longer wanted are deleted, and
-//! the jumps from the built-in chains are checked and inserted one by one (`-C`, then `-I`), so
-//! that nothing Ferry did not create is ever touched. Later syncs are partial: the shared
-//! top-level chains plus the chains of the services that changed.
+//! the jumps from the built-in chains are checked one by one (`-C`) and the missing ones
+//! inserted (`-I`) in the restore itself, so that nothing Ferry did not create is ever touched.
+//! On iptables-nft the nat chains go in several transactions of one restore (its `--noflush`
+//! mode is quadratic in the chains of one transaction). Later syncs are partial: the chains of
+//! the services that changed, and the shared top-level chains when their rules changed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::iptables::{
-    jump_rules, NodeRules, Restore, Ruleset, ServiceRules, Table, CANARY, LARGE_CLUSTER_ENDPOINTS,
-    NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
+    jump_rules, FullSync, JumpRule, NodeRules, Restore, Ruleset, ServiceRules, Table,
+    LARGE_CLUSTER_ENDPOINTS, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
 };
 use ferry_compile::mode::{IptablesRenderer, ProxyMode};
 use ferry_compile::trace::Trace;
@@ -26,6 +28,7 @@ use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+mod canary;
 mod cleanup;
 mod cli;
 mod detect;
@@ -37,6 +40,11 @@ pub use cleanup::{cleanup, leftovers};
 pub(crate) use cleanup::{iptables_mode_ran, shared, tables as save_tables};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
+
+/// Chains per nat transaction of a full sync on iptables-nft: its `--noflush` restore spends
+/// time quadratic in the chains of one transaction (see `ferry_compile::iptables::Restore::
+/// full_with`); transactions of a few hundred chains load as fast as a plain restore.
+pub const NFT_CHAINS_PER_TRANSACTION: usize = 250;
 
 /// iptables mode's line in the mode table.
 pub(crate) const MODE: ModeEntry = ModeEntry {
@@ -125,14 +133,25 @@ impl NodeMode for IptablesMode {
 }
 
 impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
-    /// Nothing installed by this process yet, the top-level chains changed, or a canary chain
-    /// is gone (see [`canary_gone`](IptablesDataplane::canary_gone)).
+    /// Nothing installed by this process yet (or forgotten), or the top-level chains changed.
     fn needs_full(&mut self, compiler: &NodeCompiler) -> Result<bool, Error> {
         let base = NodeRules::new(compiler).base();
-        if !self.installed.as_ref().is_some_and(|i| i.same_base(&base)) {
+        Ok(!self.installed.as_ref().is_some_and(|i| i.same_base(&base)))
+    }
+
+    /// See [`damage`](IptablesDataplane::damage).
+    fn intact(&mut self) -> Result<bool, Error> {
+        if self.installed.is_none() {
             return Ok(true);
         }
-        self.canary_gone()
+        match self.damage()? {
+            None => Ok(true),
+            Some(what) => {
+                tracing::info!("{what}: resyncing everything");
+                self.installed = None;
+                Ok(false)
+            }
+        }
     }
 
     fn sync_full(
@@ -159,7 +178,19 @@ impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
             // Upstream's large-cluster mode changes every service's rules.
             return self.sync_full(compiler, state);
         }
-        self.apply_changes(changes)
+        let failed = match self.apply_changes(changes) {
+            Ok(report) => return Ok(report),
+            Err(e) => e,
+        };
+        // A partial restore fails when someone deleted the chains it refers to (a firewall
+        // reload): when the canary check finds that, repair now rather than report a failure.
+        match self.damage() {
+            Ok(Some(what)) => {
+                tracing::info!("{what}: resyncing everything");
+                self.sync_full(compiler, state)
+            }
+            _ => Err(failed),
+        }
     }
 }
 
@@ -168,17 +199,25 @@ pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {
     runner: R,
     /// What the kernel holds, when known (after a successful sync by this process).
     installed: Option<Ruleset>,
+    /// Chains per nat transaction of a full sync (`None`: one transaction per table).
+    per_transaction: Option<usize>,
 }
 
 impl IptablesDataplane<IptablesCli> {
     /// An applier using `backend`'s tools in the current network namespace.
     pub fn new(backend: IptablesBackend) -> Self {
-        Self::with_runner(IptablesCli::new(backend))
+        Self::for_family(backend, ferry_model::IpFamily::V4)
     }
 
     /// An applier of `family`'s chains (`ip6tables` for IPv6) using `backend`'s tools.
     pub fn for_family(backend: IptablesBackend, family: ferry_model::IpFamily) -> Self {
+        let per_transaction = match backend {
+            IptablesBackend::Nft => Some(NFT_CHAINS_PER_TRANSACTION),
+            // Each legacy transaction rewrites its whole table: one is cheapest.
+            IptablesBackend::Legacy => None,
+        };
         Self::with_runner(IptablesCli::for_family(backend, family))
+            .with_chains_per_transaction(per_transaction)
     }
 }
 
@@ -195,7 +234,15 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         Self {
             runner,
             installed: None,
+            per_transaction: None,
         }
+    }
+
+    /// Spreads a full sync's nat chains over transactions of about `chains` chains each
+    /// (`None`: one transaction per table).
+    pub fn with_chains_per_transaction(mut self, chains: Option<usize>) -> Self {
+        self.per_transaction = chains;
+        self
     }
 
     /// The runner (tests read what was sent).
@@ -206,28 +253,6 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     /// What the kernel holds, if known.
     pub fn installed(&self) -> Option<&Ruleset> {
         self.installed.as_ref()
-    }
-
-    /// True when a canary chain is gone: someone flushed or deleted the tables, so what Ferry
-    /// installed is no longer there (and is then forgotten). Checks the canaries of mangle (upstream's signal: a firewall reload
-    /// deletes every table's chains) and filter. Not nat's: listing one nat chain makes
-    /// iptables-legacy read the whole nat table (0.25 s at 10 000 services × 10 endpoints);
-    /// a partial restore into a nat table emptied by hand fails and is retried as a full sync.
-    fn canary_gone(&mut self) -> Result<bool, Error> {
-        for table in [Table::Mangle, Table::Filter] {
-            if !self
-                .runner
-                .iptables(&["-t", table.as_str(), "-S", CANARY])?
-            {
-                tracing::info!(
-                    table = table.as_str(),
-                    "canary chain {CANARY} is gone: resyncing everything"
-                );
-                self.installed = None;
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// True when applying `changes` would move the endpoint count across upstream's
@@ -291,18 +316,29 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
 
     fn full(&mut self, desired: &Ruleset) -> Result<Restore, Error> {
         let stale = self.stale_chains(desired)?;
-        let restore = Restore::full(desired, &stale);
+        let jumps = self.missing_jumps()?;
+        let sync = FullSync {
+            stale: &stale,
+            jumps: &jumps,
+            per_section: self.per_transaction,
+        };
+        let restore = Restore::full_with(desired, &sync);
         self.runner.restore(&restore.text)?;
-        // After the restore, so that every jump target exists.
+        Ok(restore)
+    }
+
+    /// The jumps from the built-in chains that are not there. Checked before the restore,
+    /// which inserts the missing ones together with their targets: after it, each check (and
+    /// each insert) of a nat jump makes iptables-legacy read the whole nat table again
+    /// (0.25 s each at 10 000 services × 10 endpoints; six of them on a first start).
+    fn missing_jumps(&mut self) -> Result<Vec<JumpRule>, Error> {
+        let mut missing = Vec::new();
         for jump in jump_rules() {
-            let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
-            args.extend(jump.args.iter().map(String::as_str));
-            if !self.runner.iptables(&args)? {
-                args[2] = "-I";
-                self.runner.iptables(&args)?;
+            if !self.runner.check(&jump_args(&jump, "-C"))? {
+                missing.push(jump);
             }
         }
-        Ok(restore)
+        Ok(missing)
     }
 
     /// Replaces the given services' rules. Requires a previous successful sync; the caller
@@ -332,6 +368,9 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             ));
         }
         let restore = Restore::partial(installed, &previous);
+        if restore.text.is_empty() {
+            return Ok(report(SyncKind::Partial, &restore, start.elapsed()));
+        }
         if let Err(e) = self.runner.restore(&restore.text) {
             // The kernel kept its old state, ours moved on: resync fully.
             self.installed = None;
@@ -339,6 +378,13 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         }
         Ok(report(SyncKind::Partial, &restore, start.elapsed()))
     }
+}
+
+/// `-t TABLE OP CHAIN ARGS…` of one jump (`OP`: `-C` to check it).
+fn jump_args<'a>(jump: &'a JumpRule, op: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["-t", jump.table.as_str(), op, jump.chain];
+    args.extend(jump.args.iter().map(String::as_str));
+    args
 }
 
 fn report(kind: SyncKind, restore: &Restore, apply_time: Duration) -> SyncReport {

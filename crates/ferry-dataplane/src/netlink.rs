@@ -118,17 +118,38 @@ impl NetlinkSocket {
     /// The chains of Ferry's table in the kernel (empty when there is no table).
     pub fn chains(&mut self, family: IpFamily) -> Result<Vec<String>, NetlinkError> {
         let req = encode::chain_dump_request(self.seq, family, TABLE);
-        self.seq = self.seq.wrapping_add(1);
-        send(self.fd.as_raw_fd(), &req, MsgFlags::empty())?;
-        let mut buf = vec![0u8; RECV_BUFFER];
         let mut names = Vec::new();
+        self.dump(&req, |buf| encode::chain_names(buf, TABLE, &mut names))?;
+        Ok(names)
+    }
+
+    /// How many rules `chain` of Ferry's table holds (0 when there is no such chain): one dump
+    /// of that chain's rules, whatever the rest of the table holds.
+    pub fn rule_count(&mut self, family: IpFamily, chain: &str) -> Result<usize, NetlinkError> {
+        let req = encode::rule_dump_request(self.seq, family, TABLE, chain);
+        let mut count = 0;
+        self.dump(&req, |buf| {
+            encode::count_rules(buf, TABLE, chain, &mut count)
+        })?;
+        Ok(count)
+    }
+
+    /// Sends a dump request and feeds each datagram of the answer to `read` until it says the
+    /// dump is complete. No table (`ENOENT`) is an empty answer.
+    fn dump(
+        &mut self,
+        req: &[u8],
+        mut read: impl FnMut(&[u8]) -> Result<bool, NetlinkError>,
+    ) -> Result<(), NetlinkError> {
+        self.seq = self.seq.wrapping_add(1);
+        send(self.fd.as_raw_fd(), req, MsgFlags::empty())?;
+        let mut buf = vec![0u8; RECV_BUFFER];
         loop {
             let n = recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-            match encode::chain_names(&buf[..n], TABLE, &mut names) {
-                Ok(true) => return Ok(names),
+            match read(&buf[..n]) {
+                Ok(true) => return Ok(()),
                 Ok(false) => {}
-                // No table yet: no chains.
-                Err(NetlinkError::Rejected(nix::errno::Errno::ENOENT)) => return Ok(Vec::new()),
+                Err(NetlinkError::Rejected(nix::errno::Errno::ENOENT)) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }

@@ -23,6 +23,7 @@ use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
+mod canary;
 mod cleanup;
 mod cli;
 pub(crate) mod kernel;
@@ -155,6 +156,38 @@ impl<R: NftRunner> Applier for NftDataplane<R> {
             Some(installed) => !installed.same_base(&NodeRules::new(compiler).base()),
             None => true,
         })
+    }
+
+    /// The table and every chain this process installed are there (one netlink chain dump:
+    /// `nft flush ruleset` and a deleted table leave none), and each top-level chain holds
+    /// the rules written into it (one rule dump of that chain each: `nft flush chain` keeps
+    /// the chain but empties it). See [`canary`].
+    fn intact(&mut self) -> Result<bool, Error> {
+        let Some(installed) = self.installed.as_ref() else {
+            return Ok(true);
+        };
+        let family = installed.family;
+        let existing = match self.netlink.as_mut() {
+            Some(sock) => Some(sock.chains(family)?),
+            None => self.runner.chains(family)?,
+        };
+        let Some(existing) = existing else {
+            return Ok(true);
+        };
+        let (netlink, runner) = (&mut self.netlink, &mut self.runner);
+        let damage = canary::first_damage(installed, &existing, |chain| match netlink {
+            Some(sock) => Ok(Some(sock.rule_count(family, chain)?)),
+            None => runner.rule_count(family, chain),
+        })?;
+        let Some(damage) = damage else {
+            return Ok(true);
+        };
+        tracing::info!(
+            ip_family = family.as_str(),
+            "{damage}: resyncing everything"
+        );
+        self.forget_installed();
+        Ok(false)
     }
 
     fn sync_full(

@@ -4,8 +4,8 @@
 //! turns Kubernetes objects into validated [`ferry_model`] objects and reports them as a stream
 //! of [`SourceEvent`]s. There are two sources, sharing [`convert`] and [`SourceEvent`]:
 //! [`kube`], the Kubernetes API (kube-rs watchers), and [`manifest`], Kubernetes-format
-//! YAML/JSON manifests on disk (the folder you would `kubectl apply`), rescanned when the files
-//! change.
+//! YAML/JSON manifests on disk (the folder you would `kubectl apply`), re-read file by file when
+//! they change.
 //!
 //! What this crate must never do:
 //! - stop on bad input: a bad object becomes an [`InvalidObject`] naming the file, the object and
@@ -20,8 +20,8 @@
 //! - [`event`]: [`SourceEvent`], the one event type of every source.
 //! - [`convert`]: k8s-openapi objects → model objects, with field-precise [`InvalidObject`]s.
 //! - [`manifest`]: [`manifest::load`] reads a file or directory once;
-//!   [`manifest::ManifestSource`] remembers the last good objects across scans and watches the
-//!   files ([`manifest::ManifestSource::run`]).
+//!   [`manifest::ManifestSource`] remembers the last good objects file by file and watches the
+//!   files, re-reading only what changed ([`manifest::ManifestSource::run`]).
 //! - [`kube`]: [`kube::connect`] finds the API server (kubeconfig, `--master`, in-cluster);
 //!   [`kube::KubeSource::run`] watches Services, EndpointSlices and this node's Node.
 //! - [`pods`]: standalone mode's EndpointSlice controller, a stage between a source and the

@@ -26,8 +26,11 @@
 //!   address). The API server allocates each ClusterIP once; manifests are not checked by it.
 //!
 //! A file that cannot be read or parsed contributes no objects and one error naming the file
-//! (with line and column). [`ManifestSource`] keeps the last good version of the objects it held.
+//! (with line and column). [`ManifestSource`] keeps the last good version of the objects it held,
+//! file by file: a change re-reads only the files it touched and reports only the objects
+//! whose version changed (the store's rules are in `store`).
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use ferry_model::Object;
@@ -36,7 +39,8 @@ use crate::InvalidObject;
 
 mod documents;
 mod load;
-mod resolve;
+mod store;
+mod walk;
 mod watch;
 
 pub use documents::{documents, Document};
@@ -47,14 +51,16 @@ pub use watch::WatchError;
 pub struct Scan {
     /// Every valid object, sorted by [`ferry_model::ObjectKey`].
     pub objects: Vec<Object>,
-    /// Every problem found, in path order (file errors, then object errors, as they occur).
+    /// Every problem found, in path then document order (directories that cannot be read,
+    /// files that cannot be read or parsed, and bad objects).
     pub errors: Vec<InvalidObject>,
 }
 
-/// Reads PATH (a file, or a directory read recursively) once. Nothing is remembered: an invalid
-/// object is simply absent from [`Scan::objects`].
+/// Reads PATH (a file, or a directory read recursively) once, on every core. Nothing is
+/// remembered: an invalid object is simply absent from [`Scan::objects`].
 pub fn load(path: &Path) -> Scan {
-    resolve::resolve(load::read(path), &mut resolve::Memory::default())
+    let (objects, errors) = ManifestSource::new(path).scan();
+    Scan { objects, errors }
 }
 
 /// A manifest source: scans PATH, remembering the last good version of every object.
@@ -86,7 +92,7 @@ pub fn load(path: &Path) -> Scan {
 #[derive(Debug)]
 pub struct ManifestSource {
     path: PathBuf,
-    memory: resolve::Memory,
+    store: store::Store,
 }
 
 impl ManifestSource {
@@ -95,7 +101,7 @@ impl ManifestSource {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
-            memory: resolve::Memory::default(),
+            store: store::Store::default(),
         }
     }
 
@@ -104,11 +110,36 @@ impl ManifestSource {
         &self.path
     }
 
-    /// Reads PATH now: the current object set (last good versions included, sorted by key) and
-    /// every problem found in this scan.
+    /// Reads PATH now (every file, on every core): the current object set (last good versions
+    /// included, sorted by key) and every problem found in this scan.
     pub fn scan(&mut self) -> (Vec<Object>, Vec<InvalidObject>) {
-        let scan = resolve::resolve(load::read(&self.path), &mut self.memory);
-        (scan.objects, scan.errors)
+        let everything = BTreeSet::from([self.path.clone()]);
+        let update = self.refresh(&everything, false);
+        (self.store.objects(), update.errors)
+    }
+
+    /// Looks again at `paths` (files or directories under PATH, or PATH itself) as they are on
+    /// disk now, and updates the store; with `emit`, works out the events that tell a consumer
+    /// what changed.
+    fn refresh(&mut self, paths: &BTreeSet<PathBuf>, emit: bool) -> store::Update {
+        let mut files = Vec::new();
+        let mut reads = Vec::new();
+        let mut errors = Vec::new();
+        let mut done: Vec<&Path> = Vec::new();
+        // Sorted, so a directory comes before what lies under it.
+        for under in paths {
+            if done.iter().any(|d| under.starts_with(d)) {
+                continue;
+            }
+            done.push(under);
+            let root = *under == self.path;
+            let survey = walk::survey(under, root, self.store.files_under(under));
+            files.extend(survey.files);
+            reads.extend(survey.missing);
+            errors.extend(survey.errors);
+        }
+        reads.extend(walk::read_all(files));
+        self.store.update(reads, errors, emit)
     }
 }
 

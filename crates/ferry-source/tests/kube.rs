@@ -87,6 +87,7 @@ impl Harness {
             SourceEvent::Resync(objects) => {
                 self.state = objects.iter().map(|o| (o.key(), o.clone())).collect();
             }
+            SourceEvent::Batch(events) => panic!("the API source sends no Batch: {events:?}"),
         }
         self.events.push(event.clone());
         event

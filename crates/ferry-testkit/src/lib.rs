@@ -6,7 +6,8 @@
 //!   dropped watches and outages, so the real kube-rs client can be driven through them.
 //! - [`objects`]: the JSON objects `kubectl get -o json` shows, built from a few parameters.
 //!
-//! Nothing here is used by the `ferry` binary; it must never become a normal dependency.
+//! Nothing here is used by the `ferry` binary or its libraries; it must never become a normal
+//! dependency of them (the benchmark, `ferry-bench-e2e`, uses it to serve a large cluster).
 
 pub mod apiserver;
 pub mod objects;

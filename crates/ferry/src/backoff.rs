@@ -3,8 +3,8 @@
 //!
 //! A failed sync is retried after 1 s, then 2 s, 4 s … up to `syncPeriod` ([`Backoff`]), and
 //! nothing else brings the retry forward: neither a change (a busy API server would otherwise
-//! retry a failing kernel many times a second) nor the periodic full sync (due at once while
-//! the first full sync keeps failing). The failure is logged when it starts, then at most once
+//! retry a failing kernel many times a second) nor the periodic round (due at once while the
+//! first sync keeps failing). The failure is logged when it starts, then at most once
 //! a minute with how many were not logged, and once when it ends.
 //!
 //! Pure: the caller passes the clock.
@@ -53,27 +53,28 @@ impl Backoff {
     }
 }
 
-/// When the next sync round is due: the periodic full sync every `syncPeriod`, a change no
-/// sooner than `minSyncPeriod` after the last round, and after a failure the back-off alone.
+/// When the next sync round is due: the periodic round every `syncPeriod` (it checks the
+/// rules are still in the kernel, see [`crate::sync`]), a change no sooner than
+/// `minSyncPeriod` after the last round, and after a failure the back-off alone.
 #[derive(Debug, Clone)]
 pub struct Schedule {
     min_sync_period: Duration,
     sync_period: Duration,
     last_round: Option<Instant>,
-    next_full: Instant,
+    next_periodic: Instant,
     pending: bool,
     retry_at: Option<Instant>,
     backoff: Backoff,
 }
 
 impl Schedule {
-    /// Nothing synced yet: the first round (full) is due at once.
+    /// Nothing synced yet: the first round (periodic, and full) is due at once.
     pub fn new(now: Instant, min_sync_period: Duration, sync_period: Duration) -> Self {
         Self {
             min_sync_period,
             sync_period,
             last_round: None,
-            next_full: now,
+            next_periodic: now,
             pending: true,
             retry_at: None,
             backoff: Backoff::new(sync_period),
@@ -90,7 +91,7 @@ impl Schedule {
         if let Some(retry) = self.retry_at {
             return retry;
         }
-        let mut due = self.next_full;
+        let mut due = self.next_periodic;
         if self.pending {
             let earliest = self.last_round.map_or(now, |t| t + self.min_sync_period);
             due = due.min(earliest.max(now));
@@ -98,10 +99,10 @@ impl Schedule {
         due
     }
 
-    /// A round starts at `now`; true when it must be full (the periodic resync is due).
+    /// A round starts at `now`; true when it is the periodic one.
     pub fn start(&mut self, now: Instant) -> bool {
         self.last_round = Some(now);
-        now >= self.next_full
+        now >= self.next_periodic
     }
 
     /// The round failed at `now`: how long until it is retried.
@@ -111,13 +112,13 @@ impl Schedule {
         wait
     }
 
-    /// The round that started at `started` succeeded (`full`: it was a full sync). Returns how
-    /// many rounds had failed in a row before it.
-    pub fn succeeded(&mut self, started: Instant, full: bool) -> u32 {
+    /// The round that started at `started` succeeded (`periodic`: it was the periodic one).
+    /// Returns how many rounds had failed in a row before it.
+    pub fn succeeded(&mut self, started: Instant, periodic: bool) -> u32 {
         self.pending = false;
         self.retry_at = None;
-        if full {
-            self.next_full = started + self.sync_period;
+        if periodic {
+            self.next_periodic = started + self.sync_period;
         }
         self.backoff.succeeded()
     }

@@ -61,9 +61,10 @@ impl Round {
     }
 }
 
-/// Syncs every family (`full`: the periodic resync), then, for each that succeeded, records
-/// its metrics and deletes the UDP conntrack flows it made stale.
-pub fn run<A: Applier>(syncer: &mut Syncer<A>, full: bool, metrics: &Metrics) -> Round {
+/// Syncs every family (`periodic`: the round every `syncPeriod`, which also checks that the
+/// rules are still in the kernel, see [`crate::sync::FamilySync::sync`]), then, for each that
+/// succeeded, records its metrics and deletes the UDP conntrack flows it made stale.
+pub fn run<A: Applier>(syncer: &mut Syncer<A>, periodic: bool, metrics: &Metrics) -> Round {
     let started = Instant::now();
     let mut round = Round::default();
     let (state, families) = syncer.split();
@@ -71,7 +72,7 @@ pub fn run<A: Applier>(syncer: &mut Syncer<A>, full: bool, metrics: &Metrics) ->
         let family = family_sync.family();
         let trigger_times = family_sync.pending_changes().trigger_times.clone();
         let began = Instant::now();
-        let result = family_sync.sync(state, full);
+        let result = family_sync.sync(state, periodic);
         let duration = began.elapsed();
         metrics.sync_ran_for(family, result.as_ref().ok().map(|r| r.kind), duration);
         round.attempts.push(Attempt {

@@ -41,17 +41,27 @@ pub fn load_judged(
 pub(crate) fn state_of(events: Vec<SourceEvent>) -> ClusterState {
     let mut state = ClusterState::new();
     for event in events {
-        match event {
-            SourceEvent::Apply(obj) => drop(state.apply(obj)),
-            SourceEvent::Delete(key) => drop(state.delete(&key)),
-            SourceEvent::Resync(objects) => {
-                for obj in objects {
-                    state.apply(obj);
-                }
+        take(&mut state, event);
+    }
+    state
+}
+
+/// Applies one event of the Pod stage to `state` (which starts empty: a Resync only adds).
+fn take(state: &mut ClusterState, event: SourceEvent) {
+    match event {
+        SourceEvent::Apply(obj) => drop(state.apply(obj)),
+        SourceEvent::Delete(key) => drop(state.delete(&key)),
+        SourceEvent::Resync(objects) => {
+            for obj in objects {
+                state.apply(obj);
+            }
+        }
+        SourceEvent::Batch(events) => {
+            for event in events {
+                take(state, event);
             }
         }
     }
-    state
 }
 
 /// The node's rules: the primary family's, then each other family's when it has a service to

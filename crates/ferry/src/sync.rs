@@ -4,8 +4,11 @@
 //! kube-proxy's meta-proxier, each IP family has its own [`FamilySync`]: its compile
 //! configuration, its applier (`ip ferry` / `ip6 ferry`, or `iptables` / `ip6tables`), and what
 //! changed since its last successful sync, so that it chooses between a full sync (start-up,
-//! periodic resync, this node's Node changed, after a failure) and an incremental one that
-//! recompiles and rewrites only the changed services. IPv4 is the primary family: its changes
+//! this node's Node changed, after a failure, the rules found gone or damaged, and at least
+//! every [`FULL_SYNC_PERIOD`]) and an incremental one that recompiles and rewrites only the
+//! changed services. As upstream kube-proxy, the periodic round (every `syncPeriod`) only
+//! checks that the rules are still in the kernel ([`Applier::intact`]) and syncs what changed;
+//! nothing else asks the kernel. IPv4 is the primary family: its changes
 //! feed the pending-change metrics; health-check NodePorts count a service's local endpoints
 //! in the family that has more of them (a dual-stack pod is one endpoint in each).
 //!
@@ -15,6 +18,7 @@
 //! ([`status::ServiceStatus`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_dataplane::{Applier, Error, SyncReport};
@@ -27,6 +31,10 @@ pub mod conntrack;
 pub mod status;
 
 use status::{HealthCheck, ServiceStatus};
+
+/// A family's rules are rewritten in full at least this often, even when nothing says they
+/// must be (upstream's `FullSyncPeriod`).
+pub const FULL_SYNC_PERIOD: Duration = Duration::from_secs(3600);
 
 /// Changes received since the last successful sync, as upstream's change trackers count them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,6 +83,9 @@ pub struct FamilySync<A: Applier = Box<dyn Applier>> {
     applier: A,
     dirty: BTreeSet<ServiceName>,
     full_pending: bool,
+    /// When the last full sync succeeded.
+    last_full: Option<Instant>,
+    full_sync_period: Duration,
     changes: PendingChanges,
     status: ServiceStatus,
     stale_flows: conntrack::StaleFlows,
@@ -92,11 +103,20 @@ impl<A: Applier> FamilySync<A> {
             applier,
             dirty: BTreeSet::new(),
             full_pending: true,
+            last_full: None,
+            full_sync_period: FULL_SYNC_PERIOD,
             changes: PendingChanges::default(),
             status: ServiceStatus::default(),
             stale_flows: conntrack::StaleFlows::default(),
             udp_conntrack: true,
         }
+    }
+
+    /// Rewrites everything at least every `period` instead of [`FULL_SYNC_PERIOD`].
+    #[cfg(test)]
+    pub fn with_full_sync_period(mut self, period: Duration) -> Self {
+        self.full_sync_period = period;
+        self
     }
 
     /// Whether this family's syncs look for stale UDP conntrack entries (the mode says: the
@@ -145,11 +165,20 @@ impl<A: Applier> FamilySync<A> {
         !touched.services.is_empty() || self.full_pending
     }
 
-    /// Syncs this family's rules with `state`. `full` forces a full sync (the periodic
-    /// resync). On failure nothing is forgotten: the next sync carries the same changes.
-    pub fn sync(&mut self, state: &ClusterState, full: bool) -> Result<SyncReport, Error> {
+    /// Syncs this family's rules with `state`: the changed services, or everything when a
+    /// full sync is due. `periodic` (the round every `syncPeriod`) also checks that the rules
+    /// are still in the kernel, and makes the sync full when they are not or when the last
+    /// full sync is older than the full sync period. On failure nothing is forgotten: the next
+    /// sync carries the same changes.
+    pub fn sync(&mut self, state: &ClusterState, periodic: bool) -> Result<SyncReport, Error> {
         let compiler = NodeCompiler::new(state, &self.context, &self.config);
-        let full = full || self.full_pending || self.applier.needs_full(&compiler)?;
+        let mut full = self.full_pending || self.applier.needs_full(&compiler)?;
+        if periodic && !full {
+            let stale = self
+                .last_full
+                .is_none_or(|t| t.elapsed() >= self.full_sync_period);
+            full = stale || !self.applier.intact()?;
+        }
         let report = if full {
             self.applier.sync_full(&compiler, state)?
         } else {
@@ -167,6 +196,9 @@ impl<A: Applier> FamilySync<A> {
         self.changes.clear();
         self.dirty.clear();
         self.full_pending = false;
+        if full {
+            self.last_full = Some(Instant::now());
+        }
         Ok(report)
     }
 }
@@ -194,12 +226,16 @@ impl<A: Applier> Syncer<A> {
     }
 
     /// Applies one source event to the cluster state. Returns true when it changed something
-    /// a family needs to sync (or a family's full sync is still due).
+    /// a family needs to sync (or a family's full sync is still due). A
+    /// [`SourceEvent::Batch`] is applied whole: nothing syncs between its events, and the
+    /// caller schedules one sync after it.
     pub fn handle(&mut self, event: SourceEvent) -> bool {
         match event {
             SourceEvent::Apply(obj) => self.apply(obj),
             SourceEvent::Delete(key) => self.delete(&key),
             SourceEvent::Resync(objects) => self.resync(objects),
+            // Every event, even after one that changed something.
+            SourceEvent::Batch(events) => events.into_iter().fold(false, |c, e| self.handle(e) | c),
         }
     }
 

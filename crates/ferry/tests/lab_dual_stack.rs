@@ -118,8 +118,9 @@ fn dual_stack_lab(mode: Mode) -> SeedLab {
     let nodes = nodes_yaml(&seed.lab);
     seed.manifests.put("nodes.yaml", &nodes);
     seed.manifests.put("dual-stack.yaml", &services_yaml());
+    // Two files: Ferry may sync each on its own.
     for ((node, _), n) in NODES.iter().zip(before) {
-        seed.wait_synced(node, n + 1);
+        seed.wait_settled(node, n + 1);
     }
     seed
 }

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use ferry_model::{IpFamily, ServiceName};
 
+use super::names::{KUBE_EXTERNAL_SERVICES, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES};
+
 /// An iptables table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Table {
@@ -134,6 +136,44 @@ impl Ruleset {
         self.services
             .values()
             .flat_map(|s| s.chains.iter().map(|c| c.name.as_str()))
+    }
+
+    /// Ferry's top-level chains (the ones assembled from every service's rules and the fixed
+    /// ones; not the per-service chains) with the number of rules a full sync writes into
+    /// each: what the periodic check compares with the kernel.
+    pub fn top_level_rules(&self) -> Vec<(Table, &str, usize)> {
+        let sum = |pick: fn(&ServiceRules) -> usize| self.services.values().map(pick).sum();
+        let mut out = vec![
+            (
+                Table::Filter,
+                KUBE_SERVICES,
+                sum(|r| r.filter_services.len()),
+            ),
+            (
+                Table::Filter,
+                KUBE_EXTERNAL_SERVICES,
+                self.external_first.len() + sum(|r| r.filter_external.len()),
+            ),
+            (
+                Table::Filter,
+                KUBE_PROXY_FIREWALL,
+                sum(|r| r.filter_firewall.len()),
+            ),
+            (
+                Table::Nat,
+                KUBE_SERVICES,
+                sum(|r| r.nat_services.len()) + self.nodeport_jumps.len(),
+            ),
+            (Table::Nat, KUBE_NODEPORTS, sum(|r| r.nat_nodeports.len())),
+        ];
+        for (table, chains) in [(Table::Filter, &self.filter), (Table::Nat, &self.nat)] {
+            out.extend(
+                chains
+                    .iter()
+                    .map(|c| (table, c.name.as_str(), c.rules.len())),
+            );
+        }
+        out
     }
 
     /// Rules in all chains (top-level and per service).

@@ -79,7 +79,36 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
     out.chains.sort_by(|a, b| a.name.cmp(&b.name));
     out.chains.dedup_by(|a, b| a.name == b.name);
     out.endpoints = ports.iter().map(|sp| endpoint_count(sp)).sum();
+    shrink(&mut out);
     out
+}
+
+/// Gives back the slack `format!` leaves in each rule (a quarter of the text on average):
+/// the dataplane keeps the installed rules, 330 000 of them at 10 000 services × 10
+/// endpoints.
+fn shrink(rules: &mut ServiceRules) {
+    let ServiceRules {
+        chains,
+        nat_services,
+        nat_nodeports,
+        filter_services,
+        filter_external,
+        filter_firewall,
+        endpoints: _,
+    } = rules;
+    let lists = chains.iter_mut().map(|c| &mut c.rules).chain([
+        nat_services,
+        nat_nodeports,
+        filter_services,
+        filter_external,
+        filter_firewall,
+    ]);
+    for list in lists {
+        list.shrink_to_fit();
+        for rule in list.iter_mut() {
+            rule.shrink_to_fit();
+        }
+    }
 }
 
 /// Per-port names and the `-m proto -p proto` match.

@@ -3,17 +3,23 @@
 //!
 //! With `--noflush`, a `:CHAIN - [0:0]` line creates the chain or empties it, and nothing that
 //! is not named is touched; each table between `*table` and `COMMIT` is applied atomically.
+//!
+//! The text is written straight from the [`Ruleset`] into one buffer of exactly the right size
+//! (or into the formatter, for `Display`): at 10 000 services × 10 endpoints it is 32 MB, and
+//! building it through intermediate buffers used to cost three times that.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use ferry_model::ServiceName;
 
-use super::model::{Chain, Ruleset, ServiceRules, Table};
+use super::model::{Chain, JumpRule, Ruleset, ServiceRules, Table};
 use super::names::{
     CANARY, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING,
     KUBE_PROXY_FIREWALL, KUBE_SERVICES, NON_POD_MASQ,
 };
+
+mod sections;
 
 /// Ferry's fixed filter chains (besides the canary).
 pub const BASE_CHAINS_FILTER: [&str; 5] = [
@@ -45,130 +51,297 @@ pub struct Restore {
     pub chains_deleted: usize,
 }
 
-struct Writer {
-    chains: String,
-    rules: String,
-    out: Restore,
+/// The rules of one chain: its own, or those of a shared top-level chain: `head`, then
+/// assembled from every service, then `tail`.
+#[derive(Clone, Copy)]
+enum Rules<'a> {
+    Own(&'a [String]),
+    Assembled {
+        ruleset: &'a Ruleset,
+        head: &'a [String],
+        pick: fn(&ServiceRules) -> &Vec<String>,
+        tail: &'a [String],
+    },
 }
 
-impl Writer {
-    fn new() -> Self {
+impl<'a> Rules<'a> {
+    fn iter(self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
+        match self {
+            Rules::Own(rules) => Box::new(rules.iter()),
+            Rules::Assembled {
+                ruleset,
+                head,
+                pick,
+                tail,
+            } => Box::new(
+                head.iter()
+                    .chain(ruleset.services.values().flat_map(move |s| pick(s).iter()))
+                    .chain(tail),
+            ),
+        }
+    }
+}
+
+/// One `*table` … `COMMIT` section, applied atomically.
+struct Section<'a> {
+    table: Table,
+    /// Chains declared (created, or emptied) and filled, in order.
+    chains: Vec<(&'a str, Rules<'a>)>,
+    /// Chains declared only (the canary): created if missing, emptied otherwise.
+    declared: Vec<&'a str>,
+    /// Chains deleted (declared first, so that they are empty).
+    deleted: Vec<&'a str>,
+    /// Jumps inserted at the top of built-in chains, after every chain is filled.
+    jumps: Vec<String>,
+}
+
+impl<'a> Section<'a> {
+    fn new(table: Table) -> Self {
         Self {
-            chains: String::new(),
-            rules: String::new(),
-            out: Restore::default(),
+            table,
+            chains: Vec::new(),
+            declared: Vec::new(),
+            deleted: Vec::new(),
+            jumps: Vec::new(),
         }
     }
 
-    fn declare(&mut self, name: &str) {
-        let _ = writeln!(self.chains, ":{name} - [0:0]");
-    }
-
-    fn chain<'a>(&mut self, name: &str, rules: impl IntoIterator<Item = &'a String>) {
-        self.declare(name);
-        self.out.chains_written += 1;
-        for r in rules {
-            self.out.rules_written += 1;
-            let _ = writeln!(self.rules, "-A {name} {r}");
+    /// Inserts those of `jumps` that belong to this section's table.
+    fn insert_jumps(&mut self, jumps: &[JumpRule]) {
+        for jump in jumps.iter().filter(|j| j.table == self.table) {
+            self.jumps.push(jump_line(jump));
         }
     }
 
-    fn delete(&mut self, name: &str) {
-        self.declare(name);
-        self.out.chains_deleted += 1;
-        let _ = writeln!(self.rules, "-X {name}");
+    fn chain(&mut self, name: &'a str, rules: Rules<'a>) {
+        self.chains.push((name, rules));
     }
 
-    /// Ends a table: `*table`, chain lines, rules, `COMMIT`.
-    fn commit(&mut self, table: Table) {
-        let _ = writeln!(self.out.text, "*{}", table.as_str());
-        self.out.text.push_str(&self.chains);
-        self.out.text.push_str(&self.rules);
-        self.out.text.push_str("COMMIT\n");
-        self.chains.clear();
-        self.rules.clear();
+    fn own(&mut self, chain: &'a Chain) {
+        self.chain(&chain.name, Rules::Own(&chain.rules));
+    }
+
+    /// Every chain declared, in order.
+    fn declarations(&self) -> impl Iterator<Item = &'a str> + '_ {
+        let chains = self.chains.iter().map(|(name, _)| *name);
+        chains
+            .chain(self.declared.iter().copied())
+            .chain(self.deleted.iter().copied())
+    }
+
+    fn write(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        writeln!(out, "*{}", self.table.as_str())?;
+        for name in self.declarations() {
+            writeln!(out, ":{name} - [0:0]")?;
+        }
+        for (name, rules) in &self.chains {
+            for rule in rules.iter() {
+                writeln!(out, "-A {name} {rule}")?;
+            }
+        }
+        for jump in &self.jumps {
+            writeln!(out, "{jump}")?;
+        }
+        for name in &self.deleted {
+            writeln!(out, "-X {name}")?;
+        }
+        out.write_str("COMMIT\n")
+    }
+
+    /// The length of [`Section::write`]'s text, without writing it.
+    fn len(&self) -> usize {
+        let header = 1 + self.table.as_str().len() + 1 + "COMMIT\n".len();
+        let declared: usize = self
+            .declarations()
+            .map(|n| n.len() + ": - [0:0]\n".len())
+            .sum();
+        let rules: usize = self
+            .chains
+            .iter()
+            .map(|(name, rules)| {
+                rules
+                    .iter()
+                    .map(|r| "-A ".len() + name.len() + 1 + r.len() + 1)
+                    .sum::<usize>()
+            })
+            .sum();
+        let deleted: usize = self.deleted.iter().map(|n| "-X ".len() + n.len() + 1).sum();
+        let jumps: usize = self.jumps.iter().map(|j| j.len() + 1).sum();
+        header + declared + rules + deleted + jumps
     }
 }
 
-/// The shared chains of `table`, assembled from every service, then the fixed ones.
-fn top_level(w: &mut Writer, rs: &Ruleset, table: Table) {
-    let all = |pick: fn(&ServiceRules) -> &Vec<String>| {
-        rs.services.values().flat_map(move |s| pick(s).iter())
+/// `-I CHAIN args…`, quoting the arguments that hold spaces (comments) as iptables-save does.
+fn jump_line(jump: &JumpRule) -> String {
+    let mut line = format!("-I {}", jump.chain);
+    for arg in &jump.args {
+        line.push(' ');
+        if arg.contains(' ') {
+            line.push('"');
+            line.push_str(arg);
+            line.push('"');
+        } else {
+            line.push_str(arg);
+        }
+    }
+    line
+}
+
+/// The shared chains of `table` (assembled from every service), then the fixed ones.
+fn top_level<'a>(s: &mut Section<'a>, rs: &'a Ruleset) {
+    let all = |head: &'a [String], pick: fn(&ServiceRules) -> &Vec<String>, tail: &'a [String]| {
+        Rules::Assembled {
+            ruleset: rs,
+            head,
+            pick,
+            tail,
+        }
     };
-    match table {
+    match s.table {
         Table::Filter => {
-            w.chain(KUBE_SERVICES, all(|s| &s.filter_services));
-            w.chain(
+            s.chain(KUBE_SERVICES, all(&[], |r| &r.filter_services, &[]));
+            s.chain(
                 KUBE_EXTERNAL_SERVICES,
-                rs.external_first.iter().chain(all(|s| &s.filter_external)),
+                all(&rs.external_first, |r| &r.filter_external, &[]),
             );
             for c in &rs.filter {
-                w.chain(&c.name, &c.rules);
+                s.own(c);
             }
-            w.chain(KUBE_PROXY_FIREWALL, all(|s| &s.filter_firewall));
+            s.chain(KUBE_PROXY_FIREWALL, all(&[], |r| &r.filter_firewall, &[]));
         }
         Table::Nat => {
-            w.chain(
+            s.chain(
                 KUBE_SERVICES,
-                all(|s| &s.nat_services).chain(rs.nodeport_jumps.iter()),
+                all(&[], |r| &r.nat_services, &rs.nodeport_jumps),
             );
-            w.chain(KUBE_NODEPORTS, all(|s| &s.nat_nodeports));
+            s.chain(KUBE_NODEPORTS, all(&[], |r| &r.nat_nodeports, &[]));
             for c in &rs.nat {
-                w.chain(&c.name, &c.rules);
+                s.own(c);
             }
         }
         Table::Mangle => {}
     }
 }
 
+/// Writes `sections` into one buffer of exactly the right size, and counts what they do.
+fn assemble(sections: &[Section<'_>]) -> Restore {
+    let mut text = String::with_capacity(sections.iter().map(Section::len).sum());
+    let mut out = Restore::default();
+    for s in sections {
+        // Writing into a String cannot fail.
+        let _ = s.write(&mut text);
+        out.chains_written += s.chains.len();
+        out.rules_written += s
+            .chains
+            .iter()
+            .map(|(_, r)| r.iter().count())
+            .sum::<usize>();
+        out.chains_deleted += s.deleted.len();
+    }
+    out.text = text;
+    out
+}
+
+/// What a full sync writes besides the desired chains.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FullSync<'a> {
+    /// Per-service nat chains the kernel holds that are no longer wanted: deleted.
+    pub stale: &'a [String],
+    /// Jumps from the built-in chains that are missing: inserted in the same transaction as
+    /// their targets, so that no separate `iptables -I` has to read the table again.
+    pub jumps: &'a [JumpRule],
+    /// Spread the per-service nat chains over transactions of about this many chains
+    /// (iptables-nft; see `sections`), or write one transaction per table.
+    pub per_section: Option<usize>,
+}
+
+/// A full sync's sections: filter, nat (every chain, canary, `stale` deleted), mangle.
+fn full_sections<'a>(desired: &'a Ruleset, o: &FullSync<'a>) -> [Section<'a>; 3] {
+    let mut filter = Section::new(Table::Filter);
+    top_level(&mut filter, desired);
+    filter.declared.push(CANARY);
+    filter.insert_jumps(o.jumps);
+    let mut nat = Section::new(Table::Nat);
+    top_level(&mut nat, desired);
+    for c in desired.services.values().flat_map(|s| &s.chains) {
+        nat.own(c);
+    }
+    nat.declared.push(CANARY);
+    nat.insert_jumps(o.jumps);
+    nat.deleted.extend(o.stale.iter().map(String::as_str));
+    let mut mangle = Section::new(Table::Mangle);
+    mangle.declared.push(CANARY);
+    [filter, nat, mangle]
+}
+
 impl Restore {
     /// Declares (so empties) and fills the given chains of each table, and nothing else:
     /// what a mode with a fixed set of chains (IPVS mode) writes at every sync.
     pub fn tables(tables: &[(Table, &[Chain])]) -> Restore {
-        let mut w = Writer::new();
-        for (table, chains) in tables {
-            for c in chains.iter() {
-                w.chain(&c.name, &c.rules);
-            }
-            w.commit(*table);
-        }
-        w.out
+        let sections: Vec<Section<'_>> = tables
+            .iter()
+            .map(|(table, chains)| {
+                let mut section = Section::new(*table);
+                for c in chains.iter() {
+                    section.own(c);
+                }
+                section
+            })
+            .collect();
+        assemble(&sections)
     }
 
     /// A full sync: every chain Ferry owns declared (so emptied) and refilled, the canaries
     /// (re)created, and `stale` nat chains (per-service chains no longer wanted) deleted.
     pub fn full(desired: &Ruleset, stale: &[String]) -> Restore {
-        let mut w = Writer::new();
-        top_level(&mut w, desired, Table::Filter);
-        w.declare(CANARY);
-        w.commit(Table::Filter);
-        top_level(&mut w, desired, Table::Nat);
-        for c in desired.services.values().flat_map(|s| &s.chains) {
-            w.chain(&c.name, &c.rules);
+        Self::full_with(
+            desired,
+            &FullSync {
+                stale,
+                ..FullSync::default()
+            },
+        )
+    }
+
+    /// A full sync with missing jumps inserted and, for iptables-nft, the nat chains spread
+    /// over several transactions.
+    pub fn full_with(desired: &Ruleset, o: &FullSync<'_>) -> Restore {
+        match o.per_section {
+            Some(per_section) => sections::full_in_sections(desired, o, per_section),
+            None => assemble(&full_sections(desired, o)),
         }
-        w.declare(CANARY);
-        for name in stale {
-            w.delete(name);
-        }
-        w.commit(Table::Nat);
-        w.declare(CANARY);
-        w.commit(Table::Mangle);
-        w.out
     }
 
     /// A partial sync: `desired` is the new state, `previous` holds the changed services'
-    /// rules before the change (`None`: the service was absent). The shared top-level chains
-    /// are rewritten (they are assembled from every service, like upstream); of the
-    /// per-service chains only those of changed services whose rules differ are rewritten, and
-    /// those that disappeared are deleted.
+    /// rules before the change (`None`: the service was absent). Of the per-service chains
+    /// only those of changed services whose rules differ are rewritten, and those that
+    /// disappeared are deleted. A shared top-level chain (assembled from every service, like
+    /// upstream) is rewritten only when a changed service's rules in it changed: an endpoint
+    /// change touches none of them, and rewriting nat `KUBE-SERVICES` (a rule per service
+    /// port) is most of the cost of a small restore.
     pub fn partial(
         desired: &Ruleset,
         previous: &BTreeMap<ServiceName, Option<ServiceRules>>,
     ) -> Restore {
-        let mut w = Writer::new();
-        top_level(&mut w, desired, Table::Filter);
-        w.commit(Table::Filter);
-        top_level(&mut w, desired, Table::Nat);
+        let changed = |pick: fn(&ServiceRules) -> &Vec<String>| {
+            previous.iter().any(|(name, old)| {
+                let new = desired.services.get(name).map_or(&[][..], |s| &pick(s)[..]);
+                old.as_ref().map_or(&[][..], |s| &pick(s)[..]) != new
+            })
+        };
+        let mut sections = Vec::new();
+        let filter_changed = changed(|r| &r.filter_services)
+            || changed(|r| &r.filter_external)
+            || changed(|r| &r.filter_firewall);
+        if filter_changed {
+            let mut filter = Section::new(Table::Filter);
+            top_level(&mut filter, desired);
+            sections.push(filter);
+        }
+        let mut nat = Section::new(Table::Nat);
+        if changed(|r| &r.nat_services) || changed(|r| &r.nat_nodeports) {
+            top_level(&mut nat, desired);
+        }
         let mut stale = BTreeSet::new();
         for (name, old) in previous {
             let new: &[Chain] = desired
@@ -178,7 +351,7 @@ impl Restore {
             let old: &[Chain] = old.as_ref().map_or(&[], |s| s.chains.as_slice());
             for c in new {
                 if !old.contains(c) {
-                    w.chain(&c.name, &c.rules);
+                    nat.own(c);
                 }
             }
             for c in old {
@@ -187,11 +360,11 @@ impl Restore {
                 }
             }
         }
-        for name in stale {
-            w.delete(name);
+        nat.deleted.extend(stale);
+        if !nat.chains.is_empty() || !nat.deleted.is_empty() {
+            sections.push(nat);
         }
-        w.commit(Table::Nat);
-        w.out
+        assemble(&sections)
     }
 }
 
@@ -208,8 +381,14 @@ impl Ruleset {
 
 impl fmt::Display for Ruleset {
     /// The full sync's `iptables-restore` input (what `ferry rules` prints and golden files
-    /// hold).
+    /// hold), written straight into the formatter.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&Restore::full(self, &[]).text)
+        for section in full_sections(self, &FullSync::default()) {
+            section.write(f)?;
+        }
+        Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -230,6 +230,44 @@ fn a_partial_restore_rewrites_only_the_changed_services_chains() {
     assert!(text.contains(&format!(":{} - [0:0]", chain(changed, SVC_PREFIX).name)));
     assert!(!text.contains(CANARY), "the canary is left alone:\n{text}");
     assert_eq!(restore.chains_deleted, 1);
+    assert!(
+        !text.contains(":KUBE-SERVICES ") && !text.contains("*filter"),
+        "an endpoint change leaves the top-level chains alone:\n{text}"
+    );
+}
+
+#[test]
+fn a_partial_restore_rewrites_the_top_level_chains_a_changed_service_is_in() {
+    let state = seed_state(TrafficPolicy::Cluster, &["10.0.0.1"]);
+    let after = ruleset(&state, "k8s-node2", &["192.168.0.0/16"]);
+    let has = |text: &str, wanted: &[&str], unwanted: &[&str]| {
+        for w in wanted {
+            assert!(text.contains(w), "{w}:\n{text}");
+        }
+        for u in unwanted {
+            assert!(!text.contains(u), "{u}:\n{text}");
+        }
+    };
+    // The service is new: its ClusterIP rule joins nat KUBE-SERVICES.
+    let restore = Restore::partial(&after, &BTreeMap::from([(svc(), None)]));
+    has(
+        &restore.text,
+        &[":KUBE-SERVICES - [0:0]", ":KUBE-NODEPORTS - [0:0]"],
+        &["*filter"],
+    );
+    // Now it has no endpoints: its REJECT joins filter KUBE-SERVICES, its nat rules leave.
+    let no_endpoints = seed_state(TrafficPolicy::Cluster, &[]);
+    let empty = ruleset(&no_endpoints, "k8s-node2", &["192.168.0.0/16"]);
+    let previous = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
+    let restore = Restore::partial(&empty, &previous);
+    has(
+        &restore.text,
+        &[
+            "*filter\n:KUBE-SERVICES - [0:0]",
+            "*nat\n:KUBE-SERVICES - [0:0]",
+        ],
+        &[],
+    );
 }
 
 fn changed_port() -> ServicePortName {

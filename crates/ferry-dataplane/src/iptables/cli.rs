@@ -16,9 +16,20 @@ pub trait IptablesRunner: Send {
     /// Runs `iptables` with `args`: `Ok(true)` on success, `Ok(false)` when iptables says the
     /// rule or chain does not exist (exit status 1), an error otherwise.
     fn iptables(&mut self, args: &[&str]) -> Result<bool, Error>;
+    /// Runs `iptables -C …` (`args` include `-C`): whether the rule is there. A rule whose
+    /// target chain does not exist (exit status 2, "couldn't load target" or "chain does not
+    /// exist") is not. By default, [`IptablesRunner::iptables`].
+    fn check(&mut self, args: &[&str]) -> Result<bool, Error> {
+        self.iptables(args)
+    }
     /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
     /// backend this does not create tables).
     fn save(&mut self, table: Option<Table>) -> Result<String, Error>;
+    /// How many rules `table`'s `chain` holds (`iptables -t TABLE -S CHAIN`; 0 when there is
+    /// no such chain), for the periodic check; `None` when the runner cannot tell.
+    fn rules_in(&mut self, _table: Table, _chain: &str) -> Result<Option<usize>, Error> {
+        Ok(None)
+    }
 }
 
 /// Runs the tools of one backend in the current network namespace.
@@ -84,6 +95,18 @@ impl IptablesCli {
         child.wait_with_output().map_err(spawn_err)
     }
 
+    /// Runs `iptables -w … args`: true on success, false on one of the `absent` exit codes.
+    fn run_absent_on(&self, args: &[&str], absent: &[i32]) -> Result<bool, Error> {
+        let mut all = vec!["-w", WAIT];
+        all.extend_from_slice(args);
+        let out = self.run("", &all, None)?;
+        match out.status.code() {
+            Some(0) => Ok(true),
+            Some(code) if absent.contains(&code) => Ok(false),
+            _ => Err(self.rejected("", &all, &out)),
+        }
+    }
+
     fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> Error {
         Error::Rejected {
             program: format!(
@@ -112,14 +135,11 @@ impl IptablesRunner for IptablesCli {
     }
 
     fn iptables(&mut self, args: &[&str]) -> Result<bool, Error> {
-        let mut all = vec!["-w", WAIT];
-        all.extend_from_slice(args);
-        let out = self.run("", &all, None)?;
-        match out.status.code() {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => Err(self.rejected("", &all, &out)),
-        }
+        self.run_absent_on(args, &[1])
+    }
+
+    fn check(&mut self, args: &[&str]) -> Result<bool, Error> {
+        self.run_absent_on(args, &[1, 2])
     }
 
     fn save(&mut self, table: Option<Table>) -> Result<String, Error> {
@@ -135,4 +155,20 @@ impl IptablesRunner for IptablesCli {
             Err(self.rejected("-save", &args, &out))
         }
     }
+
+    fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {
+        let args = ["-w", WAIT, "-t", table.as_str(), "-S", chain];
+        let out = self.run("", &args, None)?;
+        match out.status.code() {
+            Some(0) => Ok(Some(count_rules(&String::from_utf8_lossy(&out.stdout)))),
+            // No such chain.
+            Some(1) => Ok(Some(0)),
+            _ => Err(self.rejected("", &args, &out)),
+        }
+    }
+}
+
+/// The rules (`-A` lines) of an `iptables -S` listing.
+pub(super) fn count_rules(listing: &str) -> usize {
+    listing.lines().filter(|l| l.starts_with("-A ")).count()
 }

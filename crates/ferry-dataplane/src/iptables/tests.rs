@@ -1,6 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
-use ferry_compile::iptables::{Ruleset, ServiceRules, Table};
+use ferry_compile::iptables::{Ruleset, ServiceRules, Table, CANARY};
 use ferry_model::{IpFamily, ServiceName};
 
 use super::cleanup::cleanup_with;
@@ -13,11 +13,32 @@ struct Fake {
     commands: Vec<String>,
     present: BTreeSet<String>,
     save: String,
+    /// Rules per `(table, chain)` as the restores left them.
+    rules: BTreeMap<(String, String), usize>,
 }
 
 impl IptablesRunner for Fake {
     fn restore(&mut self, input: &str) -> Result<(), Error> {
         self.restores.push(input.to_owned());
+        // Jumps inserted by the restore are there afterwards, keyed like `-C` questions.
+        let mut table = "";
+        for line in input.lines() {
+            if let Some(t) = line.strip_prefix('*') {
+                table = t;
+            } else if let Some(rule) = line.strip_prefix("-I ") {
+                self.present
+                    .insert(format!("-t {table} {}", rule.replace('"', "")));
+            } else if let Some(chain) = line.strip_prefix(':') {
+                let chain = chain.split_whitespace().next().unwrap_or_default();
+                self.rules.insert((table.to_owned(), chain.to_owned()), 0);
+            } else if let Some(rule) = line.strip_prefix("-A ") {
+                let chain = rule.split_whitespace().next().unwrap_or_default();
+                *self
+                    .rules
+                    .entry((table.to_owned(), chain.to_owned()))
+                    .or_default() += 1;
+            }
+        }
         Ok(())
     }
 
@@ -40,6 +61,11 @@ impl IptablesRunner for Fake {
 
     fn save(&mut self, _table: Option<Table>) -> Result<String, Error> {
         Ok(self.save.clone())
+    }
+
+    fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {
+        let key = (table.as_str().to_owned(), chain.to_owned());
+        Ok(Some(self.rules.get(&key).copied().unwrap_or(0)))
     }
 }
 
@@ -84,40 +110,139 @@ fn the_first_full_sync_deletes_leftover_service_chains_and_inserts_each_jump_onc
         !text.contains("DOCKER"),
         "never touches chains that are not Ferry's: {text}"
     );
-    let inserts = dp
-        .runner()
-        .commands
-        .iter()
-        .filter(|c| c.contains(" -I "))
-        .count();
-    assert_eq!(inserts, jump_rules().len());
+    let inserts = |text: &str| text.lines().filter(|l| l.starts_with("-I ")).count();
+    assert_eq!(inserts(text), jump_rules().len(), "{text}");
+    assert!(
+        dp.runner().commands.iter().all(|c| c.contains(" -C ")),
+        "jumps are only checked with the tool, inserted by the restore"
+    );
+    assert!(
+        text.contains(
+            "-I PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n"
+        ),
+        "{text}"
+    );
     dp.apply_full(ruleset(&[("a", "KUBE-SVC-A")]))
         .expect("resync");
-    let inserts = dp
-        .runner()
-        .commands
-        .iter()
-        .filter(|c| c.contains(" -I "))
-        .count();
     assert_eq!(
-        inserts,
-        jump_rules().len(),
+        inserts(&dp.runner().restores[1]),
+        0,
         "present jumps are not inserted again"
     );
 }
 
 #[test]
-fn a_missing_canary_means_a_full_sync() {
+fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
+    let services: Vec<(String, String)> = (0..10)
+        .map(|i| (format!("s{i}"), format!("KUBE-SVC-{i}")))
+        .collect();
+    let refs: Vec<(&str, &str)> = services
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let mut dp =
+        IptablesDataplane::with_runner(Fake::default()).with_chains_per_transaction(Some(3));
+    dp.apply_full(ruleset(&refs)).expect("sync");
+    let text = &dp.runner().restores[0];
+    assert_eq!(dp.runner().restores.len(), 1, "one run of the tool");
+    assert!(text.matches("*nat\n").count() >= 4, "{text}");
+}
+
+#[test]
+fn the_periodic_check_finds_a_missing_canary_or_a_flushed_table() {
     let mut dp = IptablesDataplane::with_runner(Fake::default());
-    assert!(dp.installed().is_none(), "nothing installed yet");
+    assert!(
+        dp.intact().expect("check"),
+        "nothing installed: nothing to miss"
+    );
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(dp.canary_gone().expect("check"), "the fake holds no canary");
+    assert!(!dp.intact().expect("check"), "the fake holds no canary");
     assert!(dp.installed().is_none(), "what was installed is forgotten");
-    for table in ["mangle", "filter"] {
-        dp.runner.present.insert(format!("-t {table} {CANARY}"));
-    }
+    dp.runner.present.insert(format!("-t mangle {CANARY}"));
     dp.apply_full(ruleset(&[])).expect("sync");
-    assert!(!dp.canary_gone().expect("check"));
+    assert!(dp.intact().expect("check"), "canary and jumps are there");
+    // `iptables -t nat -F` empties nat's chains, the canary stays.
+    dp.runner
+        .present
+        .retain(|rule| !rule.starts_with("-t nat "));
+    assert!(!dp.intact().expect("check"));
+    assert!(dp.installed().is_none());
+}
+
+#[test]
+fn the_periodic_check_finds_a_flushed_top_level_chain() {
+    let mut dp = IptablesDataplane::with_runner(Fake::default());
+    dp.runner.present.insert(format!("-t mangle {CANARY}"));
+    let mut rs = ruleset(&[("a", "KUBE-SVC-A")]);
+    if let Some(a) = rs.services.values_mut().next() {
+        a.nat_services = vec!["-d 10.96.0.10/32 -j KUBE-SVC-A".to_owned()];
+    }
+    rs.nodeport_jumps = vec!["-j KUBE-NODEPORTS".to_owned()];
+    dp.apply_full(rs).expect("sync");
+    assert!(dp.intact().expect("check"), "as written");
+    // `iptables -t nat -F KUBE-SERVICES`: the canary and the jumps stay.
+    dp.runner
+        .rules
+        .insert(("nat".to_owned(), "KUBE-SERVICES".to_owned()), 0);
+    assert!(!dp.intact().expect("check"));
+    assert!(dp.installed().is_none(), "what was installed is forgotten");
+}
+
+#[test]
+fn top_level_chains_are_compared_by_their_rule_count() {
+    let written = [
+        (Table::Filter, "KUBE-FORWARD", 3),
+        (Table::Filter, "KUBE-PROXY-FIREWALL", 0),
+        (Table::Nat, "KUBE-SERVICES", 2),
+    ];
+    let mut asked = Vec::new();
+    let mut ask = |kernel: [usize; 2]| {
+        canary::first_changed(&written, |t, c| {
+            asked.push(format!("{} {c}", t.as_str()));
+            Ok(Some(if c == "KUBE-FORWARD" {
+                kernel[0]
+            } else {
+                kernel[1]
+            }))
+        })
+        .expect("no kernel error")
+    };
+    assert_eq!(ask([3, 2]), None);
+    assert_eq!(
+        ask([3, 0]).as_deref(),
+        Some("chain nat KUBE-SERVICES holds 0 rules, 2 were written")
+    );
+    assert_eq!(
+        ask([4, 2]).as_deref(),
+        Some("chain filter KUBE-FORWARD holds 4 rules, 3 were written")
+    );
+    assert!(
+        !asked.iter().any(|a| a.contains("KUBE-PROXY-FIREWALL")),
+        "a chain written empty costs no command: {asked:?}"
+    );
+    let unknown = canary::first_changed(&written, |_, _| Ok(None)).expect("no error");
+    assert_eq!(unknown, None, "a runner that cannot tell finds nothing");
+}
+
+#[test]
+fn an_iptables_listing_counts_its_rules() {
+    let listing = "-N KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.10/32 -j KUBE-SVC-A\n\
+                   -A KUBE-SERVICES -j KUBE-NODEPORTS\n";
+    assert_eq!(cli::count_rules(listing), 2);
+    assert_eq!(cli::count_rules("-N KUBE-SERVICES\n"), 0);
+}
+
+#[test]
+fn a_partial_sync_runs_nothing_but_its_restore() {
+    let mut dp = IptablesDataplane::with_runner(Fake::default());
+    dp.apply_full(ruleset(&[("a", "KUBE-SVC-A")]))
+        .expect("sync");
+    dp.runner.commands.clear();
+    let changed = ruleset(&[("a", "KUBE-SVC-A2")]).services;
+    let changes = changed.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    dp.apply_changes(changes).expect("partial");
+    assert_eq!(dp.runner().commands, Vec::<String>::new());
+    assert_eq!(dp.runner().restores.len(), 2);
 }
 
 #[test]

@@ -59,6 +59,16 @@ impl<R: IptablesRunner> Applier for IpvsApplier<R> {
         self.canary_gone()
     }
 
+    fn intact(&mut self) -> Result<bool, Error> {
+        if self.installed.is_none() {
+            return Ok(true);
+        }
+        // The periodic check, once per sync period: look now, whatever the partial syncs'
+        // throttle says.
+        self.canary_checked = None;
+        Ok(!self.canary_gone()?)
+    }
+
     fn sync_full(
         &mut self,
         compiler: &NodeCompiler,

@@ -173,7 +173,7 @@ mod elements;
 mod expr;
 mod rule;
 
-pub(crate) use dump::{chain_dump_request, chain_names};
+pub(crate) use dump::{chain_dump_request, chain_names, count_rules, rule_dump_request};
 #[cfg(test)]
 use elements::key_bytes;
 

@@ -19,6 +19,19 @@ pub trait NftRunner: Send {
     fn list_map(&mut self, _family: IpFamily, _map: &str) -> Result<String, Error> {
         Ok(String::new())
     }
+
+    /// The names of the chains of `family`'s Ferry table (empty without the table), for the
+    /// periodic check when no netlink socket is open; `None` when the runner cannot tell (a
+    /// runner without a kernel).
+    fn chains(&mut self, _family: IpFamily) -> Result<Option<Vec<String>>, Error> {
+        Ok(None)
+    }
+
+    /// How many rules `chain` of `family`'s Ferry table holds, for the periodic check when no
+    /// netlink socket is open; `None` when the runner cannot tell.
+    fn rule_count(&mut self, _family: IpFamily, _chain: &str) -> Result<Option<usize>, Error> {
+        Ok(None)
+    }
 }
 
 /// Runs `nft -f -` (atomic per invocation).
@@ -65,6 +78,33 @@ impl NftRunner for NftCli {
 
     fn list_map(&mut self, family: IpFamily, map: &str) -> Result<String, Error> {
         self.list(&["-j", "list", "map", nft_family(family), TABLE, map])
+    }
+
+    fn chains(&mut self, family: IpFamily) -> Result<Option<Vec<String>>, Error> {
+        let json = self.list(&["-j", "list", "chains", nft_family(family)])?;
+        let listing: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        let items = listing["nftables"].as_array().map(Vec::as_slice);
+        Ok(Some(
+            items
+                .unwrap_or_default()
+                .iter()
+                .filter(|i| i["chain"]["table"] == TABLE)
+                .filter_map(|i| i["chain"]["name"].as_str().map(str::to_owned))
+                .collect(),
+        ))
+    }
+
+    fn rule_count(&mut self, family: IpFamily, chain: &str) -> Result<Option<usize>, Error> {
+        let json = self.list(&["-j", "list", "chain", nft_family(family), TABLE, chain])?;
+        let listing: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+        let items = listing["nftables"].as_array().map(Vec::as_slice);
+        Ok(Some(
+            items
+                .unwrap_or_default()
+                .iter()
+                .filter(|i| i.get("rule").is_some())
+                .count(),
+        ))
     }
 }
 

@@ -197,6 +197,12 @@ impl Applier for UserspaceApplier {
         self.rules.table_gone()
     }
 
+    /// The redirect table's check (see [`NftDataplane`]'s): its chains are there and its
+    /// top-level chains hold their rules.
+    fn intact(&mut self) -> Result<bool, Error> {
+        self.rules.intact()
+    }
+
     fn sync_full(
         &mut self,
         compiler: &NodeCompiler,

@@ -119,6 +119,10 @@ impl<A: Applier> Applier for WithLocalhostNodePorts<A> {
         self.inner.needs_full(compiler)
     }
 
+    fn intact(&mut self) -> Result<bool, Error> {
+        self.inner.intact()
+    }
+
     fn sync_full(
         &mut self,
         compiler: &NodeCompiler,

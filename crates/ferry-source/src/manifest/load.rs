@@ -1,6 +1,5 @@
-//! Reading files and documents: PATH → one [`Doc`] per Kubernetes object written there.
+//! Reading one file: its documents → one [`Doc`] per Kubernetes object written there.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -10,14 +9,12 @@ use serde_json::Value;
 
 use crate::{convert, InvalidObject};
 
-/// Extensions of the files read from a directory.
-const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
-
 /// One object as written in a file, converted.
 #[derive(Debug)]
 pub(super) struct Doc {
-    /// The file it is in.
-    pub file: PathBuf,
+    /// Its place among the file's documents (list items counted one by one), so errors and
+    /// duplicates can be ordered as written.
+    pub index: usize,
     /// `Kind namespace/name` as written; `None` when it has no name (or no kind), so it cannot
     /// be matched with an earlier version of itself.
     pub id: Option<ObjectRef>,
@@ -26,123 +23,64 @@ pub(super) struct Doc {
     pub outcome: Result<Vec<Object>, InvalidObject>,
 }
 
-/// Everything read from PATH, before checks across objects.
-#[derive(Debug, Default)]
-pub(super) struct RawScan {
-    /// Objects of the kinds Ferry reads, in path then document order.
-    pub docs: Vec<Doc>,
-    /// Files and directories that could not be read or parsed (so their objects' last good
-    /// versions are kept).
-    pub broken: Vec<PathBuf>,
-    /// Why each of `broken` could not be read.
-    pub errors: Vec<InvalidObject>,
+/// What reading one file gave.
+#[derive(Debug)]
+pub(super) enum FileRead {
+    /// Its documents of the kinds Ferry reads (and those that are not objects at all), in order.
+    Docs(Vec<Doc>),
+    /// It could not be read or parsed (the error), or it lies in a directory that could not be
+    /// read (`None`: the directory's error is reported): its objects keep their last good
+    /// versions.
+    Broken(Option<InvalidObject>),
+    /// It is gone (removed, or renamed away): its objects go.
+    Gone,
 }
 
-impl RawScan {
-    fn broken(&mut self, path: &Path, reason: String) {
-        self.broken.push(path.to_path_buf());
-        self.errors.push(InvalidObject::file(path, reason));
-    }
-}
-
-/// Reads PATH: a file, or a directory read recursively.
-pub(super) fn read(path: &Path) -> RawScan {
-    let mut scan = RawScan::default();
-    let (files, errors) = files(path);
-    for e in errors {
-        if let Some(f) = &e.file {
-            scan.broken.push(f.clone());
+/// Reads one file's documents.
+pub(super) fn read_file(file: &Path) -> FileRead {
+    let text = match fs::read_to_string(file) {
+        Ok(text) => text,
+        // Removed between the event and the read: a later event says what replaced it.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FileRead::Gone,
+        Err(e) => {
+            return FileRead::Broken(Some(InvalidObject::file(file, format!("cannot read: {e}"))))
         }
-        scan.errors.push(e);
-    }
-    for file in files {
-        read_file(&file, &mut scan);
-    }
-    scan
-}
-
-/// Collects the manifest files under `dir`, following symlinks (each directory once).
-fn walk(dir: &Path, files: &mut Vec<PathBuf>, visited: &mut BTreeSet<PathBuf>, scan: &mut RawScan) {
-    if let Ok(real) = fs::canonicalize(dir) {
-        if !visited.insert(real) {
-            return;
-        }
-    }
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) => return scan.broken(dir, format!("cannot read directory: {e}")),
     };
-    let mut paths: Vec<PathBuf> = Vec::new();
-    for entry in entries {
-        match entry {
-            Ok(entry) => paths.push(entry.path()),
-            Err(e) => return scan.broken(dir, format!("cannot read directory: {e}")),
-        }
-    }
-    paths.sort();
-    for path in paths {
-        let hidden = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
-        }
-        match fs::metadata(&path) {
-            // A dangling symlink, or a file removed while we read: nothing to read.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => scan.broken(&path, format!("cannot read: {e}")),
-            Ok(meta) if meta.is_dir() => walk(&path, files, visited, scan),
-            Ok(_) if is_manifest(&path) => files.push(path),
-            Ok(_) => {}
-        }
-    }
-}
-
-/// True for the file names read from a directory.
-pub(super) fn is_manifest(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
-}
-
-/// Reads one file's documents into `scan`.
-fn read_file(file: &Path, scan: &mut RawScan) {
-    match file_documents(file) {
+    match parse(file, &text) {
         Ok(documents) => {
+            let mut docs = Vec::new();
             for (index, value) in documents.into_iter().enumerate() {
-                document(file, index, value, None, &mut scan.docs);
+                document(file, index, value, None, &mut docs);
             }
+            FileRead::Docs(docs)
         }
-        Err(reason) => scan.broken(file, reason),
+        Err(reason) => FileRead::Broken(Some(InvalidObject::file(file, reason))),
     }
 }
 
 /// The documents of one file (a JSON file holds one), or why it cannot be read.
 pub(super) fn file_documents(file: &Path) -> Result<Vec<Value>, String> {
     let text = fs::read_to_string(file).map_err(|e| format!("cannot read: {e}"))?;
+    parse(file, &text)
+}
+
+/// The documents of `file`'s text: JSON for a `.json` file, a YAML stream otherwise.
+fn parse(file: &Path, text: &str) -> Result<Vec<Value>, String> {
     let is_json = file
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        parse_json(&text)
+        parse_json(text)
     } else {
-        parse_yaml(&text)
+        parse_yaml(text)
     }
 }
 
 /// The manifest files under PATH (PATH itself when it is a file), in read order, and the
 /// problems met walking there.
 pub(super) fn files(path: &Path) -> (Vec<PathBuf>, Vec<InvalidObject>) {
-    let mut scan = RawScan::default();
-    let mut files = Vec::new();
-    match fs::metadata(path) {
-        Err(e) => scan.broken(path, format!("cannot read: {e}")),
-        Ok(meta) if meta.is_dir() => walk(path, &mut files, &mut BTreeSet::new(), &mut scan),
-        Ok(_) => files.push(path.to_path_buf()),
-    }
-    files.sort();
-    (files, scan.errors)
+    let walk = super::walk::walk(path, true);
+    (walk.files, walk.errors)
 }
 
 /// Converts one document (or list item) as the loader does: the objects it stands for (none
@@ -243,7 +181,7 @@ fn document(
     };
     let Some(map) = value.as_object_mut() else {
         return docs.push(Doc {
-            file: file.to_path_buf(),
+            index: docs.len(),
             id: None,
             outcome: Err(InvalidObject::file(
                 file,
@@ -272,7 +210,7 @@ fn document(
             "kind"
         };
         return docs.push(Doc {
-            file: file.to_path_buf(),
+            index: docs.len(),
             id: None,
             outcome: Err(InvalidObject::file(
                 file,
@@ -299,7 +237,7 @@ fn document(
     let object = object_ref(kind, &value);
     let id = Some(object.clone()).filter(|o| o.name != convert::UNNAMED);
     docs.push(Doc {
-        file: file.to_path_buf(),
+        index: docs.len(),
         id,
         outcome: convert_value(kind, value, &object),
     });

@@ -7,9 +7,11 @@ use ferry_model::Object;
 
 use crate::InvalidObject;
 
+mod events;
 mod hostile;
 mod load;
 mod memory;
+mod refresh;
 mod watch;
 
 /// Writes `text` to `root/rel`, creating directories.

@@ -1,22 +1,21 @@
-//! Watching PATH: rescan when files change, emit [`SourceEvent::Resync`] when the set changes.
+//! Watching PATH: read what changed when it changes, emit what that changed.
 
-use std::ffi::{OsStr, OsString};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use ferry_model::Object;
-use notify::event::{AccessKind, AccessMode};
-use notify::{Event, EventKind, RecursiveMode, Watcher};
+use notify::{Event, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
-use tokio::time::{timeout, Instant};
+use tokio::time::{sleep_until, Instant};
 
+use super::store::Update;
 use super::ManifestSource;
 use crate::{InvalidObject, SourceEvent};
 
-/// Quiet time that ends a burst of file events (an editor's save, a generator rewriting files).
-const DEBOUNCE: Duration = Duration::from_millis(100);
-/// Longest a rescan waits for a burst to end, so a file written continuously is still read.
-const MAX_DELAY: Duration = Duration::from_secs(2);
+mod classify;
+
+use classify::{classify, Pending, Scope, When};
 
 /// Why [`ManifestSource::run`] stopped before its receiver was dropped.
 #[derive(Debug, thiserror::Error)]
@@ -44,22 +43,30 @@ pub enum WatchError {
 impl ManifestSource {
     /// Watches PATH and sends its objects to `tx` until the receiver is dropped.
     ///
-    /// Sends one [`SourceEvent::Resync`] after the initial scan, then watches PATH with `notify`
-    /// (recursively for a directory; for a single file, its parent directory, filtered to that
-    /// file's name, so editors that save by rename are followed; a missing PATH is watched for
-    /// in its parent, and followed once it appears). A burst of file events is debounced
-    /// (100 ms of quiet, at most 2 s), then PATH is rescanned and a `Resync` is sent only when
-    /// the object set changed. Writers that truncate and rewrite a file in place may still be
-    /// caught half-way if they pause longer than the debounce; writing a temporary file and
-    /// renaming it into place, as most editors do, never is.
+    /// Sends one [`SourceEvent::Resync`] after the initial scan (every file, read on every
+    /// core), then watches PATH with `notify` (recursively for a directory; for a single file,
+    /// its parent directory, filtered to that file's name, so editors that save by rename are
+    /// followed; a missing PATH is watched for in its parent, and followed once it appears).
     ///
-    /// Every error of every scan is logged with `tracing::warn!` and passed to `errors` (for
-    /// metrics): scans happen only at start and when files change, so an unfixed error repeats
-    /// once per change, which keeps it visible next to the change that did not fix it.
+    /// A change is read at once when the file is complete: renamed into place, closed after
+    /// writing, or removed. Only that file is read again (a directory: only what lies under
+    /// it), and [`SourceEvent::Apply`]/[`SourceEvent::Delete`] are sent for the objects whose
+    /// reported version changed, as one [`SourceEvent::Batch`] when there are several: a file is
+    /// one atomic change (a new Service with its EndpointSlice never syncs half). A file created
+    /// or written but not closed yet is read after
+    /// 100 ms of quiet (at most 2 s after its first event), so a writer that keeps it open is
+    /// followed too; writing a temporary file and renaming it into place, as most editors and
+    /// `kubectl`-style tools do, is never caught half-way. When the watcher loses events (its
+    /// queue overflowed) everything is read again.
     ///
-    /// Scans run on tokio's blocking pool. Returns `Ok(())` when the receiver is dropped.
+    /// Every error found is logged with `tracing::warn!` and passed to `errors` (for metrics):
+    /// those of the files read and of the objects checked again, so an unfixed error repeats
+    /// when its file (or a file it depends on, such as its Service's) changes, next to the
+    /// change that did not fix it.
+    ///
+    /// Reading runs on tokio's blocking pool. Returns `Ok(())` when the receiver is dropped.
     pub async fn run(
-        mut self,
+        self,
         tx: mpsc::Sender<SourceEvent>,
         errors: impl Fn(&InvalidObject) + Send,
     ) -> Result<(), WatchError> {
@@ -75,20 +82,18 @@ impl ManifestSource {
             .map_err(|source| target.error(source))?;
         tracing::info!(path = %self.path.display(), "watching manifests");
 
-        // The watcher is set up before each scan, so no change can fall between them.
-        let mut current: Option<Vec<Object>> = None;
+        // The watcher is set up before the scan, so no change can fall between them.
+        let root = self.path.clone();
+        let (mut source, objects) = first_scan(self, &errors).await?;
+        if tx.send(SourceEvent::Resync(objects)).await.is_err() {
+            return Ok(());
+        }
+        let mut pending = Pending::default();
+        let mut now_paths: BTreeSet<PathBuf> = BTreeSet::new();
         loop {
-            let (source, objects) = scan_blocking(self, &errors).await?;
-            self = source;
-            if current.as_ref() != Some(&objects) {
-                if tx.send(SourceEvent::Resync(objects.clone())).await.is_err() {
-                    return Ok(());
-                }
-                current = Some(objects);
-            }
             // PATH may have turned from missing into a directory (a late mount), or back: watch
-            // what it is now, and scan again at once in case something changed meanwhile.
-            let now = Target::of(&self.path);
+            // what it is now, and read everything again in case something changed meanwhile.
+            let now = Target::of(&root);
             if now != target {
                 // The old directory may be gone, and with it the watch: nothing to undo then.
                 let _ = watcher.unwatch(&target.dir);
@@ -96,15 +101,63 @@ impl ManifestSource {
                     .watch(&now.dir, now.mode)
                     .map_err(|source| now.error(source))?;
                 target = now;
+                now_paths.insert(root.clone());
+            }
+            if now_paths.is_empty() {
+                let deadline = pending.deadline();
+                tokio::select! {
+                    () = tx.closed() => return Ok(()),
+                    event = events.recv() => {
+                        let Some(event) = event else {
+                            return Err(WatchError::WatcherStopped { path: target.dir });
+                        };
+                        note(&event, &target, &root, &mut now_paths, &mut pending);
+                    }
+                    () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {}
+                }
+            }
+            // Everything that has already arrived goes into the same batch.
+            while let Ok(event) = events.try_recv() {
+                note(&event, &target, &root, &mut now_paths, &mut pending);
+            }
+            now_paths.extend(pending.take_due(Instant::now()));
+            if now_paths.is_empty() {
                 continue;
             }
-            tokio::select! {
-                () = tx.closed() => return Ok(()),
-                more = next_burst(&mut events, target.only.as_deref()) => {
-                    if !more {
-                        return Err(WatchError::WatcherStopped { path: target.dir });
-                    }
-                }
+            let paths = std::mem::take(&mut now_paths);
+            let update;
+            (source, update) = refresh_blocking(source, paths, &errors).await?;
+            let Some(event) = SourceEvent::batch(update.events) else {
+                continue;
+            };
+            if tx.send(event).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Adds what one file event asks for to the paths to read now or later.
+fn note(
+    event: &notify::Result<Event>,
+    target: &Target,
+    root: &Path,
+    now_paths: &mut BTreeSet<PathBuf>,
+    pending: &mut Pending,
+) {
+    let scope = Scope {
+        root,
+        only: target.only.as_ref(),
+    };
+    for when in classify(event, &scope) {
+        match when {
+            When::Now(path) => {
+                pending.forget(&path);
+                now_paths.insert(path);
+            }
+            When::Later(path) => pending.touch(path, Instant::now()),
+            When::Everything => {
+                now_paths.insert(root.to_path_buf());
             }
         }
     }
@@ -151,71 +204,53 @@ impl Target {
     }
 }
 
-/// Runs one scan off the async threads; logs and reports its errors.
-async fn scan_blocking(
+/// The first scan, off the async threads: the objects, with every error logged and reported.
+async fn first_scan(
     mut source: ManifestSource,
     errors: &(impl Fn(&InvalidObject) + Send),
 ) -> Result<(ManifestSource, Vec<Object>), WatchError> {
+    let started = std::time::Instant::now();
     let (source, (objects, found)) = tokio::task::spawn_blocking(move || {
         let result = source.scan();
         (source, result)
     })
     .await
     .map_err(WatchError::ScanPanicked)?;
-    for error in &found {
-        tracing::warn!(error = %error, "invalid manifest");
-        errors(error);
-    }
-    tracing::debug!(
+    report(&found, errors);
+    tracing::info!(
         objects = objects.len(),
         errors = found.len(),
-        "scanned manifests"
+        duration_ms = started.elapsed().as_secs_f64() * 1e3,
+        "read manifests"
     );
     Ok((source, objects))
 }
 
-/// Waits for a relevant file event, then for the burst to end. False when the watcher stopped.
-async fn next_burst(
-    events: &mut mpsc::UnboundedReceiver<notify::Result<Event>>,
-    only: Option<&OsStr>,
-) -> bool {
-    loop {
-        match events.recv().await {
-            None => return false,
-            Some(event) if relevant(&event, only) => break,
-            Some(_) => {}
-        }
-    }
-    let deadline = Instant::now() + MAX_DELAY;
-    while Instant::now() < deadline {
-        match timeout(DEBOUNCE, events.recv()).await {
-            Ok(Some(_)) => {}
-            Ok(None) => return false,
-            Err(_quiet) => break,
-        }
-    }
-    true
+/// Reads `paths` again off the async threads; logs and reports the errors found.
+async fn refresh_blocking(
+    mut source: ManifestSource,
+    paths: BTreeSet<PathBuf>,
+    errors: &(impl Fn(&InvalidObject) + Send),
+) -> Result<(ManifestSource, Update), WatchError> {
+    let (source, update) = tokio::task::spawn_blocking(move || {
+        let update = source.refresh(&paths, true);
+        tracing::debug!(
+            paths = paths.len(),
+            events = update.events.len(),
+            errors = update.errors.len(),
+            "manifests changed"
+        );
+        (source, update)
+    })
+    .await
+    .map_err(WatchError::ScanPanicked)?;
+    report(&update.errors, errors);
+    Ok((source, update))
 }
 
-/// True for events that may change what a scan reads. Opening and reading (our own scans do
-/// that) is not; a write being closed is. Watcher errors (e.g. a lost event queue) are, since
-/// only a rescan can tell what was missed.
-fn relevant(event: &notify::Result<Event>, only: Option<&OsStr>) -> bool {
-    let event = match event {
-        Ok(event) => event,
-        Err(e) => {
-            tracing::warn!(error = %e, "file watcher error; rescanning");
-            return true;
-        }
-    };
-    let kind_matters = match event.kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        _ => true,
-    };
-    kind_matters
-        && match only {
-            None => true,
-            Some(name) => event.paths.iter().any(|p| p.file_name() == Some(name)),
-        }
+fn report(found: &[InvalidObject], errors: &(impl Fn(&InvalidObject) + Send)) {
+    for error in found {
+        tracing::warn!(error = %error, "invalid manifest");
+        errors(error);
+    }
 }

@@ -60,21 +60,35 @@ impl EndpointController {
         Self::default()
     }
 
-    /// Takes one source event; returns what the cluster state should see.
+    /// Takes one source event; returns what the cluster state should see. A
+    /// [`SourceEvent::Batch`] is taken whole: each Service it touches is recomputed once, after
+    /// all its events. The output belongs together too (a Service with the slices derived for
+    /// it): [`super::run`] passes it on as one event.
     pub fn handle(&mut self, event: SourceEvent) -> Output {
         let mut out = Output::default();
+        if let SourceEvent::Resync(objects) = event {
+            self.resync(objects, &mut out);
+            return out;
+        }
+        let mut touched = BTreeSet::new();
+        self.take(event, &mut touched, &mut out);
+        self.refresh_all(touched, &mut out);
+        out
+    }
+
+    /// Stores one event's objects, forwarding what passes through; adds the Services to
+    /// refresh to `touched`. A Resync inside a Batch (no source sends one) is taken at once.
+    fn take(&mut self, event: SourceEvent, touched: &mut BTreeSet<ServiceName>, out: &mut Output) {
         match event {
-            SourceEvent::Resync(objects) => self.resync(objects, &mut out),
-            SourceEvent::Apply(object) => {
-                let touched = self.apply(object, &mut out.events);
-                self.refresh_all(touched, &mut out);
-            }
-            SourceEvent::Delete(key) => {
-                let touched = self.delete(key, &mut out.events);
-                self.refresh_all(touched, &mut out);
+            SourceEvent::Resync(objects) => self.resync(objects, out),
+            SourceEvent::Apply(object) => touched.extend(self.apply(object, &mut out.events)),
+            SourceEvent::Delete(key) => touched.extend(self.delete(key, &mut out.events)),
+            SourceEvent::Batch(events) => {
+                for event in events {
+                    self.take(event, touched, out);
+                }
             }
         }
-        out
     }
 
     /// Takes one readiness verdict; returns the slice changes it causes.

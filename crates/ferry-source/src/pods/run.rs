@@ -85,12 +85,29 @@ pub async fn run(
             tracing::warn!(error = %problem, "invalid manifest");
             problems(problem);
         }
-        for event in out.events {
-            if output.send(event).await.is_err() {
-                return;
-            }
+        if !send(&output, out.events).await {
+            return;
         }
     }
+}
+
+/// Sends one input's events: one [`SourceEvent::Batch`] (so the state never syncs a Service
+/// without the slices derived for it), or in order when there is a Resync among them (the
+/// complete view stands alone; a Batch holds only `Apply` and `Delete`). False once `output`
+/// is closed.
+async fn send(output: &mpsc::Sender<SourceEvent>, events: Vec<SourceEvent>) -> bool {
+    let resync = events.iter().any(|e| matches!(e, SourceEvent::Resync(_)));
+    let events = if resync {
+        events
+    } else {
+        SourceEvent::batch(events).into_iter().collect()
+    };
+    for event in events {
+        if output.send(event).await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 fn merge(into: &mut Output, more: Output) {

@@ -60,6 +60,7 @@ fn slices(events: &[SourceEvent]) -> Vec<String> {
             SourceEvent::Apply(o) => vec![o],
             SourceEvent::Resync(objects) => objects.iter().collect(),
             SourceEvent::Delete(_) => Vec::new(),
+            SourceEvent::Batch(_) => panic!("the controller's output is flat: {e:?}"),
         })
         .filter_map(|o| match o {
             Object::EndpointSlice(s) => Some(describe(s)),
@@ -273,4 +274,58 @@ fn verdicts_in_one_batch_recompute_each_service_once() {
     let out = c.readiness_all(&[ready("a"), ready("b")]);
     assert_eq!(web_slice(&out.events), "10.0.1.1(ready) 10.0.1.2(ready)");
     assert_eq!(out.events.len(), 1, "one slice update for both verdicts");
+}
+
+#[test]
+fn a_batch_is_taken_whole_and_each_service_derived_once() {
+    let mut c = EndpointController::new();
+    resync(&mut c, vec![node()]);
+    let out = c.handle(SourceEvent::Batch(vec![
+        SourceEvent::Apply(web()),
+        SourceEvent::Apply(Object::Pod(pod("a", "10.0.1.1"))),
+        SourceEvent::Apply(Object::Pod(pod("b", "10.0.1.2"))),
+    ]));
+    assert_eq!(
+        out.events.len(),
+        2,
+        "the Service, then its slice: {:?}",
+        out.events
+    );
+    assert_eq!(out.events[0], SourceEvent::Apply(web()));
+    assert_eq!(web_slice(&out.events), "10.0.1.1(ready) 10.0.1.2(ready)");
+}
+
+/// The stage as `ferry run` runs it: a Service with its Pods in, the Service with its derived
+/// slice out as one Batch, so the state never syncs the Service without its endpoints.
+#[tokio::test]
+async fn the_stage_sends_a_service_and_its_derived_slice_as_one_batch() {
+    use std::sync::Arc;
+    use tokio::sync::mpsc;
+
+    let (source, input) = mpsc::channel(4);
+    let (output, mut state) = mpsc::channel(4);
+    let options = StageOptions {
+        check: Arc::new(crate::probe::NetworkCheck::default()),
+        max_concurrent: 1,
+        book: Arc::default(),
+    };
+    tokio::spawn(run(input, output, options, |_| {}));
+    source
+        .send(SourceEvent::Resync(vec![node()]))
+        .await
+        .expect("send");
+    let first = state.recv().await.expect("the resync");
+    assert!(matches!(first, SourceEvent::Resync(_)), "{first:?}");
+    let batch = SourceEvent::Batch(vec![
+        SourceEvent::Apply(web()),
+        SourceEvent::Apply(Object::Pod(pod("a", "10.0.1.1"))),
+    ]);
+    source.send(batch).await.expect("send");
+    let Some(SourceEvent::Batch(events)) = state.recv().await else {
+        panic!("one Batch expected");
+    };
+    assert_eq!(events[0], SourceEvent::Apply(web()));
+    assert_eq!(web_slice(&events), "10.0.1.1(ready)");
+    drop(source);
+    assert!(state.recv().await.is_none(), "nothing else was sent");
 }

@@ -147,7 +147,6 @@ fn list_response(
     selector: &Selector,
     query: &HashMap<String, String>,
 ) -> Response<Body> {
-    let items = store.list(resource, selector);
     let (rv, offset) = match query.get("continue").filter(|c| !c.is_empty()) {
         None => (store.rv(), 0),
         Some(token) => match token
@@ -166,10 +165,10 @@ fn list_response(
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let page: Vec<Value> = items.iter().skip(offset).take(limit).cloned().collect();
+    let (page, total) = store.list_page(resource, selector, offset, limit);
     let next = offset.saturating_add(page.len());
     let mut metadata = json!({ "resourceVersion": rv.to_string() });
-    if next < items.len() {
+    if next < total {
         metadata["continue"] = json!(format!("{rv}:{next}"));
     }
     let list = json!({

@@ -19,7 +19,7 @@ fn a_sync_period_under_a_second_still_waits_a_second() {
 }
 
 /// The input that made a failing proxy spin (≈5 500 log lines a second): minSyncPeriod under a
-/// second, and a first full sync that keeps failing (the periodic full sync stays due).
+/// second, and a first full sync that keeps failing (the periodic round stays due).
 #[test]
 fn a_failing_first_sync_waits_for_the_back_off_whatever_is_due() {
     let t0 = Instant::now();
@@ -28,7 +28,10 @@ fn a_failing_first_sync_waits_for_the_back_off_whatever_is_due() {
     let mut now = t0;
     let mut waits = Vec::new();
     for _ in 0..7 {
-        assert!(s.start(now), "every retry of the first sync is full");
+        assert!(
+            s.start(now),
+            "every retry of the first sync is the periodic round"
+        );
         let wait = s.failed(now);
         // A change arrives at once: it does not bring the retry forward.
         s.changed();
@@ -38,11 +41,7 @@ fn a_failing_first_sync_waits_for_the_back_off_whatever_is_due() {
     }
     assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30]);
     assert_eq!(s.succeeded(now, true), 7);
-    assert_eq!(
-        s.due(now),
-        now + 30 * SECOND,
-        "next: the periodic full sync"
-    );
+    assert_eq!(s.due(now), now + 30 * SECOND, "next: the periodic round");
 }
 
 #[test]
@@ -56,7 +55,7 @@ fn changes_wait_for_min_sync_period_after_the_last_round() {
     assert_eq!(s.due(t1), t0 + SECOND);
     let t2 = t0 + 2 * SECOND;
     assert_eq!(s.due(t2), t2, "already waited long enough");
-    assert!(!s.start(t2), "a change alone is not the periodic full sync");
+    assert!(!s.start(t2), "a change alone is not the periodic round");
     let wait = s.failed(t2);
     assert_eq!(wait, SECOND);
     assert_eq!(s.succeeded(t2 + wait, false), 1);

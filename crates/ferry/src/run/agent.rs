@@ -138,14 +138,14 @@ impl Agent {
         if let Some(p) = &mut self.parts.presence {
             p.check(started, services);
         }
-        let full = self.schedule.start(started);
+        let periodic = self.schedule.start(started);
         let changed = self.parts.syncer.pending_services();
-        let round = crate::round::run(&mut self.parts.syncer, full, &self.parts.metrics);
+        let round = crate::round::run(&mut self.parts.syncer, periodic, &self.parts.metrics);
         self.history.record(&round.attempts, SystemTime::now());
         if round.failed {
             return self.failed(&round);
         }
-        let failures = self.schedule.succeeded(started, round.full);
+        let failures = self.schedule.succeeded(started, periodic);
         if failures > 0 {
             self.failure_log.recovered();
             tracing::info!(

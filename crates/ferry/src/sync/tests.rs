@@ -105,6 +105,32 @@ fn an_endpoint_change_is_an_incremental_sync_of_that_service_only() {
     );
 }
 
+/// The manifest source's one file with a new Service and its slice: applied whole, then one
+/// sync programs the Service with its endpoint (never the Service alone).
+#[test]
+fn a_batch_is_applied_whole_before_its_one_sync() {
+    let (mut s, rec) = syncer();
+    s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
+    sync(&mut s).expect("first sync");
+    let eps = vec![mk_endpoint("192.168.169.170", "k8s-node2")];
+    let batch = SourceEvent::Batch(vec![
+        SourceEvent::Apply(Object::Service(mk_service("dev", "api", "10.96.0.30", 80))),
+        SourceEvent::Apply(Object::EndpointSlice(mk_slice("dev", "api", 80, eps))),
+        // Unchanged, last: the Batch still reports the change before it.
+        SourceEvent::Apply(seed_objects(&[])[3].clone()),
+    ]);
+    assert!(s.handle(batch));
+    assert_eq!(s.pending_services(), 1);
+    sync(&mut s).expect("second sync");
+    let scripts = rec.scripts.lock().expect("lock");
+    assert_eq!(scripts.len(), 2, "one sync for the whole Batch");
+    assert!(
+        scripts[1].contains("10.96.0.30") && scripts[1].contains("192.168.169.170"),
+        "the Service with its endpoint: {}",
+        scripts[1]
+    );
+}
+
 #[test]
 fn an_unchanged_resync_needs_no_sync() {
     let (mut s, _rec) = syncer();
@@ -213,6 +239,7 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
 
 pub(crate) mod families;
 mod iptables;
+mod periodic;
 
 #[test]
 fn a_successful_sync_hands_out_the_stale_udp_flows_once() {

@@ -350,6 +350,22 @@ impl SeedLab {
         }
     }
 
+    /// Waits until a node's Ferry has logged at least `n` syncs and then none for 500 ms: a
+    /// change written as several files (or applied as several API objects) may reach Ferry as
+    /// several changes, each synced on its own.
+    pub fn wait_settled(&mut self, node: &str, n: usize) {
+        self.wait_synced(node, n);
+        let mut seen = self.syncs(node);
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = self.syncs(node);
+            if now == seen {
+                return;
+            }
+            seen = now;
+        }
+    }
+
     /// Rewrites the manifests and waits until every node has synced the change.
     pub fn change(&mut self, edit: impl FnOnce(&mut Manifests)) {
         let before: Vec<usize> = NODES.iter().map(|(n, _)| self.syncs(n)).collect();
@@ -359,7 +375,7 @@ impl SeedLab {
             api.replace_all(manifest_objects(&self.manifests.path()));
         }
         for ((node, _), n) in NODES.iter().zip(before) {
-            self.wait_synced(node, n + 1);
+            self.wait_settled(node, n + 1);
         }
     }
 

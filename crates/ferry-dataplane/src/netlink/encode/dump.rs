@@ -1,13 +1,18 @@
-//! The chain dump (`NFT_MSG_GETCHAIN` with `NLM_F_DUMP`): which chains Ferry's table holds,
-//! so that a full sync can delete the ones no longer wanted.
+//! Dumps (`NLM_F_DUMP`) of Ferry's table: which chains it holds (`NFT_MSG_GETCHAIN`), so that
+//! a full sync can delete the ones no longer wanted, and how many rules one chain holds
+//! (`NFT_MSG_GETRULE` filtered by table and chain), so that the periodic check notices a
+//! flushed chain.
 
 use super::{
     attr_str, Batch, NetlinkError, NFNL_SUBSYS_NFTABLES, NFT_MSG_GETCHAIN, NFT_MSG_NEWCHAIN,
-    NLMSG_DONE, NLMSG_ERROR, NLM_F_DUMP, NLM_F_REQUEST,
+    NFT_MSG_NEWRULE, NLMSG_DONE, NLMSG_ERROR, NLM_F_DUMP, NLM_F_REQUEST,
 };
 
 const NFTA_CHAIN_TABLE: u16 = 1;
 const NFTA_CHAIN_NAME: u16 = 3;
+const NFTA_RULE_TABLE: u16 = 1;
+const NFTA_RULE_CHAIN: u16 = 2;
+const NFT_MSG_GETRULE: u16 = 7;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// The dump request for every chain of `family` (filtered by table when read).
@@ -23,20 +28,86 @@ pub(crate) fn chain_dump_request(seq: u32, family: ferry_model::IpFamily, table:
     b.buf
 }
 
-/// One datagram of the dump's answer: the names of `table`'s chains it holds, appended to
-/// `out`. `Ok(true)` once the dump is complete.
+/// The dump request for the rules of one chain: the kernel looks the chain up by name and
+/// dumps its rules only, whatever else the table holds.
+pub(crate) fn rule_dump_request(
+    seq: u32,
+    family: ferry_model::IpFamily,
+    table: &str,
+    chain: &str,
+) -> Vec<u8> {
+    let mut b = Batch::bare(seq, family);
+    let msg = b.header(
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
+        NLM_F_REQUEST | NLM_F_DUMP,
+        b.family,
+    );
+    attr_str(&mut b.buf, NFTA_RULE_TABLE, table);
+    attr_str(&mut b.buf, NFTA_RULE_CHAIN, chain);
+    b.end_msg(msg);
+    b.buf
+}
+
+/// One datagram of the chain dump's answer: the names of `table`'s chains it holds, appended
+/// to `out`. `Ok(true)` once the dump is complete.
 pub(crate) fn chain_names(
-    mut buf: &[u8],
+    buf: &[u8],
     table: &str,
     out: &mut Vec<String>,
 ) -> Result<bool, NetlinkError> {
+    walk(buf, NFT_MSG_NEWCHAIN, |attrs| {
+        let (mut t, mut name) = (None, None);
+        each_attr(attrs, |kind, value| match kind {
+            NFTA_CHAIN_TABLE => t = Some(text(value)),
+            NFTA_CHAIN_NAME => name = Some(text(value)),
+            _ => {}
+        })?;
+        if let (Some(t), Some(name)) = (t, name) {
+            if t == table {
+                out.push(name);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One datagram of a rule dump's answer: the rules of `table`'s `chain` it holds are added to
+/// `count`. `Ok(true)` once the dump is complete.
+pub(crate) fn count_rules(
+    buf: &[u8],
+    table: &str,
+    chain: &str,
+    count: &mut usize,
+) -> Result<bool, NetlinkError> {
+    walk(buf, NFT_MSG_NEWRULE, |attrs| {
+        let (mut t, mut c) = (false, false);
+        each_attr(attrs, |kind, value| match kind {
+            NFTA_RULE_TABLE => t = text(value) == table,
+            NFTA_RULE_CHAIN => c = text(value) == chain,
+            _ => {}
+        })?;
+        if t && c {
+            *count += 1;
+        }
+        Ok(())
+    })
+}
+
+/// Calls `each` with the attributes of every message of `kind` (in the nftables subsystem)
+/// of one datagram. `Ok(true)` at the end of the dump; an error answer is an error.
+fn walk(
+    mut buf: &[u8],
+    kind: u16,
+    mut each: impl FnMut(&[u8]) -> Result<(), NetlinkError>,
+) -> Result<bool, NetlinkError> {
+    let wanted = (NFNL_SUBSYS_NFTABLES << 8) | kind;
     while buf.len() >= 16 {
         let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+        let msg_kind = u16::from_ne_bytes([buf[4], buf[5]]);
         if len < 16 || len > buf.len() {
             return Err(NetlinkError::Protocol("bad message length"));
         }
-        match kind {
+        match msg_kind {
             NLMSG_DONE => return Ok(true),
             NLMSG_ERROR => {
                 let code = buf
@@ -47,37 +118,31 @@ pub(crate) fn chain_names(
                     return Err(NetlinkError::Rejected(nix::errno::Errno::from_raw(-code)));
                 }
             }
-            k if k == (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN => {
-                // nlmsghdr (16) + nfgenmsg (4), then attributes.
-                let (mut t, mut name) = (None, None);
-                let mut attrs = buf.get(20..len).unwrap_or_default();
-                while attrs.len() >= 4 {
-                    let alen = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
-                    let akind = u16::from_ne_bytes([attrs[2], attrs[3]]) & NLA_TYPE_MASK;
-                    if alen < 4 || alen > attrs.len() {
-                        return Err(NetlinkError::Protocol("bad attribute length"));
-                    }
-                    let value = &attrs[4..alen];
-                    let text = || {
-                        let end = value.iter().position(|b| *b == 0).unwrap_or(value.len());
-                        String::from_utf8_lossy(&value[..end]).into_owned()
-                    };
-                    match akind {
-                        NFTA_CHAIN_TABLE => t = Some(text()),
-                        NFTA_CHAIN_NAME => name = Some(text()),
-                        _ => {}
-                    }
-                    attrs = &attrs[((alen + 3) & !3).min(attrs.len())..];
-                }
-                if let (Some(t), Some(name)) = (t, name) {
-                    if t == table {
-                        out.push(name);
-                    }
-                }
-            }
+            // nlmsghdr (16) + nfgenmsg (4), then attributes.
+            k if k == wanted => each(buf.get(20..len).unwrap_or_default())?,
             _ => {}
         }
         buf = &buf[((len + 3) & !3).min(buf.len())..];
     }
     Ok(false)
+}
+
+/// Calls `each` with the kind and payload of every top-level attribute.
+fn each_attr(mut attrs: &[u8], mut each: impl FnMut(u16, &[u8])) -> Result<(), NetlinkError> {
+    while attrs.len() >= 4 {
+        let alen = u16::from_ne_bytes([attrs[0], attrs[1]]) as usize;
+        let akind = u16::from_ne_bytes([attrs[2], attrs[3]]) & NLA_TYPE_MASK;
+        if alen < 4 || alen > attrs.len() {
+            return Err(NetlinkError::Protocol("bad attribute length"));
+        }
+        each(akind, &attrs[4..alen]);
+        attrs = &attrs[((alen + 3) & !3).min(attrs.len())..];
+    }
+    Ok(())
+}
+
+/// A NUL-terminated string attribute.
+fn text(value: &[u8]) -> String {
+    let end = value.iter().position(|b| *b == 0).unwrap_or(value.len());
+    String::from_utf8_lossy(&value[..end]).into_owned()
 }

@@ -1,0 +1,152 @@
+//! Restore inputs: exact sizes, `Display`, and the sectioned full sync.
+
+use ferry_model::fixtures::*;
+use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, TrafficPolicy};
+
+use super::{FullSync, Restore};
+use crate::config::{CompileConfig, LocalDetector};
+use crate::iptables::{render, Ruleset};
+use crate::plan::Plan;
+
+/// `services` services of three endpoints each, every third a NodePort service.
+fn ruleset(services: usize) -> Ruleset {
+    let mut state = ClusterState::new();
+    for i in 0..services {
+        let name = format!("svc-{i}");
+        let mut svc = mk_service("dev", &name, &format!("10.96.0.{}", i + 10), 80);
+        if i % 3 == 0 {
+            svc = with_node_port(svc, 30000 + i as u16, TrafficPolicy::Cluster);
+        }
+        state.apply(Object::Service(svc));
+        let eps = (0..3)
+            .map(|j| mk_endpoint(&format!("10.64.{i}.{}", j + 2), "n1"))
+            .collect();
+        state.apply(Object::EndpointSlice(mk_slice("dev", &name, 8080, eps)));
+    }
+    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.64.0.0/16")));
+    let cfg = CompileConfig {
+        local_detector: LocalDetector::ClusterCidr(vec!["10.64.0.0/12".parse().expect("cidr")]),
+        ..CompileConfig::default()
+    };
+    let ctx = NodeContext {
+        node_name: "n1".into(),
+        family: IpFamily::V4,
+    };
+    render(&Plan::build(&NodeView::build(&state, &ctx), &cfg))
+}
+
+fn sectioned(rs: &Ruleset, stale: &[String], per_section: usize) -> Restore {
+    let o = FullSync {
+        stale,
+        per_section: Some(per_section),
+        ..FullSync::default()
+    };
+    Restore::full_with(rs, &o)
+}
+
+/// The `*table` … `COMMIT` sections of a restore input.
+fn sections(text: &str) -> Vec<&str> {
+    text.split_inclusive("COMMIT\n").collect()
+}
+
+#[test]
+fn the_text_is_written_into_a_buffer_of_exactly_its_size() {
+    let rs = ruleset(20);
+    let stale = ["KUBE-SEP-GONE".to_owned()];
+    let full = Restore::full(&rs, &stale);
+    assert_eq!(full.text.capacity(), full.text.len());
+    let sectioned = sectioned(&rs, &stale, 10);
+    assert_eq!(sectioned.text.capacity(), sectioned.text.len());
+}
+
+#[test]
+fn display_is_the_full_restore_without_stale_chains() {
+    let rs = ruleset(5);
+    assert_eq!(rs.to_string(), Restore::full(&rs, &[]).text);
+}
+
+#[test]
+fn a_sectioned_full_sync_writes_the_same_lines_as_one_transaction() {
+    let rs = ruleset(20);
+    let stale = ["KUBE-SEP-GONE".to_owned()];
+    let one = Restore::full(&rs, &stale);
+    let many = sectioned(&rs, &stale, 10);
+    let lines = |t: &str| {
+        let mut l: Vec<String> = t
+            .lines()
+            .filter(|l| !l.starts_with('*') && *l != "COMMIT")
+            .map(str::to_owned)
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(lines(&many.text), lines(&one.text));
+    assert_eq!(
+        (many.chains_written, many.rules_written, many.chains_deleted),
+        (one.chains_written, one.rules_written, one.chains_deleted)
+    );
+    assert!(sections(&many.text).len() > 4, "{}", many.text);
+}
+
+#[test]
+fn each_section_declares_every_chain_it_fills_and_keeps_a_service_together() {
+    let rs = ruleset(20);
+    let many = sectioned(&rs, &[], 10);
+    for section in sections(&many.text) {
+        for rule in section.lines().filter(|l| l.starts_with("-A ")) {
+            let chain = rule.split_whitespace().nth(1).unwrap_or_default();
+            assert!(
+                section.contains(&format!(":{chain} - [0:0]\n")),
+                "{chain} filled without being declared in:\n{section}"
+            );
+        }
+    }
+    for service in rs.services.values() {
+        let holding: Vec<&str> = sections(&many.text)
+            .into_iter()
+            .filter(|s| {
+                service
+                    .chains
+                    .iter()
+                    .any(|c| s.contains(&format!(":{} ", c.name)))
+            })
+            .collect();
+        assert_eq!(holding.len(), 1, "a service's chains span sections");
+    }
+}
+
+#[test]
+fn a_sectioned_full_sync_creates_targets_before_the_chains_jumping_to_them() {
+    let rs = ruleset(20);
+    let many = sectioned(&rs, &["KUBE-SEP-GONE".to_owned()], 10);
+    let all = sections(&many.text);
+    let nat: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|s| s.starts_with("*nat"))
+        .collect();
+    assert!(nat[0].contains(":KUBE-MARK-MASQ - [0:0]"), "{}", nat[0]);
+    let last = nat.last().copied().unwrap_or_default();
+    assert!(last.contains(":KUBE-SERVICES - [0:0]") && last.contains(":KUBE-NODEPORTS - [0:0]"));
+    assert!(last.contains("-X KUBE-SEP-GONE\nCOMMIT\n"), "{last}");
+    assert!(all.last().is_some_and(|m| m.starts_with("*mangle")));
+}
+
+#[test]
+fn sectioned_chains_are_declared_in_descending_name_order() {
+    let rs = ruleset(20);
+    let many = sectioned(&rs, &[], 10);
+    for section in sections(&many.text)
+        .into_iter()
+        .filter(|s| s.contains(":KUBE-SEP-"))
+    {
+        let names: Vec<&str> = section
+            .lines()
+            .filter_map(|l| l.strip_prefix(':'))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        assert_eq!(names, sorted, "{section}");
+    }
+}

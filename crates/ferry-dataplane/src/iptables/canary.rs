@@ -1,0 +1,65 @@
+//! iptables mode's periodic check (upstream kube-proxy's canary, made to notice flushed
+//! chains too): what is missing of Ferry's rules, found with a few cheap commands.
+
+use ferry_compile::iptables::{jump_rules, Table, CANARY};
+
+use super::{jump_args, IptablesDataplane, IptablesRunner};
+use crate::Error;
+
+impl<R: IptablesRunner> IptablesDataplane<R> {
+    /// What is missing of Ferry's rules: mangle's canary chain (upstream's signal: a firewall
+    /// reload deletes every table's chains, and `nft flush ruleset` the nft backend's tables),
+    /// the first jump from a built-in chain in filter and in nat (`iptables -t nat -F` keeps
+    /// the chains, the canary among them, but empties them), then the rules of each top-level
+    /// chain that should hold some (`iptables -t nat -F KUBE-SERVICES` empties one chain):
+    /// one `-S CHAIN` each, its rules counted. Each nat command makes iptables-legacy read the
+    /// whole nat table (see docs/iptables-layout.md for its cost): made once per sync period,
+    /// not on every sync.
+    pub(super) fn damage(&mut self) -> Result<Option<String>, Error> {
+        if !self.runner.iptables(&["-t", "mangle", "-S", CANARY])? {
+            return Ok(Some(format!("canary chain {CANARY} is gone from mangle")));
+        }
+        let jumps = jump_rules();
+        for table in [Table::Filter, Table::Nat] {
+            let Some(jump) = jumps.iter().find(|j| j.table == table) else {
+                continue;
+            };
+            if !self.runner.check(&jump_args(jump, "-C"))? {
+                return Ok(Some(format!(
+                    "the jump from {} {} into Ferry's chains is gone",
+                    table.as_str(),
+                    jump.chain
+                )));
+            }
+        }
+        let Some(installed) = &self.installed else {
+            return Ok(None);
+        };
+        let runner = &mut self.runner;
+        first_changed(&installed.top_level_rules(), |table, chain| {
+            runner.rules_in(table, chain)
+        })
+    }
+}
+
+/// The first top-level chain whose rules in the kernel (`rules`: how many `table`'s `chain`
+/// holds, `None` when the runner cannot tell) are not as many as were written (`written`:
+/// table, chain, rules), described. Chains written empty are not asked about: flushing one
+/// changes nothing.
+pub(super) fn first_changed(
+    written: &[(Table, &str, usize)],
+    mut rules: impl FnMut(Table, &str) -> Result<Option<usize>, Error>,
+) -> Result<Option<String>, Error> {
+    for &(table, chain, count) in written.iter().filter(|(_, _, n)| *n > 0) {
+        match rules(table, chain)? {
+            Some(found) if found != count => {
+                return Ok(Some(format!(
+                    "chain {} {chain} holds {found} rules, {count} were written",
+                    table.as_str()
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,182 @@
+//! Finding the manifest files under PATH, and reading many of them on every core.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::load::{read_file, FileRead};
+use crate::InvalidObject;
+
+/// Extensions of the files read from a directory.
+const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
+
+/// Files handed to a reading thread at a time: small enough to balance the cores, large enough
+/// that taking work costs nothing next to parsing.
+const CHUNK: usize = 16;
+
+/// True for the file names read from a directory.
+pub(super) fn is_manifest(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| EXTENSIONS.iter().any(|x| e.eq_ignore_ascii_case(x)))
+}
+
+/// True for names that are never read: editors' swap files, `.git`, and the
+/// `..data`/`..<timestamp>` folders of a mounted ConfigMap (whose visible files are symlinks
+/// into them, so reading both would duplicate every object).
+pub(super) fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+/// The manifest files found under a path, and the directories that could not be listed.
+#[derive(Debug, Default)]
+pub(super) struct Walk {
+    /// Files to read, sorted.
+    pub files: Vec<PathBuf>,
+    /// Paths that could not be read: whatever was known under them keeps its last good version.
+    pub broken: Vec<PathBuf>,
+    /// Why each of `broken` could not be read.
+    pub errors: Vec<InvalidObject>,
+}
+
+impl Walk {
+    fn broken(&mut self, path: &Path, reason: String) {
+        self.broken.push(path.to_path_buf());
+        self.errors.push(InvalidObject::file(path, reason));
+    }
+}
+
+/// Lists `path`: PATH itself (`root`: a file is read whatever its name, and a missing PATH is
+/// an error), or a file or directory inside it (a missing one is simply gone).
+pub(super) fn walk(path: &Path, root: bool) -> Walk {
+    let mut walk = Walk::default();
+    match fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !root => {}
+        Err(e) => walk.broken(path, format!("cannot read: {e}")),
+        Ok(meta) if meta.is_dir() => walk_dir(path, &mut BTreeSet::new(), &mut walk),
+        Ok(_) if root || is_manifest(path) => walk.files.push(path.to_path_buf()),
+        Ok(_) => {}
+    }
+    walk.files.sort();
+    walk
+}
+
+/// Collects the manifest files under `dir`, following symlinks (each directory once).
+fn walk_dir(dir: &Path, visited: &mut BTreeSet<PathBuf>, walk: &mut Walk) {
+    if let Ok(real) = fs::canonicalize(dir) {
+        if !visited.insert(real) {
+            return;
+        }
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => return walk.broken(dir, format!("cannot read directory: {e}")),
+    };
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(entry) => paths.push(entry.path()),
+            Err(e) => return walk.broken(dir, format!("cannot read directory: {e}")),
+        }
+    }
+    paths.sort();
+    for path in paths {
+        if is_hidden(&path) {
+            continue;
+        }
+        match fs::metadata(&path) {
+            // A dangling symlink, or a file removed while we read: nothing to read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => walk.broken(&path, format!("cannot read: {e}")),
+            Ok(meta) if meta.is_dir() => walk_dir(&path, visited, walk),
+            Ok(_) if is_manifest(&path) => walk.files.push(path),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// What to do to bring the store up to date with `under` (PATH itself when `root`, or a file
+/// or directory inside it).
+#[derive(Debug, Default)]
+pub(super) struct Survey {
+    /// Files to read.
+    pub files: Vec<PathBuf>,
+    /// Known files under `under` that are gone, or kept because their directory is unreadable.
+    pub missing: Vec<(PathBuf, FileRead)>,
+    /// Why directories could not be read.
+    pub errors: Vec<InvalidObject>,
+}
+
+/// Lists `under` and compares it with the `known` files under it.
+pub(super) fn survey(under: &Path, root: bool, known: Vec<PathBuf>) -> Survey {
+    let walk = walk(under, root);
+    let found: BTreeSet<&Path> = walk.files.iter().map(PathBuf::as_path).collect();
+    let missing = known
+        .into_iter()
+        .filter(|f| !found.contains(f.as_path()))
+        .map(|f| {
+            let kept = walk.broken.iter().any(|b| f.starts_with(b));
+            let read = if kept {
+                FileRead::Broken(None)
+            } else {
+                FileRead::Gone
+            };
+            (f, read)
+        })
+        .collect();
+    Survey {
+        files: walk.files,
+        missing,
+        errors: walk.errors,
+    }
+}
+
+/// Reads `files`, on every core when there are more than a few; results in the order given.
+pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<(PathBuf, FileRead)> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let threads = cores.min(files.len().div_ceil(CHUNK));
+    if threads <= 1 {
+        return files
+            .into_iter()
+            .map(|f| {
+                let read = read_file(&f);
+                (f, read)
+            })
+            .collect();
+    }
+    let next = AtomicUsize::new(0);
+    let done = Mutex::new(Vec::with_capacity(files.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                let Some(chunk) = files.get(start..files.len().min(start + CHUNK)) else {
+                    break;
+                };
+                if chunk.is_empty() {
+                    break;
+                }
+                let reads: Vec<(usize, FileRead)> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (start + i, read_file(f)))
+                    .collect();
+                // A poisoned lock means another reader panicked; the scope re-raises that.
+                if let Ok(mut done) = done.lock() {
+                    done.extend(reads);
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    done.sort_unstable_by_key(|(i, _)| *i);
+    files
+        .into_iter()
+        .zip(done)
+        .map(|(f, (_, read))| (f, read))
+        .collect()
+}

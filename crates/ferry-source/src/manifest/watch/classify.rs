@@ -1,0 +1,153 @@
+//! File events → what to look at again, and when: at once for a file that is complete (renamed
+//! into place, closed after writing, removed), after a quiet time for one still being written.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+use notify::{Event, EventKind};
+use tokio::time::Instant;
+
+/// Quiet time after which a file that was created or written, but not closed, is read anyway
+/// (a writer that keeps it open, or writes through a memory map).
+pub(super) const DEBOUNCE: Duration = Duration::from_millis(100);
+/// Longest a file written continuously waits before it is read.
+pub(super) const MAX_DELAY: Duration = Duration::from_secs(2);
+
+/// What the watcher follows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Scope<'a> {
+    /// PATH.
+    pub root: &'a Path,
+    /// For a file (or missing) PATH: its name in the watched parent directory, the only entry
+    /// whose events matter.
+    pub only: Option<&'a OsString>,
+}
+
+/// When to look at a path again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum When {
+    /// Now: it is complete (or gone).
+    Now(PathBuf),
+    /// After [`DEBOUNCE`] of quiet: it is being written.
+    Later(PathBuf),
+    /// Read everything again (the watcher lost events, or PATH itself changed).
+    Everything,
+}
+
+/// What one file event asks for (nothing, for reads and for entries that are never read).
+pub(super) fn classify(event: &notify::Result<Event>, scope: &Scope<'_>) -> Vec<When> {
+    let event = match event {
+        Ok(event) if !event.need_rescan() => event,
+        Ok(_) => return vec![When::Everything],
+        Err(e) => {
+            tracing::warn!(error = %e, "file watcher error; reading everything again");
+            return vec![When::Everything];
+        }
+    };
+    let now = match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => return Vec::new(),
+        // Its `From` and `To` halves come as events of their own.
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => return Vec::new(),
+        EventKind::Modify(ModifyKind::Name(_)) | EventKind::Remove(_) => true,
+        EventKind::Create(_) | EventKind::Modify(_) => false,
+        EventKind::Any | EventKind::Other => return vec![When::Everything],
+    };
+    let mut out = Vec::new();
+    for path in &event.paths {
+        let Some(path) = relevant_path(path, event, scope) else {
+            continue;
+        };
+        if path == scope.root {
+            out.push(if now {
+                When::Everything
+            } else {
+                When::Later(path)
+            });
+            continue;
+        }
+        if now {
+            out.push(When::Now(path.clone()));
+        }
+        // A new directory is watched only once the watcher has seen it: whatever was written
+        // into it before then is found by looking again after the quiet time.
+        if !now || event.kind == EventKind::Create(CreateKind::Folder) {
+            out.push(When::Later(path));
+        }
+    }
+    out
+}
+
+/// The path to look at for an event on `path`: itself, PATH for events outside the watched
+/// tree, its parent for a ConfigMap's `..data` swap, or `None` when it does not matter.
+fn relevant_path(path: &Path, event: &Event, scope: &Scope<'_>) -> Option<PathBuf> {
+    if let Some(name) = scope.only {
+        return (path.file_name() == Some(name.as_os_str())).then(|| scope.root.to_path_buf());
+    }
+    let Ok(inside) = path.strip_prefix(scope.root) else {
+        return Some(scope.root.to_path_buf());
+    };
+    let mut at = scope.root.to_path_buf();
+    for part in inside.components() {
+        let Component::Normal(name) = part else {
+            return Some(scope.root.to_path_buf());
+        };
+        if name.to_string_lossy().starts_with('.') {
+            // Hidden entries are never read, but a mounted ConfigMap is updated by renaming a
+            // new `..data` symlink into place: its directory's visible files change then.
+            let swap = name.to_string_lossy().starts_with("..")
+                && matches!(event.kind, EventKind::Modify(ModifyKind::Name(_)));
+            return swap.then_some(at);
+        }
+        at.push(name);
+    }
+    Some(at)
+}
+
+/// Paths waiting for their writer to finish.
+#[derive(Debug, Default)]
+pub(super) struct Pending {
+    /// First and last event of each path.
+    paths: BTreeMap<PathBuf, (Instant, Instant)>,
+}
+
+impl Pending {
+    /// Notes an event on `path` at `now`.
+    pub fn touch(&mut self, path: PathBuf, now: Instant) {
+        self.paths
+            .entry(path)
+            .and_modify(|(_, last)| *last = now)
+            .or_insert((now, now));
+    }
+
+    /// Forgets `path` (it is read now anyway).
+    pub fn forget(&mut self, path: &Path) {
+        self.paths.remove(path);
+    }
+
+    /// When the next path is due.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.paths.values().map(|&t| due(t)).min()
+    }
+
+    /// Takes the paths due at `now`.
+    pub fn take_due(&mut self, now: Instant) -> BTreeSet<PathBuf> {
+        let due_now: BTreeSet<PathBuf> = self
+            .paths
+            .iter()
+            .filter(|(_, &t)| due(t) <= now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in &due_now {
+            self.paths.remove(path);
+        }
+        due_now
+    }
+}
+
+fn due((first, last): (Instant, Instant)) -> Instant {
+    (last + DEBOUNCE).min(first + MAX_DELAY)
+}
