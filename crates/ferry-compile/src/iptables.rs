@@ -1,14 +1,14 @@
 //! The iptables backend: a [`Plan`](crate::Plan) rendered with upstream kube-proxy's iptables
 //! layout and chain names, as `iptables-restore --noflush` input.
 //!
-//! Layout (see docs/iptables-layout.md): the same top-level chains as upstream (`KUBE-SERVICES`,
-//! `KUBE-NODEPORTS`, `KUBE-POSTROUTING`, `KUBE-MARK-MASQ` in nat; `KUBE-SERVICES`,
-//! `KUBE-EXTERNAL-SERVICES`, `KUBE-NODEPORTS`, `KUBE-FORWARD`, `KUBE-PROXY-FIREWALL` in filter), and
-//! per service port `KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-` chains plus a `KUBE-SEP-` chain per
-//! endpoint, named by the same hashes, so every article and tool that explains kube-proxy's
-//! iptables mode reads Ferry's rules too. The jumps from the built-in chains are not part of a
-//! restore (that would mean owning PREROUTING, INPUT, …); the dataplane ensures them one by one
-//! ([`jump_rules`]).
+//! Layout (see docs/src/modes/iptables-layout.md): the same top-level chains as upstream
+//! (`KUBE-SERVICES`, `KUBE-NODEPORTS`, `KUBE-POSTROUTING`, `KUBE-MARK-MASQ` in nat;
+//! `KUBE-SERVICES`, `KUBE-EXTERNAL-SERVICES`, `KUBE-NODEPORTS`, `KUBE-FORWARD`,
+//! `KUBE-PROXY-FIREWALL` in filter), and per service port `KUBE-SVC-`/`KUBE-SVL-`/`KUBE-EXT-`
+//! chains plus a `KUBE-SEP-` chain per endpoint, named by the same hashes, so every article and
+//! tool that explains kube-proxy's iptables mode reads Ferry's rules too. The jumps from the
+//! built-in chains are not part of a restore (that would mean owning PREROUTING, INPUT, …); the
+//! dataplane ensures them one by one ([`jump_rules`]).
 
 mod affinity;
 pub(crate) mod base;

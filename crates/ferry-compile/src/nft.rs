@@ -1,8 +1,8 @@
 //! The nftables backend: a [`Plan`](crate::Plan) rendered into Ferry's own table.
 //!
-//! Layout (see docs/nft-layout.md): upstream kube-proxy's base chains, dispatch verdict maps and
-//! no-endpoint maps, so first-packet cost is O(1) in the number of services; endpoints are map
-//! data (`frontend . slot : endpoint`, the slot drawn by `numgen random mod n`) read by a few
+//! Layout (see docs/src/modes/nft-layout.md): upstream kube-proxy's base chains, dispatch verdict
+//! maps and no-endpoint maps, so first-packet cost is O(1) in the number of services; endpoints are
+//! map data (`frontend . slot : endpoint`, the slot drawn by `numgen random mod n`) read by a few
 //! shared dispatch chains, one per shape; hairpin masquerade from one `saddr . daddr` set. An
 //! endpoint change is then map elements only: no rule, so the kernel re-validates nothing.
 

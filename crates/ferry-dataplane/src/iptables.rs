@@ -1,5 +1,5 @@
 //! iptables mode's kernel half: `iptables-restore --noflush` of Ferry's chains, in the layout
-//! of upstream kube-proxy's iptables mode (see docs/iptables-layout.md).
+//! of upstream kube-proxy's iptables mode (see docs/src/modes/iptables-layout.md).
 //!
 //! The first sync of a process (and the one after a failure, or after the canary chain
 //! vanished) is full: every Ferry chain is rewritten, chains no longer wanted are deleted, and

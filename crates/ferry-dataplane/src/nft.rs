@@ -2,8 +2,8 @@
 //! equal to the compiled ruleset.
 //!
 //! A full sync writes the table's skeleton with `nft -f` and everything else (dispatch chains,
-//! elements) in one netlink batch; an incremental sync writes only the changed services'
-//! elements and the dispatch chains that come or go, in one batch. See docs/nft-layout.md.
+//! elements) in one netlink batch; an incremental sync writes only the changed services' elements
+//! and the dispatch chains that come or go, in one batch. See docs/src/modes/nft-layout.md.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Instant;
@@ -304,9 +304,9 @@ impl<R: NftRunner> NftDataplane<R> {
             }
             Err(e) => e,
         };
-        // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session affinity's
-        // `update`, see docs/nft-layout.md): delete the table, then the usual skeleton and
-        // netlink batch.
+        // nft 1.0.6 cannot write every dispatch rule itself (IPv6 session affinity's `update`, see
+        // docs/src/modes/nft-layout.md): delete the table, then the usual skeleton and netlink
+        // batch.
         let f = nft_family(desired.family);
         self.runner.run(&format!(
             "add table {f} {TABLE}\ndelete table {f} {TABLE}\n"

@@ -164,7 +164,7 @@ pub struct RunArgs {
     /// This node's name (default: the hostname).
     #[arg(long, value_name = "NAME")]
     pub hostname_override: Option<String>,
-    /// Proxy mode: nftables (default), iptables or userspace.
+    /// Proxy mode: nftables (default), iptables, ipvs or userspace.
     #[arg(long, value_name = "MODE")]
     pub proxy_mode: Option<String>,
     /// Pod CIDRs of the cluster (comma-separated), for the local-traffic detector.

@@ -20,10 +20,10 @@ use ferry_model::{IpFamily, NodeAddressType, Object, Protocol};
 /// `ferry lab` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Build the lab from the manifests' Nodes (or the seed's three nodes), start the pods and
-    /// one Ferry per node. Needs root.
+    /// Build the lab from the manifests' Nodes (or the example cluster's three nodes), start the
+    /// pods and one Ferry per node. Needs root.
     Up {
-        /// Manifests: Nodes, Services, EndpointSlices (examples/seed for the seed cluster).
+        /// Manifests: Nodes, Services, EndpointSlices (examples/seed for the example cluster).
         #[arg(long, value_name = "PATH")]
         manifests: PathBuf,
         /// Passed to every node's `ferry run` (default: each node's pod CIDR, NodeCIDR mode).

@@ -29,6 +29,8 @@ mod health;
 mod healthcheck;
 mod lab_cmd;
 mod metrics;
+#[cfg(test)]
+mod reference;
 mod round;
 mod rules;
 mod run;

@@ -403,6 +403,12 @@ impl Metrics {
         }
     }
 
+    /// Exports fixed `ferry_userspace_*` counters (the metrics reference's example).
+    #[cfg(test)]
+    pub fn serve_fixed_proxy_metrics(&self, ports: Vec<ferry_dataplane::userspace::PortMetrics>) {
+        self.set.proxy.serve_fixed(ports);
+    }
+
     /// Counts the readiness probes' results recorded in `book` (standalone mode's Pod stage).
     pub fn follow_probes(&self, book: Arc<std::sync::Mutex<ferry_source::probe::ProbeBook>>) {
         self.set.probes.follow(book);

@@ -93,11 +93,13 @@ pub fn leftover_line(l: &Leftover, found_by: Option<&ModeEntry>, running: &ModeE
              cleanup), so they serve traffic until Ferry's rules do",
             e.mode
         ),
-        None => format!(
+        None => {
+            format!(
             "kube-proxy's leftovers: {what}: Ferry leaves it alone, and until it is removed it \
              still acts on the same Services; remove it once Ferry has synced: {}",
-            l.remove.as_deref().unwrap_or("see docs/migrate.md")
-        ),
+            l.remove.as_deref().unwrap_or("see docs/src/cluster/migrate.md")
+        )
+        }
     }
 }
 

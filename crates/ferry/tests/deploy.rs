@@ -130,7 +130,7 @@ fn the_daemonset_runs_like_kube_proxy_without_privileged_mode() {
     assert_eq!(
         selector.get("proxy.ferry.dev/ferry").map(String::as_str),
         Some("true"),
-        "node by node: docs/migrate.md"
+        "node by node: docs/src/cluster/migrate.md"
     );
     let mounts: Vec<&str> = container
         .volume_mounts

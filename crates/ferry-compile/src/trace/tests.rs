@@ -328,6 +328,12 @@ fn mermaid_draws_client_node_chain_and_endpoints() {
     assert!(m.starts_with("flowchart LR"), "{m}");
     assert!(m.contains("192.168.169.166:56010"), "{m}");
     assert!(m.contains("DNAT + SNAT"), "{m}");
+    // The masquerade and the DNAT step both start in the dispatch chain: drawn once.
+    assert_eq!(
+        m.matches("[\"chain nodeport-cluster-2\"]").count(),
+        1,
+        "{m}"
+    );
 }
 
 #[test]

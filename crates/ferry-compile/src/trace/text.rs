@@ -106,9 +106,18 @@ impl Trace {
         let _ = writeln!(out, "  node[\"{}<br/>{entry}\"]", self.node);
         out.push_str("  src --> node\n");
         let mut last = "node".to_owned();
+        let mut previous: Option<&String> = None;
         for (i, s) in self.steps.iter().enumerate() {
             let id = format!("s{i}");
-            let label = s.objects.first().cloned().unwrap_or_else(|| s.what.clone());
+            // Consecutive steps often start in the same chain (a dispatch chain marks for
+            // masquerade, then DNATs): name the first object this step adds, so no box repeats.
+            let label = s
+                .objects
+                .iter()
+                .find(|o| Some(*o) != previous)
+                .or(s.objects.first());
+            previous = label;
+            let label = label.cloned().unwrap_or_else(|| s.what.clone());
             let _ = writeln!(out, "  {id}[\"{}\"]", label.replace('"', "'"));
             let _ = writeln!(out, "  {last} --> {id}");
             last = id;

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 
 /// Flags kube-proxy accepted once (or accepts on Windows, or through klog) that mean nothing to
 /// Ferry: the name, and whether it is a boolean (takes no separate value).
-const IGNORED: &[(&str, bool)] = &[
+pub const IGNORED: &[(&str, bool)] = &[
     // Removed from kube-proxy, still in old DaemonSets.
     ("cleanup-iptables", true),
     ("cleanup-ipvs", true),

@@ -38,16 +38,32 @@ fn labels(m: &PortMetrics) -> PortLabels {
     }
 }
 
+/// Where the counters come from.
+#[derive(Clone, Debug)]
+enum Source {
+    /// The mode's proxy.
+    Proxy(Stats),
+    /// Fixed counters (the metrics reference shows every family with its labels).
+    #[cfg(test)]
+    Fixed(Vec<PortMetrics>),
+}
+
 /// The collector: empty until the mode's proxy counters are given.
 #[derive(Clone, Debug, Default)]
 pub(super) struct ProxyCollector {
-    stats: Arc<OnceLock<Stats>>,
+    stats: Arc<OnceLock<Source>>,
 }
 
 impl ProxyCollector {
     /// Reads `stats` from now on (the first call wins).
     pub(super) fn serve(&self, stats: Stats) {
-        let _ = self.stats.set(stats);
+        let _ = self.stats.set(Source::Proxy(stats));
+    }
+
+    /// Serves `ports` as they are (the first call wins).
+    #[cfg(test)]
+    pub(super) fn serve_fixed(&self, ports: Vec<PortMetrics>) {
+        let _ = self.stats.set(Source::Fixed(ports));
     }
 }
 
@@ -60,10 +76,12 @@ type Value = fn(&PortMetrics) -> u64;
 
 impl Collector for ProxyCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let Some(stats) = self.stats.get() else {
-            return Ok(());
+        let ports = match self.stats.get() {
+            None => return Ok(()),
+            Some(Source::Proxy(stats)) => stats.snapshot(),
+            #[cfg(test)]
+            Some(Source::Fixed(ports)) => ports.clone(),
         };
-        let ports = stats.snapshot();
         let active = encoder.encode_descriptor(
             names::ACTIVE,
             "Proxied TCP connections and UDP associations open now",

@@ -1,0 +1,97 @@
+//! What each `KubeProxyConfiguration` field means, and what Ferry does with it: the one part
+//! of the configuration reference written by hand (upstream's types.go documents the fields;
+//! the Go type has no place for Ferry's side). Checked against the code by the reference tests.
+
+/// What Ferry does with a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Ferry uses it.
+    Acts,
+    /// Set to anything but the default, it is named in one warning and otherwise ignored
+    /// ([`crate::config::derive::not_used`]).
+    Warns,
+    /// Read, checked and shown, used by no mode on this version (the meaning says why).
+    Kept,
+}
+
+impl Use {
+    /// The page's word for it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Use::Acts => "acts",
+            Use::Warns => "warns",
+            Use::Kept => "kept",
+        }
+    }
+}
+
+use Use::{Acts, Kept, Warns};
+
+/// Every field: dotted path, use, meaning.
+pub const FIELDS: &[(&str, Use, &str)] = &[
+    ("apiVersion", Acts, "`kubeproxy.config.k8s.io/v1alpha1`, or `v1alpha2` (its fields are read into their v1alpha1 places). Anything else is an error."),
+    ("kind", Acts, "`KubeProxyConfiguration`. Anything else is an error (a ConfigMap is read through its `config.conf`)."),
+    ("featureGates", Warns, "Feature gates, `Name: true`. Recorded; Ferry behaves as kube-proxy with the default gates."),
+    ("hostnameOverride", Acts, "This node's name (lower-cased), which selects its Node object and its endpoints. Empty: the hostname. Flag: `--hostname-override`."),
+    ("bindAddress", Warns, "kube-proxy's override of the node's primary IP. Ferry takes the primary IPs from the Node object; an IPv6 value still makes the servers' default addresses IPv6 (`[::]:10256`, `[::1]:10249`)."),
+    ("healthzBindAddress", Acts, "The proxy health server (`/healthz`, `/livez`): `IP:PORT`, or an IP (port 10256 added). Port 0 turns it off. Flag: `--healthz-bind-address`."),
+    ("metricsBindAddress", Acts, "The metrics server (`/metrics`, `/proxyMode`, `/configz`, `/status`): `IP:PORT`, or an IP (port 10249 added). Port 0 turns it off; without it `ferry status` has nothing to ask. Flag: `--metrics-bind-address`."),
+    ("bindAddressHardFail", Warns, "kube-proxy exits when a server's port is busy. Ferry logs it and retries every 5 s."),
+    ("enableProfiling", Warns, "kube-proxy serves `/debug/pprof`; Ferry serves no profiling endpoint."),
+    ("showHiddenMetricsForVersion", Warns, "Re-enables metrics hidden since that version. Ferry hides none."),
+    ("mode", Acts, "The proxy mode: `nftables`, `iptables`, `ipvs` or `userspace`. Empty is nftables mode in Ferry (iptables mode in kube-proxy; the `iptables` section's periods and `masqueradeAll` then count where `nftables` leaves them unset). IPVS mode takes `masqueradeBit` and `masqueradeAll` from the `iptables` section, as kube-proxy's. Flag: `--proxy-mode`."),
+    ("detectLocalMode", Acts, "How traffic from pods is told apart: `ClusterCIDR` (from `clusterCIDR`; the default) or `NodeCIDR` (this Node's `spec.podCIDRs`). `BridgeInterface` and `InterfaceNamePrefix` are errors (not supported yet). Flag: `--detect-local-mode`."),
+    ("clusterCIDR", Acts, "The pods' CIDRs, one per family, comma-separated (`10.244.0.0/16,fd00:10:244::/48`). ClusterIP traffic from elsewhere is masqueraded; empty (with `ClusterCIDR` detection): nothing counts as a pod, with a warning. Flag: `--cluster-cidr`."),
+    ("nodePortAddresses", Acts, "Where NodePorts answer: CIDRs and the keywords `primary` (the Node's primary IPs), `all` (every local address) and `localhost`. Unset: the primary IP in nftables and userspace modes, every local address in iptables mode. The kernel rules never serve loopback; a `localhost` entry or a loopback range asks for localhost NodePorts, served by Ferry's userspace proxy (a warning when the mode's `localhostNodePorts` is false). Flag: `--nodeport-addresses`."),
+    ("oomScoreAdj", Acts, "Written to `/proc/self/oom_score_adj` at start (-1000 … 1000). Flag: `--oom-score-adj`."),
+    ("configSyncPeriod", Warns, "How often kube-proxy's informers resync. Ferry's watches have no periodic resync; the rules are resynced every `syncPeriod`."),
+    ("portRange", Warns, "userspace mode: the range of the proxy ports Ferry listens on (`BEGIN-END`, default 40000-49999); set in another mode, it is named in the warning. Flag: `--proxy-port-range`."),
+    ("udpIdleTimeout", Acts, "The userspace proxy's UDP association idle timeout (default 250ms, as upstream's userspace proxier), in every mode but IPVS (where it is a warning) since localhost NodePorts are proxied too. Flag: `--udp-timeout`."),
+    ("windowsRunAsService", Warns, "Windows only."),
+    ("clientConnection.kubeconfig", Acts, "The kubeconfig for the Kubernetes API. Empty: the pod's service account (in-cluster). Flag: `--kubeconfig`."),
+    ("clientConnection.acceptContentTypes", Warns, "API client content negotiation. Ferry's client (kube-rs) speaks JSON."),
+    ("clientConnection.contentType", Warns, "API client content type. Ferry's client speaks JSON."),
+    ("clientConnection.qps", Warns, "API client rate limit. Ferry's watches make a handful of long-lived requests."),
+    ("clientConnection.burst", Warns, "API client burst. See `qps`."),
+    ("logging.format", Acts, "`text` or `json` (one JSON object per line). Flags: `--logging-format`, `--log-format`."),
+    ("logging.verbosity", Acts, "0–3 info, 4–5 debug, 6 and more trace (`RUST_LOG` overrides). Flag: `-v`."),
+    ("logging.flushFrequency", Kept, "How often klog flushes. Ferry writes every line at once."),
+    ("logging.vmodule", Warns, "Per-file verbosity (`RUST_LOG` does this for Ferry)."),
+    ("logging.options.json.infoBufferSize", Kept, "JSON logs: info buffer size. Ferry writes every line at once."),
+    ("logging.options.json.splitStream", Warns, "JSON logs: errors to stderr, info to stdout. Ferry writes every line to stderr."),
+    ("logging.options.text.infoBufferSize", Kept, "Text logs: info buffer size. Ferry writes every line at once."),
+    ("logging.options.text.splitStream", Warns, "Text logs: errors to stderr, info to stdout. Ferry writes every line to stderr."),
+    ("nftables.masqueradeBit", Acts, "nftables mode: the bit of the packet mark that asks for masquerading (0–31)."),
+    ("nftables.masqueradeAll", Acts, "nftables mode: masquerade all traffic to ClusterIPs. Flag: `--masquerade-all`."),
+    ("nftables.syncPeriod", Acts, "nftables mode: how often the rules in the kernel are checked (a full sync follows when they are damaged; one runs every hour anyway, as kube-proxy's `FullSyncPeriod`), also the longest retry back-off. Must be above 0. Flags: `--sync-period`, `--iptables-sync-period`."),
+    ("nftables.minSyncPeriod", Acts, "nftables mode: changes are coalesced for at least this long. At most `syncPeriod`. Flags: `--min-sync-period`, `--iptables-min-sync-period`."),
+    ("nftables.localhostNodePorts", Acts, "Ferry's own field (kube-proxy's nftables mode has none): answer NodePorts on `127.0.0.1` and `::1` with Ferry's userspace proxy. Default false in nftables mode, true in userspace mode (which reads the `nftables` section). Flag: `--nftables-localhost-nodeports`."),
+    ("iptables.masqueradeBit", Acts, "iptables mode: the mark bit of `KUBE-MARK-MASQ` (0–31). Flag: `--iptables-masquerade-bit`."),
+    ("iptables.masqueradeAll", Acts, "iptables mode: masquerade all traffic to ClusterIPs (also counts for nftables mode when `mode` is empty)."),
+    ("iptables.syncPeriod", Acts, "iptables mode: how often the rules in the kernel are checked, as nftables mode's `syncPeriod` (also nftables mode's when `mode` is empty and `nftables.syncPeriod` is unset)."),
+    ("iptables.minSyncPeriod", Acts, "iptables mode: the shortest interval between syncs (as `syncPeriod`, also for nftables mode with `mode` empty)."),
+    ("iptables.localhostNodePorts", Acts, "iptables mode: answer NodePorts on `127.0.0.1` and `::1` (default true, as kube-proxy). kube-proxy does it by setting `route_localnet` (CVE-2020-8558); Ferry never sets it and serves them with its userspace proxy. Flag: `--iptables-localhost-nodeports`."),
+    ("iptables.snatNodeInternalIP", Warns, "Accepted, since some kube-proxy configuration files carry it; Ferry has no use for it."),
+    ("ipvs.syncPeriod", Acts, "IPVS mode: how often the rules in the kernel are checked, as nftables mode's `syncPeriod`."),
+    ("ipvs.minSyncPeriod", Acts, "IPVS mode: the shortest interval between syncs."),
+    ("ipvs.scheduler", Acts, "IPVS mode: the scheduler: `rr` (default), `wrr`, `lc`, `wlc`, `lblc`, `lblcr`, `sh`, `dh`, `sed`, `nq`, `mh`. Flag: `--ipvs-scheduler`."),
+    ("ipvs.excludeCIDRs", Acts, "IPVS mode: virtual servers in these CIDRs are never deleted (IPVS mode otherwise owns the node's IPVS table). Flag: `--ipvs-exclude-cidrs`."),
+    ("ipvs.strictARP", Acts, "IPVS mode: sets `arp_ignore=1` and `arp_announce=2`. Flag: `--ipvs-strict-arp`."),
+    ("ipvs.tcpTimeout", Acts, "IPVS mode: the kernel's idle TCP timeout for IPVS connections (0 leaves the kernel's). Flag: `--ipvs-tcp-timeout`."),
+    ("ipvs.tcpFinTimeout", Acts, "IPVS mode: the kernel's TCP timeout after FIN (0 leaves the kernel's). Flag: `--ipvs-tcpfin-timeout`."),
+    ("ipvs.udpTimeout", Acts, "IPVS mode: the kernel's UDP timeout for IPVS (0 leaves the kernel's). Flag: `--ipvs-udp-timeout`."),
+    ("detectLocal.bridgeInterface", Kept, "For `detectLocalMode: BridgeInterface` (not supported yet)."),
+    ("detectLocal.interfaceNamePrefix", Kept, "For `detectLocalMode: InterfaceNamePrefix` (not supported yet)."),
+    ("conntrack.maxPerCore", Warns, "kube-proxy sets `nf_conntrack_max` from it. Ferry leaves conntrack sysctls to node provisioning."),
+    ("conntrack.min", Warns, "Minimum `nf_conntrack_max`. See `maxPerCore`."),
+    ("conntrack.tcpEstablishedTimeout", Warns, "`nf_conntrack_tcp_timeout_established`. See `maxPerCore`."),
+    ("conntrack.tcpCloseWaitTimeout", Warns, "`nf_conntrack_tcp_timeout_close_wait`. See `maxPerCore`."),
+    ("conntrack.tcpBeLiberal", Warns, "`nf_conntrack_tcp_be_liberal`. See `maxPerCore`."),
+    ("conntrack.udpTimeout", Warns, "`nf_conntrack_udp_timeout`. See `maxPerCore`."),
+    ("conntrack.udpStreamTimeout", Warns, "`nf_conntrack_udp_timeout_stream`. See `maxPerCore`."),
+    ("winkernel.networkName", Warns, "Windows only."),
+    ("winkernel.sourceVip", Warns, "Windows only."),
+    ("winkernel.enableDSR", Warns, "Windows only."),
+    ("winkernel.rootHnsEndpointName", Warns, "Windows only."),
+    ("winkernel.forwardHealthCheckVip", Warns, "Windows only."),
+];
