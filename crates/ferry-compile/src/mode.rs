@@ -12,10 +12,10 @@
 
 use std::fmt;
 
-use ferry_model::{ClusterState, IpFamily};
+use ferry_model::{ClusterState, IpFamily, NodeView};
 
-use crate::trace::{NodeAddresses, Packet, Trace};
-use crate::{NodeCompiler, NodePortAddresses};
+use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use crate::{NodeCompiler, NodePortAddresses, Plan};
 
 mod iptables;
 mod ipvs;
@@ -126,14 +126,51 @@ pub trait Renderer: Sync {
     }
 
     /// Where the first packet of a new connection goes on the compiler's node, which has
-    /// `addresses`, and why, each step naming this mode's objects.
+    /// `addresses`, and why, each step naming this mode's objects: the trace through the
+    /// node's nftables rules (every mode sends a packet where they do), which
+    /// [`Renderer::retell`] tells in the mode's objects.
     fn trace(
         &self,
         compiler: &NodeCompiler,
         state: &ClusterState,
         packet: Packet,
         addresses: &NodeAddresses,
-    ) -> Trace;
+    ) -> Trace {
+        let view = compiler.view(state);
+        let plan = compiler.plan_of(&view);
+        let nft = trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses);
+        let input = TraceInput {
+            compiler,
+            state,
+            view: &view,
+            plan: &plan,
+            addresses,
+        };
+        self.retell(&input, nft)
+    }
+
+    /// The trace through the node's nftables rules (`trace`), told with this mode's objects.
+    /// Unless the mode says otherwise, as it is (nftables mode's own objects).
+    fn retell(&self, input: &TraceInput<'_>, trace: Trace) -> Trace {
+        let _ = input;
+        trace
+    }
+}
+
+/// What [`Renderer::trace`] read, for [`Renderer::retell`]: the compiler, the cluster, the
+/// node's view and plan, and the node's addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct TraceInput<'a> {
+    /// The node's compiler (one IP family).
+    pub compiler: &'a NodeCompiler,
+    /// The cluster.
+    pub state: &'a ClusterState,
+    /// The node's view of the cluster.
+    pub view: &'a NodeView,
+    /// The node's plan.
+    pub plan: &'a Plan,
+    /// The node's addresses (read from its interfaces, or declared).
+    pub addresses: &'a NodeAddresses,
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
 //! What a mode's cleanup removed, or would remove (`ferry cleanup [--dry-run]`, kube-proxy's
 //! `--cleanup`): every mode's line in the mode table has a cleanup returning a [`Cleanup`].
 
+mod chains;
+
+pub(crate) use chains::remove_chains;
+
 /// What a mode's cleanup found in this network namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cleanup {

@@ -174,6 +174,18 @@ impl Stage {
         f
     }
 
+    /// [`Stage::flags`] for a run that reads the cluster from the API server at `master`
+    /// instead of the manifests.
+    pub fn api_flags(&self, mode: Mode, master: &str) -> Vec<String> {
+        let mut f: Vec<String> = self
+            .flags(mode)
+            .into_iter()
+            .filter(|f| !f.starts_with("--manifests"))
+            .collect();
+        f.push(format!("--master={master}"));
+        f
+    }
+
     /// Starts `binary` with [`Stage::flags`] and `extra`.
     pub fn start(&self, binary: &Path, mode: Mode, extra: &[&str]) -> anyhow::Result<Ferry> {
         let mut flags = self.flags(mode);

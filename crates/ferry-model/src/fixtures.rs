@@ -181,3 +181,69 @@ pub fn mk_http_probe(path: &str, port: u16, initial_delay: u32, period: u32) -> 
         failure_threshold: 3,
     }
 }
+
+/// The seed's `dev/web` into `state`: ClusterIP 10.96.198.86:8080, NodePort 32223 (`policy`),
+/// and one EndpointSlice (target port 56010) of `endpoints` (address, node).
+pub fn add_seed_web(
+    state: &mut crate::ClusterState,
+    policy: TrafficPolicy,
+    endpoints: &[(&str, &str)],
+) {
+    let svc = with_node_port(
+        mk_service("dev", "web", "10.96.198.86", 8080),
+        32223,
+        policy,
+    );
+    state.apply(crate::Object::Service(svc));
+    let eps = endpoints.iter().map(|(a, n)| mk_endpoint(a, n)).collect();
+    state.apply(crate::Object::EndpointSlice(mk_slice(
+        "dev", "web", 56010, eps,
+    )));
+}
+
+/// The seed's node `name` (k8s-master, k8s-node1 or k8s-node2) with its InternalIP and pod
+/// CIDR; panics on another name.
+pub fn seed_node(name: &str) -> Node {
+    let (ip, cidr) = match name {
+        "k8s-master" => ("10.1.1.12", "192.168.235.192/26"),
+        "k8s-node1" => ("10.1.1.17", "192.168.36.64/26"),
+        "k8s-node2" => ("10.1.1.9", "192.168.169.128/26"),
+        other => panic!("no seed node {other}"),
+    };
+    mk_node(name, ip, cidr)
+}
+
+/// The seed's `dev/web` ([`add_seed_web`]) with two endpoints on k8s-node2, and node k8s-node1.
+pub fn seed_web_state(policy: TrafficPolicy) -> crate::ClusterState {
+    let mut state = crate::ClusterState::new();
+    let eps = [
+        ("192.168.169.166", "k8s-node2"),
+        ("192.168.169.168", "k8s-node2"),
+    ];
+    add_seed_web(&mut state, policy, &eps);
+    state.apply(crate::Object::Node(seed_node("k8s-node1")));
+    state
+}
+
+/// `dev/web` (ClusterIP 10.96.0.10:80, NodePort 30080, `policy`) with `endpoints` (target port
+/// 8080) on node-b; node-a is 10.1.1.17 (pods 10.244.1.0/24), node-b 10.1.1.9.
+pub fn two_node_web_state(policy: TrafficPolicy, endpoints: &[&str]) -> crate::ClusterState {
+    let mut state = crate::ClusterState::new();
+    let svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
+    state.apply(crate::Object::Service(svc));
+    let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
+    state.apply(crate::Object::EndpointSlice(mk_slice(
+        "dev", "web", 8080, eps,
+    )));
+    state.apply(crate::Object::Node(mk_node(
+        "node-a",
+        "10.1.1.17",
+        "10.244.1.0/24",
+    )));
+    state.apply(crate::Object::Node(mk_node(
+        "node-b",
+        "10.1.1.9",
+        "10.244.2.0/24",
+    )));
+    state
+}

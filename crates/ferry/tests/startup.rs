@@ -134,7 +134,11 @@ fn a_failing_sync_backs_off_logs_once_and_keeps_the_last_good_rules() {
     let ferry = ns.spawn_ferry(&seed(), &flags, Some(&bin), &[]);
     wait_log(&ferry, "synced rules", 1);
     std::fs::remove_file(bin.join("nft")).expect("remove nft");
-    // The periodic full sync fails, then every retry (full) until nft is back.
+    // Periodic rounds only check the kernel (over netlink); emptying a top-level chain makes
+    // the check ask for a full sync, which fails without nft, then every retry (full) until
+    // nft is back. The service map, and so the rule under test, stays.
+    let flush = ns.run("nft", &["flush", "chain", "ip", "ferry", "services"]);
+    assert!(flush.status.success(), "{flush:?}");
     let log = wait_log(&ferry, "sync failed", 1);
     let families = log.matches("sync failed").count();
     let pid = ferry.pid().expect("running");

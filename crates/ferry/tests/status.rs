@@ -78,31 +78,14 @@ fn status_shows_every_frontend_its_backends_and_what_the_kernel_holds() {
 
 /// Removes one endpoint of dev/url-analysis behind Ferry's back.
 fn break_the_kernel(ns: &NodeNs, mode: &str) {
-    let out = if mode == "userspace" {
+    let nft_element = match mode {
         // The redirect of the ClusterIP to its proxy port.
-        ns.run(
-            "nft",
-            &[
-                "delete",
-                "element",
-                "ip",
-                "ferry",
-                "portals",
-                "{ 10.96.198.86 . tcp . 8080 }",
-            ],
-        )
-    } else if mode == "nftables" {
-        ns.run(
-            "nft",
-            &[
-                "delete",
-                "element",
-                "ip",
-                "ferry",
-                "cluster-endpoints",
-                "{ 10.96.198.86 . tcp . 8080 . 1 }",
-            ],
-        )
+        "userspace" => Some(("portals", "{ 10.96.198.86 . tcp . 8080 }")),
+        "nftables" => Some(("cluster-endpoints", "{ 10.96.198.86 . tcp . 8080 . 1 }")),
+        _ => None,
+    };
+    let out = if let Some((set, element)) = nft_element {
+        ns.run("nft", &["delete", "element", "ip", "ferry", set, element])
     } else {
         let save = ns.run("iptables-nft-save", &["-t", "nat"]);
         let save = String::from_utf8_lossy(&save.stdout).into_owned();

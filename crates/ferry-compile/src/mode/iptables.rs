@@ -2,10 +2,10 @@
 
 use ferry_model::{ClusterState, IpFamily};
 
-use super::{ProxyMode, Renderer};
+use super::{ProxyMode, Renderer, TraceInput};
 use crate::family::iptables_tool;
 use crate::iptables::NodeRules;
-use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use crate::trace::Trace;
 use crate::{NodeCompiler, NodePortAddresses};
 
 /// iptables mode's renderer: upstream kube-proxy's chains, as `iptables-restore --noflush`
@@ -39,15 +39,7 @@ impl Renderer for IptablesRenderer {
         ))
     }
 
-    fn trace(
-        &self,
-        compiler: &NodeCompiler,
-        state: &ClusterState,
-        packet: Packet,
-        addresses: &NodeAddresses,
-    ) -> Trace {
-        let view = compiler.view(state);
-        let plan = compiler.plan_of(&view);
-        trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses).for_iptables()
+    fn retell(&self, _: &TraceInput<'_>, trace: Trace) -> Trace {
+        trace.for_iptables()
     }
 }

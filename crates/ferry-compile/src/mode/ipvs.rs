@@ -4,9 +4,9 @@ use std::net::IpAddr;
 
 use ferry_model::{ClusterState, IpFamily};
 
-use super::{ProxyMode, Renderer};
+use super::{ProxyMode, Renderer, TraceInput};
 use crate::ipvs::NodeRules;
-use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use crate::trace::{NodeAddresses, Trace};
 use crate::{NodeCompiler, NodePortAddresses};
 
 /// IPVS mode's renderer: kube-ipvs0's addresses, the virtual servers as `ipvsadm -Ln` lists
@@ -37,29 +37,21 @@ impl Renderer for IpvsRenderer {
         }
     }
 
-    fn trace(
-        &self,
-        compiler: &NodeCompiler,
-        state: &ClusterState,
-        packet: Packet,
-        addresses: &NodeAddresses,
-    ) -> Trace {
-        let view = compiler.view(state);
-        let plan = compiler.plan_of(&view);
+    fn retell(&self, input: &TraceInput<'_>, trace: Trace) -> Trace {
         // NodePorts get a virtual server on each of the node's addresses: those read from its
         // interfaces (`--live`), or its Node object's and the declared ones.
-        let local: Vec<IpAddr> = match addresses {
+        let local: Vec<IpAddr> = match input.addresses {
             NodeAddresses::Live(ips) => ips.clone(),
-            NodeAddresses::Declared(extra) => view
+            NodeAddresses::Declared(extra) => input
+                .view
                 .node
                 .iter()
                 .flat_map(|n| n.addresses.iter().map(|a| a.address))
                 .chain(extra.iter().copied())
                 .collect(),
         };
-        let rules = NodeRules::new(compiler, &local);
-        let ruleset = crate::ipvs::render(&plan, compiler.config(), rules.context());
-        trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses)
-            .for_ipvs(&view, &plan, &ruleset)
+        let rules = NodeRules::new(input.compiler, &local);
+        let ruleset = crate::ipvs::render(input.plan, input.compiler.config(), rules.context());
+        trace.for_ipvs(input.view, input.plan, &ruleset)
     }
 }

@@ -3,8 +3,7 @@
 use ferry_model::ClusterState;
 
 use super::{ProxyMode, Renderer};
-use crate::nft::{render, NodeRules};
-use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use crate::nft::NodeRules;
 use crate::NodeCompiler;
 
 /// nftables mode's renderer: Ferry's table (`table ip ferry`), as `nft -f` takes it.
@@ -18,17 +17,5 @@ impl Renderer for NftRenderer {
 
     fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String {
         NodeRules::new(compiler).full(state).to_string()
-    }
-
-    fn trace(
-        &self,
-        compiler: &NodeCompiler,
-        state: &ClusterState,
-        packet: Packet,
-        addresses: &NodeAddresses,
-    ) -> Trace {
-        let view = compiler.view(state);
-        let plan = compiler.plan_of(&view);
-        trace_at(&view, &plan, &render(&plan), packet, addresses)
     }
 }

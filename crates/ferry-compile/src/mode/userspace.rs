@@ -2,8 +2,8 @@
 
 use ferry_model::ClusterState;
 
-use super::{ProxyMode, Renderer};
-use crate::trace::{trace_at, NodeAddresses, Packet, Trace};
+use super::{ProxyMode, Renderer, TraceInput};
+use crate::trace::Trace;
 use crate::userspace::{port_table, NodeRules, ProxyPorts, Rules};
 use crate::NodeCompiler;
 
@@ -31,17 +31,8 @@ impl Renderer for UserspaceRenderer {
         out
     }
 
-    fn trace(
-        &self,
-        compiler: &NodeCompiler,
-        state: &ClusterState,
-        packet: Packet,
-        addresses: &NodeAddresses,
-    ) -> Trace {
-        let view = compiler.view(state);
-        let plan = compiler.plan_of(&view);
-        let rules = rules(compiler, state);
-        let nft = crate::nft::render(&plan);
-        trace_at(&view, &plan, &nft, packet, addresses).for_userspace(&view, &plan, &rules)
+    fn retell(&self, input: &TraceInput<'_>, trace: Trace) -> Trace {
+        let rules = rules(input.compiler, input.state);
+        trace.for_userspace(input.view, input.plan, &rules)
     }
 }

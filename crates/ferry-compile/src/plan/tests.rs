@@ -14,20 +14,9 @@ fn plan_on(node: &str, state: &ClusterState, cfg: &CompileConfig) -> Plan {
 
 fn seed(policy: TrafficPolicy, eps: &[(&str, &str)]) -> ClusterState {
     let mut state = ClusterState::new();
-    let svc = with_node_port(
-        mk_service("dev", "web", "10.96.198.86", 8080),
-        32223,
-        policy,
-    );
-    state.apply(Object::Service(svc));
-    let eps = eps.iter().map(|(a, n)| mk_endpoint(a, n)).collect();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)));
-    for (n, ip, cidr) in [
-        ("k8s-master", "10.1.1.12", "192.168.235.192/26"),
-        ("k8s-node1", "10.1.1.17", "192.168.36.64/26"),
-        ("k8s-node2", "10.1.1.9", "192.168.169.128/26"),
-    ] {
-        state.apply(Object::Node(mk_node(n, ip, cidr)));
+    add_seed_web(&mut state, policy, eps);
+    for n in ["k8s-master", "k8s-node1", "k8s-node2"] {
+        state.apply(Object::Node(seed_node(n)));
     }
     state
 }

@@ -90,23 +90,17 @@ fn restored_assignments_win_and_unusable_ports_are_skipped() {
 
 fn seed(policy: TrafficPolicy, endpoints_on: &[&str]) -> ClusterState {
     let mut state = ClusterState::new();
-    let svc = with_node_port(
-        mk_service("dev", "web", "10.96.198.86", 8080),
-        32223,
-        policy,
-    );
-    state.apply(Object::Service(svc));
-    let eps = endpoints_on
-        .iter()
-        .enumerate()
-        .map(|(i, n)| mk_endpoint(&format!("192.168.169.{}", 166 + i), n))
+    let addresses: Vec<String> = (0..endpoints_on.len())
+        .map(|i| format!("192.168.169.{}", 166 + i))
         .collect();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)));
-    for (n, ip, cidr) in [
-        ("k8s-node1", "10.1.1.17", "192.168.36.64/26"),
-        ("k8s-node2", "10.1.1.9", "192.168.169.128/26"),
-    ] {
-        state.apply(Object::Node(mk_node(n, ip, cidr)));
+    let eps: Vec<(&str, &str)> = addresses
+        .iter()
+        .map(String::as_str)
+        .zip(endpoints_on.iter().copied())
+        .collect();
+    add_seed_web(&mut state, policy, &eps);
+    for n in ["k8s-node1", "k8s-node2"] {
+        state.apply(Object::Node(seed_node(n)));
     }
     state
 }

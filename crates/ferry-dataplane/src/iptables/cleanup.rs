@@ -9,7 +9,6 @@
 //! sync) deletes the running mode's chains.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use ferry_compile::iptables::{
     jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_EXTERNAL_SERVICES,
@@ -20,13 +19,10 @@ use ferry_model::IpFamily;
 
 use super::chains_in;
 use super::cli::{IptablesCli, IptablesRunner};
-use crate::cleanup::{not_installed, some_of, Cleanup};
+use crate::cleanup::{not_installed, remove_chains, Cleanup};
 use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
 use crate::Error;
-
-/// Chain names a cleanup line shows before `and N more`.
-const SHOWN: usize = 6;
 
 /// Chains of each table in an `iptables-save` output of several tables.
 pub(crate) fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
@@ -113,68 +109,7 @@ pub fn cleanup_with(
             })
             .unwrap_or_default()
     };
-    let jumps = remove_jumps(runner, &chains_of, dry_run)?;
-    let mut objects = Vec::new();
-    if !jumps.is_empty() {
-        objects.push(format!("{tool} jumps: {}", jumps.join(", ")));
-    }
-    let mut input = String::new();
-    for table in [Table::Filter, Table::Nat, Table::Mangle] {
-        let chains = chains_of(table);
-        if chains.is_empty() {
-            continue;
-        }
-        objects.push(format!(
-            "{tool} {} chains: {}",
-            table.as_str(),
-            some_of(&chains, SHOWN)
-        ));
-        let _ = writeln!(input, "*{}", table.as_str());
-        for c in &chains {
-            let _ = writeln!(input, ":{c} - [0:0]");
-        }
-        for c in &chains {
-            let _ = writeln!(input, "-X {c}");
-        }
-        input.push_str("COMMIT\n");
-    }
-    if !dry_run && !input.is_empty() {
-        runner.restore(&input)?;
-    }
-    Ok(objects)
-}
-
-/// Deletes every copy of each jump from a built-in chain into a chain of Ferry's that exists
-/// (a crashed run may have inserted one twice), or with `dry_run` only finds them. Returns
-/// them (`nat PREROUTING → KUBE-SERVICES`).
-fn remove_jumps(
-    runner: &mut impl IptablesRunner,
-    chains_of: &impl Fn(Table) -> Vec<String>,
-    dry_run: bool,
-) -> Result<Vec<String>, Error> {
-    let mut jumps = Vec::new();
-    for jump in jump_rules() {
-        let target = jump.args.last().cloned().unwrap_or_default();
-        if !chains_of(jump.table).contains(&target) {
-            continue;
-        }
-        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
-        args.extend(jump.args.iter().map(String::as_str));
-        let found = if dry_run {
-            runner.iptables(&args)?
-        } else {
-            args[2] = "-D";
-            let mut deleted = false;
-            while runner.iptables(&args)? {
-                deleted = true;
-            }
-            deleted
-        };
-        if found {
-            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
-        }
-    }
-    Ok(jumps)
+    remove_chains(runner, tool, jump_rules(), &chains_of, dry_run)
 }
 
 /// The tools of both backends, both families, with their names (`ip6tables-legacy`).

@@ -10,7 +10,6 @@
 //! (see `iptables::cleanup`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use ferry_compile::iptables::Table;
@@ -25,7 +24,7 @@ use super::client::{Change, IpvsClient};
 use super::ipset::{self, LiveSets};
 use super::link::Links;
 use super::{node, IpvsError};
-use crate::cleanup::{not_installed, some_of, Cleanup};
+use crate::cleanup::{not_installed, remove_chains, some_of, Cleanup};
 use crate::iptables::{iptables_mode_ran, save_tables, shared, IptablesCli, IptablesRunner};
 use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
@@ -166,68 +165,14 @@ fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
                     .cloned()
                     .collect()
             };
-            remove(&mut cli, &tool, &chains_of, dry_run, out)?;
+            out.objects.extend(remove_chains(
+                &mut cli,
+                &tool,
+                jump_rules(),
+                &chains_of,
+                dry_run,
+            )?);
         }
-    }
-    Ok(())
-}
-
-/// Removes (or finds) the jumps into the chains `chains_of` selects, then the chains.
-fn remove(
-    cli: &mut IptablesCli,
-    tool: &str,
-    chains_of: &impl Fn(Table) -> Vec<String>,
-    dry_run: bool,
-    out: &mut Cleanup,
-) -> Result<(), Error> {
-    let mut jumps = Vec::new();
-    for jump in jump_rules() {
-        let target = jump.args.last().cloned().unwrap_or_default();
-        if !chains_of(jump.table).contains(&target) {
-            continue;
-        }
-        let mut args = vec!["-t", jump.table.as_str(), "-C", jump.chain];
-        args.extend(jump.args.iter().map(String::as_str));
-        let found = if dry_run {
-            cli.iptables(&args)?
-        } else {
-            args[2] = "-D";
-            let mut deleted = false;
-            while cli.iptables(&args)? {
-                deleted = true;
-            }
-            deleted
-        };
-        if found {
-            jumps.push(format!("{} {} → {target}", jump.table.as_str(), jump.chain));
-        }
-    }
-    if !jumps.is_empty() {
-        out.objects
-            .push(format!("{tool} jumps: {}", jumps.join(", ")));
-    }
-    let mut input = String::new();
-    for table in [Table::Filter, Table::Nat] {
-        let chains = chains_of(table);
-        if chains.is_empty() {
-            continue;
-        }
-        out.objects.push(format!(
-            "{tool} {} chains: {}",
-            table.as_str(),
-            some_of(&chains, SHOWN)
-        ));
-        let _ = writeln!(input, "*{}", table.as_str());
-        for c in &chains {
-            let _ = writeln!(input, ":{c} - [0:0]");
-        }
-        for c in &chains {
-            let _ = writeln!(input, "-X {c}");
-        }
-        input.push_str("COMMIT\n");
-    }
-    if !dry_run && !input.is_empty() {
-        cli.restore(&input)?;
     }
     Ok(())
 }

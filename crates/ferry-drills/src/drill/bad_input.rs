@@ -214,12 +214,7 @@ fn start(
             {
                 server.apply(object);
             }
-            let mut flags: Vec<String> = stage
-                .flags(mode)
-                .into_iter()
-                .filter(|f| !f.starts_with("--manifests"))
-                .collect();
-            flags.push(format!("--master={}", server.url()));
+            let flags = stage.api_flags(mode, &server.url());
             let ferry = Ferry::start(&o.ferry, stage.net.node.name(), &flags, &stage.log)?;
             Ok((ferry, Some(server)))
         }

@@ -34,12 +34,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     for object in &all[..initial] {
         server.apply(object.clone());
     }
-    let mut flags: Vec<String> = stage
-        .flags(mode)
-        .into_iter()
-        .filter(|f| !f.starts_with("--manifests"))
-        .collect();
-    flags.push(format!("--master={}", server.url()));
+    let flags = stage.api_flags(mode, &server.url());
     let mut ferry = crate::lab::Ferry::start(&o.ferry, stage.net.node.name(), &flags, &stage.log)?;
     ferry.wait_syncs(1, Duration::from_secs(600))?;
     settle(&mut ferry);

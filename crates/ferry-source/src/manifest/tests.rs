@@ -48,6 +48,19 @@ fn service_yaml(ns: &str, name: &str, ip: &str, port: u32) -> String {
     )
 }
 
+/// Writes a ClusterIP Service `dev/name` on `ip`:`port` ([`service_yaml`]) to `root/rel`.
+fn write_service(root: &Path, rel: &str, name: &str, ip: &str, port: u32) {
+    write(root, rel, &service_yaml("dev", name, ip, port));
+}
+
+/// The one error in `errors`; panics unless there is exactly one.
+fn only_error(errors: &[InvalidObject]) -> &InvalidObject {
+    let [error] = errors else {
+        panic!("one error expected: {errors:?}")
+    };
+    error
+}
+
 /// An EndpointSlice `ns/name` of Service `svc` with one endpoint `addr`:8080.
 fn slice_yaml(ns: &str, name: &str, svc: &str, addr: &str) -> String {
     format!(

@@ -14,22 +14,6 @@ fn net(s: &str) -> IpNet {
     s.parse().expect("prefix")
 }
 
-/// `dev/web` (NodePort 30080, `policy`) with `endpoints` on node-b; node-a is 10.1.1.17.
-fn state(policy: TrafficPolicy, endpoints: &[&str]) -> ClusterState {
-    let mut state = ClusterState::new();
-    let svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
-    state.apply(Object::Service(svc));
-    let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node(
-        "node-a",
-        "10.1.1.17",
-        "10.244.1.0/24",
-    )));
-    state.apply(Object::Node(mk_node("node-b", "10.1.1.9", "10.244.2.0/24")));
-    state
-}
-
 fn view(state: &ClusterState) -> NodeView {
     let ctx = NodeContext {
         node_name: "node-a".into(),
@@ -64,6 +48,18 @@ fn explain(
     trace_at(&view, &plan, &crate::nft::render(&plan), packet, addresses)
 }
 
+/// A client's packet to node-a's NodePort on 10.1.1.27, an address only declared (not its
+/// Node object's primary IP), with the plan's own scope.
+fn to_declared_address(state: &ClusterState) -> Trace {
+    explain(
+        state,
+        None,
+        &declared(&["10.1.1.27"]),
+        "10.1.1.100",
+        "10.1.1.27",
+    )
+}
+
 fn declared(extra: &[&str]) -> NodeAddresses {
     NodeAddresses::Declared(extra.iter().map(|a| ip(a)).collect())
 }
@@ -74,7 +70,7 @@ fn kinds(t: &Trace) -> Vec<StepKind> {
 
 #[test]
 fn a_node_port_answers_on_local_addresses_in_scope_only() {
-    let s = state(TrafficPolicy::Cluster, &["10.244.2.5"]);
+    let s = two_node_web_state(TrafficPolicy::Cluster, &["10.244.2.5"]);
     let local = LocalAddresses::new(&view(&s), &declared(&["10.1.1.27"]), IpFamily::V4);
     let all = NodePortScope::AllLocal;
     let primary = NodePortScope::LocalWithin(vec![net("10.1.1.17/32")]);
@@ -99,7 +95,7 @@ fn a_node_port_answers_on_local_addresses_in_scope_only() {
 
 #[test]
 fn declared_addresses_add_to_the_node_object_and_live_ones_replace_it() {
-    let s = state(TrafficPolicy::Cluster, &[]);
+    let s = two_node_web_state(TrafficPolicy::Cluster, &[]);
     let v = view(&s);
     let declared = LocalAddresses::new(&v, &declared(&["10.1.1.27", "fd00::1"]), IpFamily::V4);
     assert!(declared.has(&ip("10.1.1.17")) && declared.has(&ip("10.1.1.27")));
@@ -113,7 +109,7 @@ fn declared_addresses_add_to_the_node_object_and_live_ones_replace_it() {
 
 #[test]
 fn a_secondary_address_is_the_node_itself_and_answers_when_in_scope() {
-    let s = state(TrafficPolicy::Cluster, &["10.244.2.5"]);
+    let s = two_node_web_state(TrafficPolicy::Cluster, &["10.244.2.5"]);
     let t = explain(
         &s,
         Some(NodePortScope::AllLocal),
@@ -137,7 +133,7 @@ fn a_secondary_address_is_the_node_itself_and_answers_when_in_scope() {
 
 #[test]
 fn an_address_the_node_does_not_have_is_named_with_the_nodes_addresses() {
-    let s = state(TrafficPolicy::Cluster, &["10.244.2.5"]);
+    let s = two_node_web_state(TrafficPolicy::Cluster, &["10.244.2.5"]);
     let t = explain(&s, None, &declared(&[]), "10.1.1.100", "10.1.1.9");
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(
@@ -163,14 +159,8 @@ fn an_address_the_node_does_not_have_is_named_with_the_nodes_addresses() {
 
 #[test]
 fn out_of_scope_without_local_endpoints_nftables_delivers_iptables_drops() {
-    let s = state(TrafficPolicy::Local, &["10.244.2.5"]);
-    let t = explain(
-        &s,
-        None,
-        &declared(&["10.1.1.27"]),
-        "10.1.1.100",
-        "10.1.1.27",
-    );
+    let s = two_node_web_state(TrafficPolicy::Local, &["10.244.2.5"]);
+    let t = to_declared_address(&s);
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(
         kinds(&t),
@@ -201,23 +191,17 @@ fn out_of_scope_without_local_endpoints_nftables_delivers_iptables_drops() {
 
 #[test]
 fn out_of_scope_with_local_endpoints_is_delivered_in_both_modes() {
-    let mut s = state(TrafficPolicy::Local, &[]);
+    let mut s = two_node_web_state(TrafficPolicy::Local, &[]);
     let eps = vec![mk_endpoint("10.244.1.5", "node-a")];
     s.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
-    let t = explain(
-        &s,
-        None,
-        &declared(&["10.1.1.27"]),
-        "10.1.1.100",
-        "10.1.1.27",
-    );
+    let t = to_declared_address(&s);
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(t.for_iptables().verdict, Verdict::NotAService);
 }
 
 #[test]
 fn localhost_node_ports_are_never_opened_and_iptables_rejects_without_endpoints() {
-    let s = state(TrafficPolicy::Cluster, &[]);
+    let s = two_node_web_state(TrafficPolicy::Cluster, &[]);
     let t = explain(&s, None, &declared(&[]), "10.1.1.17", "127.0.0.1");
     assert_eq!(t.origin, Origin::ThisNode);
     assert_eq!(t.verdict, Verdict::NotAService);

@@ -11,22 +11,6 @@ use crate::trace::{
 };
 use crate::{NodeCompiler, Plan};
 
-/// `dev/web` (NodePort 30080, `policy`) with `endpoints` on node-b; node-a is 10.1.1.17.
-fn state(policy: TrafficPolicy, endpoints: &[&str]) -> ClusterState {
-    let mut state = ClusterState::new();
-    let svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
-    state.apply(Object::Service(svc));
-    let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node(
-        "node-a",
-        "10.1.1.17",
-        "10.244.1.0/24",
-    )));
-    state.apply(Object::Node(mk_node("node-b", "10.1.1.9", "10.244.2.0/24")));
-    state
-}
-
 fn config(localhost: bool) -> CompileConfig {
     CompileConfig {
         local_detector: LocalDetector::ClusterCidr(vec!["10.244.0.0/16".parse().expect("cidr")]),
@@ -88,7 +72,7 @@ fn targets(t: &Trace) -> Vec<String> {
 
 #[test]
 fn a_served_localhost_node_port_goes_cluster_wide_whatever_the_policy() {
-    let s = state(TrafficPolicy::Local, &["10.244.2.5", "10.244.2.6"]);
+    let s = two_node_web_state(TrafficPolicy::Local, &["10.244.2.5", "10.244.2.6"]);
     for localhost in [false, true] {
         let t = kernel(&s, localhost, packet("10.1.1.17", "127.0.0.1", 30080));
         if !localhost {
@@ -120,7 +104,7 @@ fn a_served_localhost_node_port_goes_cluster_wide_whatever_the_policy() {
 #[test]
 fn a_localhost_node_port_without_endpoints_has_no_listener() {
     let t = kernel(
-        &state(TrafficPolicy::Cluster, &[]),
+        &two_node_web_state(TrafficPolicy::Cluster, &[]),
         true,
         packet("10.1.1.17", "127.0.0.1", 30080),
     );
@@ -131,7 +115,7 @@ fn a_localhost_node_port_without_endpoints_has_no_listener() {
 
 #[test]
 fn the_userspace_mode_redirects_to_the_proxy_port_and_the_endpoint_sees_the_node() {
-    let s = state(TrafficPolicy::Cluster, &["10.244.2.5", "10.244.2.6"]);
+    let s = two_node_web_state(TrafficPolicy::Cluster, &["10.244.2.5", "10.244.2.6"]);
     let t = userspace(&s, packet("10.244.1.9", "10.96.0.10", 80));
     assert_eq!(t.objects_label, "userspace");
     assert_eq!(
@@ -169,7 +153,7 @@ fn the_userspace_mode_redirects_to_the_proxy_port_and_the_endpoint_sees_the_node
 
 #[test]
 fn the_userspace_mode_short_circuits_the_node_and_keeps_the_kernel_modes_drops() {
-    let s = state(TrafficPolicy::Local, &["10.244.2.5"]);
+    let s = two_node_web_state(TrafficPolicy::Local, &["10.244.2.5"]);
     let outside = userspace(&s, packet("10.1.1.100", "10.1.1.17", 30080));
     assert_eq!(outside.verdict, Verdict::Dropped);
     assert!(outside
@@ -190,7 +174,7 @@ fn the_userspace_mode_short_circuits_the_node_and_keeps_the_kernel_modes_drops()
 
 #[test]
 fn sctp_is_rejected_by_the_userspace_mode() {
-    let mut s = state(TrafficPolicy::Cluster, &["10.244.2.5"]);
+    let mut s = two_node_web_state(TrafficPolicy::Cluster, &["10.244.2.5"]);
     let mut svc = mk_service("dev", "assoc", "10.96.0.7", 9000);
     svc.ports[0].protocol = Protocol::Sctp;
     s.apply(Object::Service(svc));

@@ -2,29 +2,13 @@ use ferry_compile::config::LocalDetector;
 use ferry_compile::iptables::{render, Restore};
 use ferry_compile::{CompileConfig, Plan};
 use ferry_model::fixtures::*;
-use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, TrafficPolicy};
+use ferry_model::{IpFamily, NodeContext, NodeView, TrafficPolicy};
 
 use super::*;
 
 /// dev/web: a NodePort service with two endpoints, as node k8s-node1 compiles it.
 fn compiled() -> Ruleset {
-    let mut state = ClusterState::new();
-    let svc = with_node_port(
-        mk_service("dev", "web", "10.96.198.86", 8080),
-        32223,
-        TrafficPolicy::Cluster,
-    );
-    state.apply(Object::Service(svc));
-    let eps = vec![
-        mk_endpoint("192.168.169.166", "k8s-node2"),
-        mk_endpoint("192.168.169.168", "k8s-node2"),
-    ];
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)));
-    state.apply(Object::Node(mk_node(
-        "k8s-node1",
-        "10.1.1.17",
-        "192.168.36.64/26",
-    )));
+    let state = seed_web_state(TrafficPolicy::Cluster);
     let context = NodeContext {
         node_name: "k8s-node1".into(),
         family: IpFamily::V4,

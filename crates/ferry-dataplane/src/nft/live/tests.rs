@@ -5,28 +5,12 @@ use ferry_compile::nft::render;
 use ferry_compile::trace::{trace, Packet};
 use ferry_compile::{CompileConfig, Plan};
 use ferry_model::fixtures::*;
-use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, Protocol, TrafficPolicy};
+use ferry_model::{IpFamily, NodeContext, NodeView, Protocol, TrafficPolicy};
 
 use super::*;
 
 pub(in crate::nft) fn setup() -> (Trace, Ruleset) {
-    let mut state = ClusterState::new();
-    let svc = with_node_port(
-        mk_service("dev", "web", "10.96.198.86", 8080),
-        32223,
-        TrafficPolicy::Cluster,
-    );
-    state.apply(Object::Service(svc));
-    let eps = vec![
-        mk_endpoint("192.168.169.166", "k8s-node2"),
-        mk_endpoint("192.168.169.168", "k8s-node2"),
-    ];
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)));
-    state.apply(Object::Node(mk_node(
-        "k8s-node1",
-        "10.1.1.17",
-        "192.168.36.64/26",
-    )));
+    let state = seed_web_state(TrafficPolicy::Cluster);
     let view = NodeView::build(
         &state,
         &NodeContext {

@@ -1,7 +1,7 @@
 //! Hostile manifests (drill 5): each is refused on its own, quickly and in bounded memory, and
 //! the other files are read.
 
-use super::{names, service_yaml, temp_dir, write};
+use super::{names, only_error, service_yaml, temp_dir, write, write_service};
 use crate::manifest::load;
 
 /// A Service whose annotations hold an alias bomb of `levels` levels of ten aliases each.
@@ -23,18 +23,11 @@ fn an_alias_bomb_is_refused_before_it_grows_and_the_other_files_are_read() {
     // 10^5 replayed nodes: within serde-saphyr's default budget (a million), so without
     // Ferry's alias budget the file was expanded (tens of MiB) before conversion failed.
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_yaml("dev", "a", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "a.yaml", "a", "10.96.0.10", 80);
     write(dir.path(), "bomb.yaml", &alias_bomb(5));
     let scan = load(dir.path());
     assert_eq!(names(&scan.objects), ["Service dev/a"]);
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
-    let text = error.to_string();
+    let text = only_error(&scan.errors).to_string();
     assert!(text.contains("bomb.yaml: not valid YAML: "), "{text}");
     assert!(text.contains("budget breached"), "{text}");
 }
@@ -54,11 +47,7 @@ fn a_few_aliases_as_people_write_them_still_work() {
 #[test]
 fn deep_nesting_and_invalid_utf8_are_refused_per_file() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_yaml("dev", "a", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "a.yaml", "a", "10.96.0.10", 80);
     let deep = format!(
         "{}  selector:\n    deep: {}{}\n",
         service_yaml("dev", "deep", "10.96.0.12", 80),
@@ -78,27 +67,12 @@ fn deep_nesting_and_invalid_utf8_are_refused_per_file() {
 fn a_clusterip_written_twice_stays_with_the_first_service_and_the_second_is_named() {
     // Found by drill 5: both were programmed and which one answered was left to chance.
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_yaml("dev", "a", "10.96.0.10", 80),
-    );
-    write(
-        dir.path(),
-        "b.yaml",
-        &service_yaml("dev", "b", "10.96.0.10", 81),
-    );
-    write(
-        dir.path(),
-        "c.yaml",
-        &service_yaml("dev", "c", "10.96.0.11", 80),
-    );
+    write_service(dir.path(), "a.yaml", "a", "10.96.0.10", 80);
+    write_service(dir.path(), "b.yaml", "b", "10.96.0.10", 81);
+    write_service(dir.path(), "c.yaml", "c", "10.96.0.11", 80);
     let scan = load(dir.path());
     assert_eq!(names(&scan.objects), ["Service dev/a", "Service dev/c"]);
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
-    let text = error.to_string();
+    let text = only_error(&scan.errors).to_string();
     assert!(text.contains("b.yaml"), "{text}");
     assert!(text.contains("Service dev/b"), "{text}");
     assert!(text.contains("spec.clusterIP"), "{text}");

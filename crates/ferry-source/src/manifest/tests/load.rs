@@ -4,7 +4,9 @@ use std::path::Path;
 
 use ferry_model::{Object, TrafficPolicy};
 
-use super::{names, node_yaml, service_yaml, slice_yaml, temp_dir, texts, write};
+use super::{
+    names, node_yaml, only_error, service_yaml, slice_yaml, temp_dir, texts, write, write_service,
+};
 use crate::manifest::load;
 
 #[test]
@@ -35,11 +37,7 @@ fn multi_document_yaml_lists_json_and_nested_directories_are_read() {
             "status": {"addresses": [{"type": "InternalIP", "address": "192.168.0.1"}]}}"#,
     );
     write(root, "notes.txt", "not a manifest");
-    write(
-        root,
-        ".hidden/x.yaml",
-        &service_yaml("dev", "hidden", "10.96.0.99", 80),
-    );
+    write_service(root, ".hidden/x.yaml", "hidden", "10.96.0.99", 80);
 
     let scan = load(root);
     assert_eq!(texts(&scan.errors), Vec::<String>::new());
@@ -102,9 +100,7 @@ fn a_field_of_the_wrong_type_is_named() {
     write(dir.path(), "svc.yaml", &text);
     let scan = load(dir.path());
     assert!(scan.objects.is_empty());
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
+    let error = only_error(&scan.errors);
     assert_eq!(error.object.to_string(), "Service dev/web");
     assert_eq!(error.field, "spec.ports[0].port");
 }
@@ -112,26 +108,16 @@ fn a_field_of_the_wrong_type_is_named() {
 #[test]
 fn malformed_yaml_names_the_file_line_and_column_and_skips_only_that_file() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_yaml("dev", "a", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "a.yaml", "a", "10.96.0.10", 80);
     write(
         dir.path(),
         "b.yaml",
         "apiVersion: v1\nkind: Service\nmetadata: {name: [\n",
     );
-    write(
-        dir.path(),
-        "c.yaml",
-        &service_yaml("dev", "c", "10.96.0.12", 80),
-    );
+    write_service(dir.path(), "c.yaml", "c", "10.96.0.12", 80);
     let scan = load(dir.path());
     assert_eq!(names(&scan.objects), ["Service dev/a", "Service dev/c"]);
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
+    let error = only_error(&scan.errors);
     assert!(error.is_file_error());
     let text = error.to_string();
     let prefix = format!(
@@ -147,9 +133,7 @@ fn malformed_json_names_the_file() {
     let dir = temp_dir();
     write(dir.path(), "a.json", "{\"apiVersion\": \"v1\",");
     let scan = load(dir.path());
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
+    let error = only_error(&scan.errors);
     assert!(
         error.to_string().contains("a.json: not valid JSON: "),
         "{error}"
@@ -186,9 +170,7 @@ fn slice_without_its_service_is_reported_and_skipped() {
     );
     let scan = load(dir.path());
     assert!(scan.objects.is_empty());
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
+    let error = only_error(&scan.errors);
     let want = "EndpointSlice dev/web-abc: metadata.labels[kubernetes.io/service-name]: Service \
                 dev/web is not in the manifests";
     assert!(error.to_string().ends_with(want), "{error}");
@@ -231,9 +213,7 @@ fn endpoints_are_mirrored_and_need_their_service() {
                      subsets:\n- addresses: [{ip: 10.0.0.1, nodeName: n1}]\n  ports: [{name: http, port: 8080}]\n";
     write(dir.path(), "ep.yaml", endpoints);
     let scan = load(dir.path());
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
+    let error = only_error(&scan.errors);
     assert!(
         error
             .to_string()
@@ -241,11 +221,7 @@ fn endpoints_are_mirrored_and_need_their_service() {
         "{error}"
     );
 
-    write(
-        dir.path(),
-        "svc.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "svc.yaml", "web", "10.96.0.10", 80);
     let scan = load(dir.path());
     assert_eq!(texts(&scan.errors), Vec::<String>::new());
     assert_eq!(
@@ -257,22 +233,11 @@ fn endpoints_are_mirrored_and_need_their_service() {
 #[test]
 fn duplicate_objects_keep_the_first() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 80),
-    );
-    write(
-        dir.path(),
-        "b.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 81),
-    );
+    write_service(dir.path(), "a.yaml", "web", "10.96.0.10", 80);
+    write_service(dir.path(), "b.yaml", "web", "10.96.0.10", 81);
     let scan = load(dir.path());
     assert_eq!(super::service_port(&scan.objects, "web"), Some(80));
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
-    let text = error.to_string();
+    let text = only_error(&scan.errors).to_string();
     assert!(
         text.starts_with(&format!(
             "{}: Service dev/web: metadata.name: duplicate",
@@ -285,11 +250,7 @@ fn duplicate_objects_keep_the_first() {
 #[test]
 fn a_single_file_can_be_loaded_and_a_missing_path_is_reported() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "svc.txt",
-        &service_yaml("dev", "web", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "svc.txt", "web", "10.96.0.10", 80);
     assert_eq!(
         names(&load(&dir.path().join("svc.txt")).objects),
         ["Service dev/web"]
@@ -297,9 +258,7 @@ fn a_single_file_can_be_loaded_and_a_missing_path_is_reported() {
 
     let scan = load(&dir.path().join("missing"));
     assert!(scan.objects.is_empty());
-    let [error] = &scan.errors[..] else {
-        panic!("one error expected: {:?}", scan.errors)
-    };
+    let error = only_error(&scan.errors);
     assert!(
         error.is_file_error() && error.reason.starts_with("cannot read"),
         "{error}"

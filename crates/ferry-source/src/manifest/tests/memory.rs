@@ -2,26 +2,18 @@
 
 use std::fs;
 
-use super::{names, service_port, service_yaml, slice_yaml, temp_dir, texts, write};
+use super::{names, service_port, service_yaml, slice_yaml, temp_dir, texts, write, write_service};
 use crate::manifest::ManifestSource;
 
 #[test]
 fn an_object_that_becomes_invalid_keeps_its_last_good_version() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "svc.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "svc.yaml", "web", "10.96.0.10", 80);
     let mut source = ManifestSource::new(dir.path());
     let (objects, errors) = source.scan();
     assert_eq!((service_port(&objects, "web"), errors.len()), (Some(80), 0));
 
-    write(
-        dir.path(),
-        "svc.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 70000),
-    );
+    write_service(dir.path(), "svc.yaml", "web", "10.96.0.10", 70000);
     for _ in 0..2 {
         let (objects, errors) = source.scan();
         assert_eq!(
@@ -33,11 +25,7 @@ fn an_object_that_becomes_invalid_keeps_its_last_good_version() {
         assert_eq!(errors[0].field, "spec.ports[0].port");
     }
 
-    write(
-        dir.path(),
-        "svc.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 81),
-    );
+    write_service(dir.path(), "svc.yaml", "web", "10.96.0.10", 81);
     let (objects, errors) = source.scan();
     assert_eq!((service_port(&objects, "web"), errors.len()), (Some(81), 0));
 }
@@ -80,11 +68,7 @@ fn objects_deleted_from_disk_disappear() {
         service_yaml("dev", "b", "10.96.0.11", 80)
     );
     write(dir.path(), "ab.yaml", &two);
-    write(
-        dir.path(),
-        "c.yaml",
-        &service_yaml("dev", "c", "10.96.0.12", 80),
-    );
+    write_service(dir.path(), "c.yaml", "c", "10.96.0.12", 80);
     let mut source = ManifestSource::new(dir.path());
     assert_eq!(
         names(&source.scan().0),
@@ -92,11 +76,7 @@ fn objects_deleted_from_disk_disappear() {
     );
 
     // A document removed from a file that still parses.
-    write(
-        dir.path(),
-        "ab.yaml",
-        &service_yaml("dev", "a", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "ab.yaml", "a", "10.96.0.10", 80);
     assert_eq!(names(&source.scan().0), ["Service dev/a", "Service dev/c"]);
 
     // A file removed.
@@ -107,18 +87,10 @@ fn objects_deleted_from_disk_disappear() {
 #[test]
 fn an_invalid_object_that_was_never_valid_is_absent() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "a.yaml",
-        &service_yaml("dev", "a", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "a.yaml", "a", "10.96.0.10", 80);
     let mut source = ManifestSource::new(dir.path());
     source.scan();
-    write(
-        dir.path(),
-        "b.yaml",
-        &service_yaml("dev", "b", "10.96.0.11", 0),
-    );
+    write_service(dir.path(), "b.yaml", "b", "10.96.0.11", 0);
     let (objects, errors) = source.scan();
     assert_eq!(names(&objects), ["Service dev/a"]);
     assert_eq!(errors.len(), 1);
@@ -127,11 +99,7 @@ fn an_invalid_object_that_was_never_valid_is_absent() {
 #[test]
 fn a_kept_service_still_owns_its_slices() {
     let dir = temp_dir();
-    write(
-        dir.path(),
-        "svc.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 80),
-    );
+    write_service(dir.path(), "svc.yaml", "web", "10.96.0.10", 80);
     write(
         dir.path(),
         "slice.yaml",
@@ -139,11 +107,7 @@ fn a_kept_service_still_owns_its_slices() {
     );
     let mut source = ManifestSource::new(dir.path());
     source.scan();
-    write(
-        dir.path(),
-        "svc.yaml",
-        &service_yaml("dev", "web", "not-an-ip", 80),
-    );
+    write_service(dir.path(), "svc.yaml", "web", "not-an-ip", 80);
     write(
         dir.path(),
         "slice.yaml",
@@ -166,11 +130,7 @@ fn a_kept_service_still_owns_its_slices() {
 fn a_missing_root_keeps_everything() {
     let dir = temp_dir();
     let root = dir.path().join("manifests");
-    write(
-        &root,
-        "svc.yaml",
-        &service_yaml("dev", "web", "10.96.0.10", 80),
-    );
+    write_service(&root, "svc.yaml", "web", "10.96.0.10", 80);
     let mut source = ManifestSource::new(&root);
     let (before, _) = source.scan();
     fs::remove_dir_all(&root).unwrap_or_else(|e| panic!("rm: {e}"));
