@@ -245,7 +245,14 @@ async fn next(
 /// only worth a warning.
 fn cleanup_other_modes(running: &ModeEntry) {
     for other in MODES.iter().filter(|e| e.mode != running.mode) {
-        match (other.cleanup)(false) {
+        let started = std::time::Instant::now();
+        let result = (other.cleanup)(false);
+        tracing::debug!(
+            mode = %other.mode,
+            duration_ms = started.elapsed().as_secs_f64() * 1e3,
+            "looked for what the other mode left"
+        );
+        match result {
             Ok(done) => {
                 for object in done.objects {
                     tracing::info!("removed what {} mode left: {object}", other.mode);
