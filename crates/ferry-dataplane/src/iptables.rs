@@ -28,7 +28,7 @@ use crate::support::{kernel_has, succeeds, Unsupported};
 use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
-mod canary;
+pub(crate) mod canary;
 mod cleanup;
 mod cli;
 mod detect;

@@ -46,7 +46,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
 /// holds, `None` when the runner cannot tell) are not as many as were written (`written`:
 /// table, chain, rules), described. Chains written empty are not asked about: flushing one
 /// changes nothing.
-pub(super) fn first_changed(
+pub(crate) fn first_changed(
     written: &[(Table, &str, usize)],
     mut rules: impl FnMut(Table, &str) -> Result<Option<usize>, Error>,
 ) -> Result<Option<String>, Error> {

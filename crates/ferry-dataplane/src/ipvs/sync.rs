@@ -1,11 +1,13 @@
 //! The IPVS applier behind the mode-neutral [`Applier`] trait: the node's addresses are read
 //! from the kernel at each sync (NodePorts get a virtual server on each), and a change of them,
-//! of the node-level settings, or a missing `KUBE-IPVS-FILTER` chain (someone flushed the
-//! tables) makes the next sync a full one.
+//! of the node-level settings, a missing `KUBE-IPVS-FILTER` chain (someone flushed the
+//! tables) or, at the periodic check, a chain holding other than the rules written makes the
+//! next sync a full one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use ferry_compile::iptables::Table;
 use ferry_compile::ipvs::chains::KUBE_IPVS_FILTER;
 use ferry_compile::ipvs::NodeRules;
 use ferry_compile::NodeCompiler;
@@ -13,6 +15,7 @@ use ferry_model::{ClusterState, ServiceName};
 
 use super::applier::{IpvsApplier, IpvsReport};
 use super::node;
+use crate::iptables::canary::first_changed;
 use crate::iptables::IptablesRunner;
 use crate::{Applier, Error, SyncKind, SyncReport};
 
@@ -66,7 +69,34 @@ impl<R: IptablesRunner> Applier for IpvsApplier<R> {
         // The periodic check, once per sync period: look now, whatever the partial syncs'
         // throttle says.
         self.canary_checked = None;
-        Ok(!self.canary_gone()?)
+        if self.canary_gone()? {
+            return Ok(false);
+        }
+        // Then the rules of every chain written (IPVS mode's chains are few and fixed: one
+        // `-S CHAIN` each), so that an emptied one (`iptables -t nat -F KUBE-SERVICES`) is
+        // noticed too.
+        let Some(installed) = &self.installed else {
+            return Ok(true);
+        };
+        let written: Vec<(Table, &str, usize)> = [
+            (Table::Nat, &installed.chains.nat),
+            (Table::Filter, &installed.chains.filter),
+        ]
+        .into_iter()
+        .flat_map(|(table, chains)| {
+            chains
+                .iter()
+                .map(move |c| (table, c.name.as_str(), c.rules.len()))
+        })
+        .collect();
+        let runner = &mut self.iptables;
+        let Some(what) = first_changed(&written, |table, chain| runner.rules_in(table, chain))?
+        else {
+            return Ok(true);
+        };
+        tracing::info!("{what}: resyncing everything");
+        self.installed = None;
+        Ok(false)
     }
 
     fn sync_full(
