@@ -26,8 +26,19 @@ pub fn node_network() -> anyhow::Result<()> {
     let pods = crate::cluster::CLUSTER_CIDR;
     for args in [
         vec!["link", "set", "lo", "up"],
-        vec!["link", "add", "eth0", "type", "dummy"],
+        // A veth pair, not a dummy link: this host's kernel has no `dummy` link type.
+        vec![
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0-peer",
+        ],
         vec!["addr", "add", &format!("{ip}/16"), "dev", "eth0"],
+        vec!["link", "set", "eth0-peer", "up"],
         vec!["link", "set", "eth0", "up"],
         vec!["route", "add", pods, "dev", "eth0"],
     ] {
