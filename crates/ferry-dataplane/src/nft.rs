@@ -59,27 +59,36 @@ struct NftMode {
     localhost: Engine,
 }
 
+/// Whether Ferry's table can be written for `family` here (the nftables and userspace modes).
+/// Upstream: `knftables.New` checking `nft --check add table <family> kube-proxy`.
+pub(crate) fn table_supported(family: IpFamily) -> Result<(), Unsupported> {
+    kernel_has(family)?;
+    succeeds(
+        "nft",
+        &["--check", "add", "table", nft_family(family), TABLE],
+    )
+}
+
+/// What writing Ferry's table needs: the `nft` tool (the table's skeleton), and CAP_NET_ADMIN
+/// for it and for Ferry's nfnetlink batches.
+pub(crate) fn table_requirements() -> Requirements {
+    Requirements {
+        tools: vec![Tool::new("nft", "nftables")],
+        capabilities: vec![Capability::NetAdmin],
+    }
+}
+
 impl NodeMode for NftMode {
     fn describe(&self) -> String {
         "nftables mode".to_owned()
     }
 
-    /// Upstream: `knftables.New` checking `nft --check add table <family> kube-proxy`.
     fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
-        kernel_has(family)?;
-        succeeds(
-            "nft",
-            &["--check", "add", "table", nft_family(family), TABLE],
-        )
+        table_supported(family)
     }
 
-    /// The `nft` tool (the table's skeleton), and CAP_NET_ADMIN for it and for Ferry's
-    /// nfnetlink batches.
     fn requirements(&self) -> Requirements {
-        Requirements {
-            tools: vec![Tool::new("nft", "nftables")],
-            capabilities: vec![Capability::NetAdmin],
-        }
+        table_requirements()
     }
 
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {

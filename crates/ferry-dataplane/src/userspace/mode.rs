@@ -1,9 +1,7 @@
 //! The userspace mode's line in the mode table, and the mode on a node: one proxy engine
 //! shared by the families' appliers and read by the metrics server.
 
-use ferry_compile::family::nft_family;
 use ferry_compile::mode::{ProxyMode, UserspaceRenderer};
-use ferry_compile::nft::TABLE;
 use ferry_compile::trace::Trace;
 use ferry_compile::userspace::{NodeRules, ProxyPorts};
 use ferry_compile::NodeCompiler;
@@ -14,8 +12,8 @@ use super::engine::{Engine, Stats};
 use super::restore;
 use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
-use crate::preflight::{Capability, Requirements, Tool};
-use crate::support::{kernel_has, succeeds, Unsupported};
+use crate::preflight::Requirements;
+use crate::support::Unsupported;
 use crate::{Applier, Error};
 
 /// The chain only the userspace mode's layout of Ferry's table has.
@@ -58,21 +56,13 @@ impl NodeMode for UserspaceMode {
 
     /// nftables mode's check: the redirect rules are in Ferry's nftables table.
     fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
-        kernel_has(family)?;
-        succeeds(
-            "nft",
-            &["--check", "add", "table", nft_family(family), TABLE],
-        )
+        crate::nft::table_supported(family)
     }
 
-    /// The `nft` tool (the redirect table's skeleton), and CAP_NET_ADMIN for it and for
-    /// Ferry's nfnetlink batches. The proxy itself listens on unprivileged ports (proxy ports,
-    /// NodePorts on loopback) and needs no capability.
+    /// nftables mode's (the redirect table). The proxy itself listens on unprivileged ports
+    /// (proxy ports, NodePorts on loopback) and needs no capability.
     fn requirements(&self) -> Requirements {
-        Requirements {
-            tools: vec![Tool::new("nft", "nftables")],
-            capabilities: vec![Capability::NetAdmin],
-        }
+        crate::nft::table_requirements()
     }
 
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
