@@ -59,6 +59,19 @@ impl Chains {
         Restore::tables(&[(Table::Nat, &self.nat), (Table::Filter, &self.filter)])
     }
 
+    /// Every chain with the number of rules it is written with: what the periodic check
+    /// compares with the kernel (IPVS mode's chains are few and fixed, all top-level).
+    pub fn rule_counts(&self) -> Vec<(Table, &str, usize)> {
+        [(Table::Nat, &self.nat), (Table::Filter, &self.filter)]
+            .into_iter()
+            .flat_map(|(table, chains)| {
+                chains
+                    .iter()
+                    .map(move |c| (table, c.name.as_str(), c.rules.len()))
+            })
+            .collect()
+    }
+
     /// Every chain name of a table.
     pub fn names(&self, table: Table) -> Vec<&str> {
         let chains = match table {

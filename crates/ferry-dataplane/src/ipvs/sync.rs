@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use ferry_compile::iptables::Table;
 use ferry_compile::ipvs::chains::KUBE_IPVS_FILTER;
 use ferry_compile::ipvs::NodeRules;
 use ferry_compile::NodeCompiler;
@@ -78,17 +77,7 @@ impl<R: IptablesRunner> Applier for IpvsApplier<R> {
         let Some(installed) = &self.installed else {
             return Ok(true);
         };
-        let written: Vec<(Table, &str, usize)> = [
-            (Table::Nat, &installed.chains.nat),
-            (Table::Filter, &installed.chains.filter),
-        ]
-        .into_iter()
-        .flat_map(|(table, chains)| {
-            chains
-                .iter()
-                .map(move |c| (table, c.name.as_str(), c.rules.len()))
-        })
-        .collect();
+        let written = installed.chains.rule_counts();
         let runner = &mut self.iptables;
         let Some(what) = first_changed(&written, |table, chain| runner.rules_in(table, chain))?
         else {
