@@ -51,6 +51,43 @@ impl From<encode::Unencodable> for NetlinkError {
     }
 }
 
+/// The batch [`NetlinkSocket::apply`] sends for `delta` (messages numbered from `seq`), without
+/// sending it: no I/O, for the encoder's round-trip fuzz target (`ferry-fuzz`).
+pub fn encode_delta(
+    seq: u32,
+    family: IpFamily,
+    delta: &Delta<'_>,
+) -> Result<Vec<u8>, NetlinkError> {
+    Ok(delta_batch(seq, family, delta)?.0)
+}
+
+/// A delta's batch: its bytes, the answers to expect, the next sequence number.
+fn delta_batch(
+    seq: u32,
+    family: IpFamily,
+    delta: &Delta<'_>,
+) -> Result<(Vec<u8>, usize, u32), NetlinkError> {
+    let mut batch = encode::Batch::new(seq, family, TABLE);
+    for c in &delta.add_chains {
+        batch.add_chain(&c.name);
+        batch.flush_chain(&c.name);
+        for r in &c.rules {
+            batch.add_rule(&c.name, r);
+        }
+    }
+    for (set, els) in &delta.delete {
+        batch.elements(false, set, els.iter().map(|e| &**e))?;
+    }
+    for (set, els) in &delta.add {
+        batch.elements(true, set, els.iter().map(|e| &**e))?;
+    }
+    for name in &delta.delete_chains {
+        batch.flush_chain(name);
+        batch.delete_chain(name);
+    }
+    Ok(batch.finish())
+}
+
 /// A long-lived `NETLINK_NETFILTER` socket in the current network namespace.
 #[derive(Debug)]
 pub struct NetlinkSocket {
@@ -92,25 +129,7 @@ impl NetlinkSocket {
     /// [`NetlinkError::Unencodable`] (nothing sent) when it has elements this encoder does not
     /// write.
     pub fn apply(&mut self, family: IpFamily, delta: &Delta<'_>) -> Result<(), NetlinkError> {
-        let mut batch = encode::Batch::new(self.seq, family, TABLE);
-        for c in &delta.add_chains {
-            batch.add_chain(&c.name);
-            batch.flush_chain(&c.name);
-            for r in &c.rules {
-                batch.add_rule(&c.name, r);
-            }
-        }
-        for (set, els) in &delta.delete {
-            batch.elements(false, set, els.iter().map(|e| &**e))?;
-        }
-        for (set, els) in &delta.add {
-            batch.elements(true, set, els.iter().map(|e| &**e))?;
-        }
-        for name in &delta.delete_chains {
-            batch.flush_chain(name);
-            batch.delete_chain(name);
-        }
-        let (bytes, acks, next_seq) = batch.finish();
+        let (bytes, acks, next_seq) = delta_batch(self.seq, family, delta)?;
         self.seq = next_seq;
         self.send_batch(&bytes, acks)
     }

@@ -11,6 +11,7 @@ use crate::lab::probe::Expect;
 use crate::lab::{Endpoints, Ferry, Net};
 
 pub mod bad_input;
+pub mod fuzz;
 pub mod hostile;
 pub mod kill;
 pub mod outage;
