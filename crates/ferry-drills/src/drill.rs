@@ -14,6 +14,7 @@ pub mod bad_input;
 pub mod fuzz;
 pub mod hostile;
 pub mod kill;
+pub mod limits;
 pub mod outage;
 pub mod restart;
 pub mod writers;

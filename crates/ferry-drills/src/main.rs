@@ -65,7 +65,15 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 6] = ["kill", "restart", "outage", "writers", "bad-input", "fuzz"];
+const DRILLS: [&str; 7] = [
+    "kill",
+    "restart",
+    "outage",
+    "writers",
+    "bad-input",
+    "fuzz",
+    "limits",
+];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
@@ -159,6 +167,7 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
         .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         "fuzz" => drill::fuzz::run(o),
+        "limits" => drill::limits::run(o),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
 }

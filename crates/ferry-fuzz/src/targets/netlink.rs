@@ -59,7 +59,7 @@ impl Bytes<'_> {
     /// A comment of any bytes that are UTF-8 (up to 300: longer ones are refused).
     fn comment(&mut self) -> Option<String> {
         let len = usize::from(self.u16() % 301);
-        (self.u8() % 2 == 0).then(|| {
+        self.u8().is_multiple_of(2).then(|| {
             let bytes: Vec<u8> = (0..len).map(|_| self.u8()).collect();
             String::from_utf8_lossy(&bytes).into_owned()
         })
@@ -69,7 +69,7 @@ impl Bytes<'_> {
 /// Encodes a delta built from `input`, decodes it, compares.
 pub fn run(input: &[u8]) -> u64 {
     let mut b = Bytes(input);
-    let family = if b.u8() % 2 == 0 {
+    let family = if b.u8().is_multiple_of(2) {
         IpFamily::V4
     } else {
         IpFamily::V6
@@ -88,7 +88,7 @@ pub fn run(input: &[u8]) -> u64 {
     };
     let count = usize::from(b.u16() % 2048);
     for _ in 0..count {
-        let add = b.u8() % 2 == 0;
+        let add = b.u8().is_multiple_of(2);
         let set = SETS[usize::from(b.u8() % 4)];
         let e = element(&mut b, family, set);
         let to = if add {

@@ -58,7 +58,7 @@ pub fn decode(mut bytes: &[u8]) -> Result<Decoded, String> {
     while !bytes.is_empty() {
         let msg = NetlinkBuffer::new_checked(bytes).map_err(|e| format!("message: {e}"))?;
         let len = msg.length() as usize;
-        if len < HEADERS || len % 4 != 0 {
+        if len < HEADERS || !len.is_multiple_of(4) {
             return Err(format!("message of {len} bytes"));
         }
         let kind = msg.message_type();
