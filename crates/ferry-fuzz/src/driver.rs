@@ -44,13 +44,16 @@ impl Stats {
     }
 }
 
-/// Runs `target` for `budget`: every seed first, then mutants of the growing corpus.
+/// Runs `target` for `budget`: every seed first, then mutants of the growing corpus. With
+/// `last`, each input is written there before it runs: what an abort (a stack overflow, a
+/// panic while panicking) leaves for the post-mortem.
 pub fn fuzz(
     target: &Target,
     ferry: Option<&Path>,
     seeds: Vec<Vec<u8>>,
     budget: Duration,
     seed: u64,
+    last: Option<&Path>,
 ) -> Stats {
     let _quiet = quiet_panics();
     let start = Instant::now();
@@ -75,6 +78,10 @@ pub fn fuzz(
             }
         };
         stats.execs += 1;
+        if let Some(last) = last {
+            // Best effort: a failed write loses only the post-mortem.
+            let _ = std::fs::write(last, &input);
+        }
         match target.exec(ferry, &input) {
             Ok(sig) => {
                 if seen.insert(sig) && corpus.len() < MAX_CORPUS {

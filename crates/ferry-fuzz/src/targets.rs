@@ -67,22 +67,24 @@ pub fn by_name(name: &str) -> Option<&'static Target> {
 impl Target {
     /// Runs the target on `input`: its signature, or the crash (the panic's message and
     /// place). `ferry` is needed by the targets that run the binary.
+    /// A panic of the harness around `ferry` (not of `ferry`) is a crash too.
     pub fn exec(&self, ferry: Option<&Path>, input: &[u8]) -> Result<u64, String> {
-        match self.run {
-            Run::InProcess(f) => catch_unwind(AssertUnwindSafe(|| f(input))).map_err(|payload| {
-                let text = payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_else(|| "a panic".to_owned());
-                let place = LAST_PANIC.with(|p| p.take()).unwrap_or_default();
-                format!("panicked at {place}: {text}")
-            }),
+        let run = || match self.run {
+            Run::InProcess(f) => Ok(f(input)),
             Run::Ferry(f) => match ferry {
                 Some(ferry) => f(ferry, input),
                 None => Err(format!("target {} needs the ferry binary", self.name)),
             },
-        }
+        };
+        catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+            let text = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic".to_owned());
+            let place = LAST_PANIC.with(|p| p.take()).unwrap_or_default();
+            Err(format!("panicked at {place}: {text}"))
+        })
     }
 }
 
@@ -117,9 +119,26 @@ pub struct PanicHookGuard {
 
 impl Drop for PanicHookGuard {
     fn drop(&mut self) {
+        // The hook cannot be changed from a panicking thread (that would abort the process).
+        if std::thread::panicking() {
+            return;
+        }
         if let Some(previous) = self.previous.take() {
             std::panic::set_hook(previous);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape;
+
+    #[test]
+    fn shapes_are_cut_at_a_character_boundary() {
+        // A fuzzed message with a 3-byte character across byte 120 once panicked here.
+        let message = format!("{}\u{feff}{}", "a".repeat(119), "b".repeat(10));
+        assert_eq!(shape(&message), "a".repeat(119));
+        assert_eq!(shape("port 70000 \"x\" ok"), "port   ok");
     }
 }
 
@@ -142,6 +161,11 @@ pub fn shape(message: &str) -> String {
             _ => out.push(c),
         }
     }
-    out.truncate(120);
+    // At most 120 bytes, cut at a character boundary.
+    let mut end = out.len().min(120);
+    while !out.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.truncate(end);
     out
 }

@@ -1,7 +1,8 @@
 //! Drill 5b, fuzzing: every `ferry-fuzz` target for a bounded time (3 s each in the short mode,
 //! 60 s otherwise, or `--seconds`), seeded from its corpus in the repository, deterministic
 //! from the drill's seed. One row per target: inputs run, crashes, inputs per second, corpus
-//! growth. Each crash's input is written to the logs directory for a regression test.
+//! growth. Each crash's input is written to the logs directory for a regression test, and the
+//! input being run to `fuzz-<target>-last` (what an abort, which no panic handler sees, leaves).
 
 use std::time::Duration;
 
@@ -33,7 +34,8 @@ fn one(o: &Options, target: &Target, seed: u64) -> anyhow::Result<Row> {
         .map(|(_, bytes)| bytes)
         .collect();
     let budget = Duration::from_secs(o.seconds(3, 60));
-    let stats = ferry_fuzz::fuzz(target, Some(&o.ferry), seeds, budget, seed);
+    let last = o.logs.join(format!("fuzz-{}-last", target.name));
+    let stats = ferry_fuzz::fuzz(target, Some(&o.ferry), seeds, budget, seed, Some(&last));
     let mut row = Row::new(DRILL, target.name);
     row.repetitions = stats.execs as usize;
     row.failures = stats.crashes.len();
