@@ -129,19 +129,6 @@ impl Drop for PanicHookGuard {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::shape;
-
-    #[test]
-    fn shapes_are_cut_at_a_character_boundary() {
-        // A fuzzed message with a 3-byte character across byte 120 once panicked here.
-        let message = format!("{}\u{feff}{}", "a".repeat(119), "b".repeat(10));
-        assert_eq!(shape(&message), "a".repeat(119));
-        assert_eq!(shape("port 70000 \"x\" ok"), "port   ok");
-    }
-}
-
 /// A signature of anything hashable (an outcome's shape).
 pub fn signature(x: impl Hash) -> u64 {
     let mut h = DefaultHasher::new();
@@ -168,4 +155,17 @@ pub fn shape(message: &str) -> String {
     }
     out.truncate(end);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shape;
+
+    #[test]
+    fn shapes_are_cut_at_a_character_boundary() {
+        // A fuzzed message with a 3-byte character across byte 120 once panicked here.
+        let message = format!("{}\u{feff}{}", "a".repeat(119), "b".repeat(10));
+        assert_eq!(shape(&message), "a".repeat(119));
+        assert_eq!(shape("port 70000 \"x\" ok"), "port   ok");
+    }
 }
