@@ -295,7 +295,13 @@ impl NetlinkSocket {
     /// rest behind), without waiting.
     fn drain(&mut self) {
         let mut buf = vec![0u8; RECV_BUFFER];
-        // Stops at EAGAIN (empty) or at the pending error a lost answer left, read here once.
-        while recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT).is_ok() {}
+        loop {
+            match recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+                // The error a lost answer left is read once; what is queued after it goes too.
+                Ok(_) | Err(nix::errno::Errno::ENOBUFS) => {}
+                // EAGAIN: nothing left.
+                Err(_) => return,
+            }
+        }
     }
 }
