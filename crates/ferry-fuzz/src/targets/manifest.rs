@@ -2,12 +2,16 @@
 //! manifest files (split at lines that read `#file`; a file whose text starts with `{` is a
 //! `.json` file, any other a `.yaml` stream), applied to a [`ManifestSource`] as a first scan,
 //! then as the first file's removal and its return (the watcher's incremental path, with
-//! events, last-good versions and the cross-file checks). With no error in the first scan, the
-//! objects afterwards must be the objects before.
+//! events, last-good versions and the cross-file checks). The events must say exactly how the
+//! source's objects changed, and with no error in the first scan the objects afterwards must be
+//! the objects before.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use ferry_model::{Object, ObjectKey};
 use ferry_source::manifest::ManifestSource;
+use ferry_source::SourceEvent;
 
 use super::{shape, signature};
 
@@ -29,8 +33,21 @@ pub fn run(input: &[u8]) -> u64 {
     let Some((path, bytes)) = files.into_iter().next() else {
         return signature((first, sig));
     };
+    // What a consumer holds after the events must be what the source holds.
+    let mut mirror: BTreeMap<ObjectKey, Object> =
+        before.iter().map(|o| (o.key(), o.clone())).collect();
     let (gone, _) = source.apply_bytes(vec![(path.clone(), None)], true);
+    follow(&mut mirror, &gone);
+    assert!(
+        mirror.values().eq(source.objects().iter()),
+        "the events of a file's removal do not say what changed"
+    );
     let (back, errors) = source.apply_bytes(vec![(path, Some(bytes))], true);
+    follow(&mut mirror, &back);
+    assert!(
+        mirror.values().eq(source.objects().iter()),
+        "the events of a file's return do not say what changed"
+    );
     // Removing a file and putting it back leaves the objects as they were, when nothing was
     // invalid (an invalid object may legitimately come back as its last good version, seen
     // meanwhile: a duplicate in another file, say).
@@ -40,6 +57,24 @@ pub fn run(input: &[u8]) -> u64 {
     );
     sig.extend(errors.iter().map(|e| shape(&e.to_string())));
     signature((first, gone.len(), back.len(), sig))
+}
+
+/// Applies `events` to `held`, as the cluster state does.
+fn follow(held: &mut BTreeMap<ObjectKey, Object>, events: &[SourceEvent]) {
+    for e in events {
+        match e {
+            SourceEvent::Apply(o) => {
+                held.insert(o.key(), o.clone());
+            }
+            SourceEvent::Delete(k) => {
+                held.remove(k);
+            }
+            SourceEvent::Resync(all) => {
+                *held = all.iter().map(|o| (o.key(), o.clone())).collect();
+            }
+            SourceEvent::Batch(inner) => follow(held, inner),
+        }
+    }
 }
 
 /// The files of an input, named `/fuzz/<i>.yaml` or `/fuzz/<i>.json`.
