@@ -9,18 +9,50 @@ use std::sync::Arc;
 use crate::intern::Interner;
 use crate::{EndpointSlice, Node, ObjectRef, Pod, Service, ServiceName};
 
-/// A validated object, as sources deliver it.
+/// A validated object, as sources deliver it. Services and slices are shared (`Arc`): the
+/// manifest source's last good copy, the Pod stage's and the event passed on are one
+/// allocation, whoever holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Object {
     /// A Service.
-    Service(Service),
+    Service(Arc<Service>),
     /// An EndpointSlice (also what a legacy `v1 Endpoints` is converted to).
-    EndpointSlice(EndpointSlice),
+    EndpointSlice(Arc<EndpointSlice>),
     /// A Node.
     Node(Node),
     /// A Pod (standalone mode only). The state does not store Pods: the EndpointSlice
     /// controller stage between the source and the state turns them into EndpointSlices.
     Pod(Pod),
+}
+
+impl From<Service> for Object {
+    fn from(service: Service) -> Self {
+        Object::Service(Arc::new(service))
+    }
+}
+
+impl From<EndpointSlice> for Object {
+    fn from(slice: EndpointSlice) -> Self {
+        Object::EndpointSlice(Arc::new(slice))
+    }
+}
+
+impl From<Arc<Service>> for Object {
+    fn from(service: Arc<Service>) -> Self {
+        Object::Service(service)
+    }
+}
+
+impl From<Arc<EndpointSlice>> for Object {
+    fn from(slice: Arc<EndpointSlice>) -> Self {
+        Object::EndpointSlice(slice)
+    }
+}
+
+impl From<Node> for Object {
+    fn from(node: Node) -> Self {
+        Object::Node(node)
+    }
 }
 
 impl Object {
@@ -129,14 +161,18 @@ impl ClusterState {
     pub fn apply(&mut self, object: Object) -> Touched {
         let mut touched = Touched::default();
         match object {
-            Object::Service(mut svc) => {
+            Object::Service(svc) => {
+                // The state keeps its own compact copy (names interned); the source's stays
+                // with the source.
+                let mut svc = Arc::unwrap_or_clone(svc);
                 self.share_service_name(&mut svc.name);
                 if self.services.get(&svc.name).map(|s| &**s) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
                     self.services.insert(svc.name.clone(), Box::new(svc));
                 }
             }
-            Object::EndpointSlice(mut slice) => {
+            Object::EndpointSlice(slice) => {
+                let mut slice = Arc::unwrap_or_clone(slice);
                 self.names.intern_slice(&mut slice);
                 slice.endpoints.shrink_to_fit();
                 slice.ports.shrink_to_fit();
