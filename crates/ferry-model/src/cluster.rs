@@ -138,10 +138,12 @@ type SliceKey = (Arc<str>, Arc<str>);
 /// The cluster as the sources last described it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    // Values boxed: a B-tree node holds 11 entries and is often half full, so inline values
-    // (~150 bytes each) would leave more slack than a pointer does.
-    services: BTreeMap<ServiceName, Box<Service>>,
-    slices: BTreeMap<SliceKey, Box<EndpointSlice>>,
+    // Values behind a pointer: a B-tree node holds 11 entries and is often half full, so
+    // inline values (~150 bytes each) would leave more slack than a pointer does. Shared
+    // (`Arc`) with the source that delivered them when it keeps them too (the manifest
+    // source's last good copies): one copy of each object in the process.
+    services: BTreeMap<ServiceName, Arc<Service>>,
+    slices: BTreeMap<SliceKey, Arc<EndpointSlice>>,
     /// `(service, slice)` pairs: one flat set rather than a set per service, which would cost a
     /// B-tree node (~400 bytes) for each service's single slice.
     slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
@@ -161,35 +163,33 @@ impl ClusterState {
     pub fn apply(&mut self, object: Object) -> Touched {
         let mut touched = Touched::default();
         match object {
-            Object::Service(svc) => {
-                // The state keeps its own compact copy (names interned); the source's stays
-                // with the source.
-                let mut svc = Arc::unwrap_or_clone(svc);
-                self.share_service_name(&mut svc.name);
-                if self.services.get(&svc.name).map(|s| &**s) != Some(&svc) {
+            Object::Service(mut svc) => {
+                // Names are shared with the state's own strings only when the state is the
+                // object's one owner; a source's copy stays as the source made it.
+                if let Some(owned) = Arc::get_mut(&mut svc) {
+                    self.share_service_name(&mut owned.name);
+                }
+                if self.services.get(&svc.name) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
-                    self.services.insert(svc.name.clone(), Box::new(svc));
+                    self.services.insert(svc.name.clone(), svc);
                 }
             }
-            Object::EndpointSlice(slice) => {
-                let mut slice = Arc::unwrap_or_clone(slice);
-                self.names.intern_slice(&mut slice);
-                slice.endpoints.shrink_to_fit();
-                slice.ports.shrink_to_fit();
-                self.share_service_name(&mut slice.service);
-                slice.namespace = self.names.intern(&slice.namespace);
+            Object::EndpointSlice(mut slice) => {
+                if let Some(owned) = Arc::get_mut(&mut slice) {
+                    self.compact(owned);
+                }
                 let key = (slice.namespace.clone(), slice.name.clone());
-                if self.slices.get(&key).map(|s| &**s) == Some(&slice) {
+                if self.slices.get(&key) == Some(&slice) {
                     return touched;
                 }
                 if let Some(old) = self.slices.remove(&key) {
                     self.unindex(&old.service, &key);
-                    touched.services.insert(old.service);
+                    touched.services.insert(old.service.clone());
                 }
                 touched.services.insert(slice.service.clone());
                 self.slices_by_service
                     .insert((slice.service.clone(), key.clone()));
-                self.slices.insert(key, Box::new(slice));
+                self.slices.insert(key, slice);
             }
             Object::Node(node) => {
                 if self.nodes.get(&node.name) != Some(&node) {
@@ -215,7 +215,7 @@ impl ClusterState {
                 let key: SliceKey = (namespace.as_str().into(), name.as_str().into());
                 if let Some(old) = self.slices.remove(&key) {
                     self.unindex(&old.service, &key);
-                    touched.services.insert(old.service);
+                    touched.services.insert(old.service.clone());
                 }
             }
             ObjectKey::Node(name) => {
@@ -226,6 +226,16 @@ impl ClusterState {
             ObjectKey::Pod { .. } => {}
         }
         touched
+    }
+
+    /// Shares a slice's namespace, service name and endpoint locations with the state's own,
+    /// and drops its spare capacity.
+    fn compact(&mut self, slice: &mut EndpointSlice) {
+        self.names.intern_slice(slice);
+        slice.endpoints.shrink_to_fit();
+        slice.ports.shrink_to_fit();
+        self.share_service_name(&mut slice.service);
+        slice.namespace = self.names.intern(&slice.namespace);
     }
 
     fn unindex(&mut self, service: &ServiceName, key: &SliceKey) {
