@@ -34,7 +34,7 @@ type Slices = Vec<(SliceKey, Arc<EndpointSlice>)>;
 #[derive(Debug, Default)]
 pub struct EndpointController {
     /// Services with a selector.
-    services: BTreeMap<ServiceName, Service>,
+    services: BTreeMap<ServiceName, Arc<Service>>,
     pods: BTreeMap<PodKey, Arc<Pod>>,
     nodes: BTreeMap<String, Node>,
     /// Hand-written slices (and slices mirrored from Endpoints), by key.
@@ -171,7 +171,7 @@ impl EndpointController {
             self.refresh(&name, &mut ignored);
         }
         let slices = self.emitted.values().flatten();
-        passed.extend(slices.map(|(_, s)| Object::EndpointSlice((**s).clone())));
+        passed.extend(slices.map(|(_, s)| Object::from(Arc::clone(s))));
         out.events.push(SourceEvent::Resync(passed));
         out.new_problems = self
             .problems()
@@ -197,10 +197,13 @@ impl EndpointController {
                 } else {
                     self.services.remove(&name);
                 }
-                self.selection
-                    .set_service(&name, self.services.get(&name), &self.pods);
+                self.selection.set_service(
+                    &name,
+                    self.services.get(&name).map(|s| &**s),
+                    &self.pods,
+                );
                 self.targets_changed = true;
-                passed.push(Object::Service(svc));
+                passed.push(Object::from(svc));
                 BTreeSet::from([name])
             }
             Object::EndpointSlice(slice) => {
@@ -209,7 +212,7 @@ impl EndpointController {
                 touched.insert(slice.service.clone());
                 self.handwritten_of
                     .insert((slice.service.clone(), key.clone()));
-                self.handwritten.insert(key, Arc::new(slice));
+                self.handwritten.insert(key, slice);
                 touched
             }
             Object::Node(node) => {
@@ -296,7 +299,7 @@ impl EndpointController {
         for (key, slice) in &desired {
             let same = find(&old, key).is_some_and(|o| Arc::ptr_eq(&o, slice) || o == *slice);
             if !same {
-                events.push(SourceEvent::Apply(Object::EndpointSlice((**slice).clone())));
+                events.push(SourceEvent::Apply(Object::from(Arc::clone(slice))));
             }
         }
         let gone = old.iter().map(|(k, _)| k);
