@@ -142,7 +142,7 @@ pub struct Stage {
 impl Stage {
     /// Fresh namespaces named after `tag`, with `cluster` written as manifests.
     pub fn new(o: &Options, tag: &str, cluster: Cluster) -> anyhow::Result<Stage> {
-        let net = Net::create(tag)?;
+        let net = crate::lab::create_net(tag)?;
         let endpoints = Endpoints::start(net.pods.name())?;
         let root = tempfile::Builder::new().prefix("ferry-drills-").tempdir()?;
         let dir = root.path().join("manifests");
@@ -208,7 +208,7 @@ impl Stage {
             old: old
                 .map(|g| self.cluster.endpoints_in(i, g))
                 .unwrap_or_default(),
-            new: self.cluster.endpoints_of(i),
+            new: self.cluster.endpoints_of(i).to_vec(),
         }
     }
 

@@ -49,6 +49,8 @@ pub mod netns;
 mod pace;
 pub mod pod;
 pub mod process;
+#[cfg(feature = "scale")]
+pub mod scale;
 pub mod spec;
 pub mod state;
 pub mod vm;

@@ -13,7 +13,7 @@ use ferry_testkit::FakeApiServer;
 
 use crate::drill::hostile::{self, KINDS};
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::Cluster;
+use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Served};
 use crate::lab::Ferry;
 use crate::report::Row;
@@ -37,7 +37,7 @@ pub fn run(o: &Options, from: From) -> anyhow::Result<Row> {
     };
     let mut row = Row::new("5. bad input at scale", label);
     let tag = format!("bad-{}", label.to_lowercase());
-    let stage = Stage::new(o, &tag, Cluster::new(n, 10, false)?)?;
+    let stage = Stage::new(o, &tag, Cluster::new(n, 10, Layout::drill(false))?)?;
     let clean_hwm = hwm(o, &stage, from, &[])?;
     let mut rng = fastrand::Rng::with_seed(o.seed);
     let input = write_bad(&stage, from, bad, &mut rng)?;

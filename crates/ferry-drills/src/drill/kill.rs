@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::Cluster;
+use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Expect, Served};
 use crate::lab::Ferry;
 use crate::report::{secs, Row};
@@ -54,7 +54,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     };
     let n = o.services(100, full_n);
     let reps = o.repetitions(3, 100);
-    let cluster = Cluster::new(n, 10, false)?;
+    let cluster = Cluster::new(n, 10, Layout::drill(false))?;
     let mut stage = Stage::new(o, &format!("kill-{}", mode.name()), cluster)?;
     let mut row = Row::new("1. kill -9 mid-sync", mode.name());
     let mut rng = fastrand::Rng::with_seed(o.seed);
@@ -154,7 +154,7 @@ fn repetition(
         stage.cluster.bump(i);
     }
     for (e, &i) in expect.iter_mut().zip(&changed) {
-        e.new = stage.cluster.endpoints_of(i);
+        e.new = stage.cluster.endpoints_of(i).to_vec();
     }
     expect.extend(others.iter().map(|&i| stage.expect(i, old(stage, i))));
 

@@ -8,7 +8,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::{Cluster, Extra, PORT, STREAM_SERVICE_PORT};
+use crate::lab::cluster::{Cluster, Extra, Layout, PORT, STREAM_SERVICE_PORT};
 use crate::lab::net::NODE_IP;
 use crate::lab::probe::{ask, Expect, PROBE_TIMEOUT};
 use crate::lab::streams::Streams;
@@ -23,7 +23,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let stage = Stage::new(
         o,
         &format!("restart-{}", mode.name()),
-        Cluster::new(n, 10, true)?,
+        Cluster::new(n, 10, Layout::drill(true))?,
     )?;
     let mut row = Row::new("2. restart and upgrade under traffic", mode.name());
     let other = o.other_ferry.clone().unwrap_or_else(|| o.ferry.clone());
@@ -41,10 +41,10 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     );
     let local_eps: Vec<Ipv4Addr> = c
         .endpoints_of(np_local)
-        .into_iter()
+        .iter()
         .enumerate()
         .filter(|(j, _)| c.node_of(np_local, *j) == crate::lab::cluster::NODE)
-        .map(|(_, a)| a)
+        .map(|(_, a)| *a)
         .collect();
     let node_port = |extra: Extra, http: bool| {
         let (h, s) = extra.node_ports().unwrap_or_default();
@@ -57,7 +57,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     targets.push(Expect {
         target: node_port(Extra::NodePortCluster, true),
         old: vec![],
-        new: c.endpoints_of(np_cluster),
+        new: c.endpoints_of(np_cluster).to_vec(),
     });
     targets.push(Expect {
         target: node_port(Extra::NodePortLocal, true),

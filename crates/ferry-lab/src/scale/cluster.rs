@@ -1,17 +1,25 @@
 //! The generated cluster: N ClusterIP Services × M ready endpoints, and optionally three extra
 //! Services for traffic drills (a NodePort with each external policy and a ClusterIP with
 //! session affinity, each with a second `stream` port). The same objects are written as
-//! manifest files (one JSON `List` per Service: the Service and its EndpointSlice) or served by
-//! the fake API server.
+//! manifest files (one per Service: the Service and its EndpointSlice, as YAML the way `kubectl
+//! get -o yaml` writes them, or as a JSON `List`) or served by the fake API server.
 //!
-//! A change replaces *every* endpoint of a Service (a new generation of addresses), so a probe
-//! can tell the old rules from the new ones, and a mix of both within one Service.
+//! Addresses: ClusterIPs upwards from `10.96.0.10` (service range `10.96.0.0/12`), port 80 →
+//! target port 8080; endpoints upwards from `10.64.0.0`, all inside the pod range
+//! [`POD_RANGE`] that the pods namespace answers on as a whole. Endpoints are spread
+//! round-robin over three nodes; Ferry programs [`NODE`]. Two kinds of change:
+//! - [`Cluster::change`] replaces *one* endpoint of a Service with an address never used before
+//!   (upwards from `10.72.0.0`), as when a pod is rescheduled;
+//! - [`Cluster::bump`] replaces *every* endpoint of a Service (a new generation of addresses),
+//!   so a probe can tell the old rules from the new ones, and a mix of both within one Service.
 
 use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Context as _;
 use serde_json::{json, Value};
+
+mod yaml;
 
 /// The node Ferry runs as.
 pub const NODE: &str = "node-1";
@@ -27,14 +35,56 @@ pub const STREAM_SERVICE_PORT: u16 = 81;
 pub const TARGET_PORT: u16 = 8080;
 /// The endpoints' stream port.
 pub const STREAM_PORT: u16 = 8081;
-/// The Services' namespace.
-pub const NAMESPACE: &str = "drill";
 
 const FIRST_CLUSTER_IP: u32 = u32::from_be_bytes([10, 96, 0, 10]);
 const FIRST_POD: u32 = u32::from_be_bytes([10, 64, 0, 0]);
+/// Where [`Cluster::change`]'s addresses start (generation 4 of [`Cluster::bump`]'s: a
+/// cluster uses one kind of change).
+const FIRST_NEW_POD: u32 = u32::from_be_bytes([10, 72, 0, 0]);
 /// Pod addresses in [`POD_RANGE`]: 8 generations of at most this many endpoints.
 const GENERATION_SPAN: u32 = 1 << 17;
+/// The most endpoints of a cluster that only [`Cluster::change`]s (the addresses below
+/// [`FIRST_NEW_POD`]).
+const MAX_ENDPOINTS: usize = 500_000;
 const NODES: usize = 3;
+
+/// How the cluster is written: its namespace, manifest format, and extra Services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The Services' namespace.
+    pub namespace: &'static str,
+    /// The manifest files' format.
+    pub format: Format,
+    /// The three [`Extra`] Services after the N plain ones.
+    pub extras: bool,
+}
+
+impl Layout {
+    /// The benchmark's: namespace `bench`, YAML, no extras.
+    pub const BENCH: Layout = Layout {
+        namespace: "bench",
+        format: Format::Yaml,
+        extras: false,
+    };
+
+    /// The drills': namespace `drill`, JSON, extras as asked.
+    pub fn drill(extras: bool) -> Layout {
+        Layout {
+            namespace: "drill",
+            format: Format::Json,
+            extras,
+        }
+    }
+}
+
+/// A manifest file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `<name>.yaml`: two YAML documents.
+    Yaml,
+    /// `<name>.json`: a `List`.
+    Json,
+}
 
 /// An extra Service for the traffic drills.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,31 +115,55 @@ impl Extra {
     }
 }
 
-/// The cluster: its size and every Service's current generation of endpoints.
+/// One endpoint change: Service `service`'s endpoint `slot` is now `address`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The Service's index.
+    pub service: usize,
+    /// Which of its endpoints was replaced.
+    pub slot: usize,
+    /// The new endpoint.
+    pub address: Ipv4Addr,
+}
+
+/// The cluster: its size and every Service's current endpoints.
 #[derive(Debug, Clone)]
 pub struct Cluster {
     /// N (plain Services).
     pub services: usize,
     /// M.
     pub endpoints: usize,
-    extras: bool,
+    layout: Layout,
     generation: Vec<u32>,
+    current: Vec<Vec<Ipv4Addr>>,
+    changes: u32,
 }
 
 impl Cluster {
-    /// N Services × M endpoints, plus the [`Extra`] Services when `extras`.
-    pub fn new(services: usize, endpoints: usize, extras: bool) -> anyhow::Result<Cluster> {
-        let total = services + if extras { Extra::ALL.len() } else { 0 };
+    /// N Services × M endpoints, plus the [`Extra`] Services when the layout has them. Every
+    /// endpoint must fit one generation of addresses (131 072) in a cluster with extras (the
+    /// drills', which [`Cluster::bump`]), 500 000 otherwise.
+    pub fn new(services: usize, endpoints: usize, layout: Layout) -> anyhow::Result<Cluster> {
+        let total = services + if layout.extras { Extra::ALL.len() } else { 0 };
+        let most = if layout.format == Format::Json {
+            GENERATION_SPAN as usize
+        } else {
+            MAX_ENDPOINTS
+        };
         anyhow::ensure!(
-            services > 0 && endpoints > 0 && total * endpoints <= GENERATION_SPAN as usize,
-            "want at least one Service and endpoint, and (N + extras) × M ≤ {GENERATION_SPAN}"
+            services > 0 && endpoints > 0 && total.saturating_mul(endpoints) <= most,
+            "want at least one Service and endpoint, and (N + extras) × M ≤ {most}"
         );
-        Ok(Cluster {
+        let mut c = Cluster {
             services,
             endpoints,
-            extras,
+            layout,
             generation: vec![0; total],
-        })
+            current: Vec::with_capacity(total),
+            changes: 0,
+        };
+        c.current = (0..total).map(|i| c.endpoints_in(i, 0)).collect();
+        Ok(c)
     }
 
     /// Every Service index, extras included.
@@ -99,13 +173,18 @@ impl Cluster {
 
     /// The index of an extra Service (panics if the cluster has none).
     pub fn extra(&self, extra: Extra) -> usize {
-        assert!(self.extras, "this cluster has no extra Services");
+        assert!(self.layout.extras, "this cluster has no extra Services");
         self.services + Extra::ALL.iter().position(|e| *e == extra).unwrap_or(0)
     }
 
     fn extra_of(&self, i: usize) -> Option<Extra> {
         i.checked_sub(self.services)
             .and_then(|k| Extra::ALL.get(k).copied())
+    }
+
+    /// The Services' namespace.
+    pub fn namespace(&self) -> &'static str {
+        self.layout.namespace
     }
 
     /// Name of Service `i`.
@@ -132,13 +211,18 @@ impl Cluster {
     }
 
     /// The current endpoints of Service `i`.
-    pub fn endpoints_of(&self, i: usize) -> Vec<Ipv4Addr> {
-        self.endpoints_in(i, self.generation[i])
+    pub fn endpoints_of(&self, i: usize) -> &[Ipv4Addr] {
+        &self.current[i]
     }
 
-    /// The current generation of Service `i`.
-    pub fn generation(&self, i: usize) -> u32 {
-        self.generation[i]
+    /// The newest endpoint of Service `i` (the one its last [`Cluster::change`] brought in, if
+    /// any: changes bring in ever higher addresses).
+    pub fn newest_endpoint(&self, i: usize) -> Ipv4Addr {
+        self.current[i]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(Ipv4Addr::from(FIRST_POD))
     }
 
     /// The node of endpoint `j` of Service `i`.
@@ -146,16 +230,47 @@ impl Cluster {
         format!("node-{}", (i + j) % NODES)
     }
 
+    /// The current generation of Service `i`.
+    pub fn generation(&self, i: usize) -> u32 {
+        self.generation[i]
+    }
+
     /// Replaces every endpoint of Service `i` (the next generation).
     pub fn bump(&mut self, i: usize) {
         self.generation[i] += 1;
+        self.current[i] = self.endpoints_in(i, self.generation[i]);
+    }
+
+    /// Replaces one endpoint of Service `service` with a new address (as when a pod is
+    /// rescheduled); successive changes of one Service replace successive slots.
+    pub fn change(&mut self, service: usize) -> Change {
+        let address = Ipv4Addr::from(FIRST_NEW_POD + self.changes);
+        let slot = self.changes as usize % self.endpoints;
+        self.changes += 1;
+        self.current[service][slot] = address;
+        Change {
+            service,
+            slot,
+            address,
+        }
+    }
+
+    /// Changes made by [`Cluster::change`] so far.
+    pub fn changes(&self) -> u32 {
+        self.changes
+    }
+
+    /// The Service that change number `k` touches (spread over the whole cluster).
+    pub fn changed_service(&self, k: usize) -> usize {
+        (k.wrapping_mul(7919).wrapping_add(self.services / 2)) % self.services
     }
 
     /// Service `i` as the API serves it.
     pub fn service_object(&self, i: usize) -> Value {
         let ip = self.cluster_ip(i).to_string();
         let name = self.name(i);
-        let mut s = ferry_testkit::objects::service(NAMESPACE, &name, &ip, PORT, TARGET_PORT);
+        let ns = self.namespace();
+        let mut s = ferry_testkit::objects::service(ns, &name, &ip, PORT, TARGET_PORT);
         let Some(extra) = self.extra_of(i) else {
             return s;
         };
@@ -200,7 +315,7 @@ impl Cluster {
             .collect();
         let name = self.name(i);
         let mut slice = ferry_testkit::objects::endpoint_slice(
-            NAMESPACE,
+            self.namespace(),
             &format!("{name}-x7k2q"),
             &name,
             TARGET_PORT,
@@ -218,37 +333,42 @@ impl Cluster {
     /// The Node objects (`node-1` is Ferry's, at the node's client-side address).
     pub fn node_objects(&self) -> Vec<Value> {
         (0..NODES)
-            .map(|n| {
-                let ip = if n == 1 {
-                    super::net::NODE_IP.to_owned()
-                } else {
-                    format!("10.200.0.1{n}")
-                };
-                let cidr = format!("10.{}.0.0/14", 64 + 4 * n);
-                ferry_testkit::objects::node(&format!("node-{n}"), &ip, &cidr)
-            })
+            .map(|n| ferry_testkit::objects::node(&format!("node-{n}"), &node_ip(n), &node_cidr(n)))
             .collect()
     }
 
     /// Service `i`'s manifest file name.
     pub fn file_name(&self, i: usize) -> String {
-        format!("{}.json", self.name(i))
+        match self.layout.format {
+            Format::Yaml => format!("{}.yaml", self.name(i)),
+            Format::Json => format!("{}.json", self.name(i)),
+        }
     }
 
-    /// Service `i`'s manifest: a `List` of the Service and its EndpointSlice.
+    /// Service `i`'s manifest: the Service and its EndpointSlice.
     pub fn manifest(&self, i: usize) -> String {
-        let list = json!({
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [self.service_object(i), self.slice_object(i)],
-        });
-        list.to_string()
+        match self.layout.format {
+            Format::Yaml => yaml::manifest(self, i),
+            Format::Json => json!({
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [self.service_object(i), self.slice_object(i)],
+            })
+            .to_string(),
+        }
     }
 
-    /// Writes every manifest (and `nodes.json`) into `dir`.
+    /// Writes every manifest (and the Nodes' file) into `dir`.
     pub fn write_all(&self, dir: &Path) -> anyhow::Result<()> {
-        let nodes = json!({ "apiVersion": "v1", "kind": "List", "items": self.node_objects() });
-        std::fs::write(dir.join("nodes.json"), nodes.to_string())?;
+        let (file, nodes) = match self.layout.format {
+            Format::Yaml => ("nodes.yaml", yaml::nodes()),
+            Format::Json => {
+                let list =
+                    json!({ "apiVersion": "v1", "kind": "List", "items": self.node_objects() });
+                ("nodes.json", list.to_string())
+            }
+        };
+        std::fs::write(dir.join(file), nodes)?;
         for i in self.all() {
             std::fs::write(dir.join(self.file_name(i)), self.manifest(i))
                 .with_context(|| format!("writing {}", self.file_name(i)))?;
@@ -260,8 +380,10 @@ impl Cluster {
     /// into `dir`.
     pub fn write_one(&self, dir: &Path, stage: &Path, i: usize) -> anyhow::Result<()> {
         let name = self.file_name(i);
-        std::fs::write(stage.join(&name), self.manifest(i))?;
-        std::fs::rename(stage.join(&name), dir.join(&name)).context("renaming into place")?;
+        let staged = stage.join(&name);
+        std::fs::write(&staged, self.manifest(i))
+            .with_context(|| format!("writing {}", staged.display()))?;
+        std::fs::rename(&staged, dir.join(&name)).context("renaming into place")?;
         Ok(())
     }
 
@@ -287,4 +409,25 @@ impl Cluster {
         }
         picked
     }
+
+    /// `count` Service indexes spread over the cluster, first and last included, the same in
+    /// every run.
+    pub fn spread(&self, count: usize) -> Vec<usize> {
+        let mut picked = self.sample(count, &mut fastrand::Rng::with_seed(0x9E37_79B9_7F4A_7C15));
+        picked.truncate(count.min(self.services));
+        picked
+    }
+}
+
+/// Node `n`'s InternalIP (`node-1`, Ferry's, is the node's client-side address).
+fn node_ip(n: usize) -> String {
+    if n == 1 {
+        super::net::NODE_IP.to_owned()
+    } else {
+        format!("10.200.0.1{n}")
+    }
+}
+
+fn node_cidr(n: usize) -> String {
+    format!("10.{}.0.0/14", 64 + 4 * n)
 }
