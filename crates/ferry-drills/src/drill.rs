@@ -15,6 +15,7 @@ pub mod hostile;
 pub mod kill;
 pub mod outage;
 pub mod restart;
+pub mod soak;
 pub mod writers;
 
 /// What to run.

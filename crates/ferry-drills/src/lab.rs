@@ -13,6 +13,7 @@
 //! rule is written by the `ferry run` (or the drill's own `nft`/`iptables` commands) inside the
 //! node namespace.
 
+pub mod ruleset;
 pub mod streams;
 pub mod watch;
 

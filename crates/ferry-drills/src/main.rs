@@ -22,7 +22,7 @@ use ferry_drills::report::{self, Row};
 #[derive(Debug, Parser)]
 #[command(name = "ferry-drills", version)]
 struct Cli {
-    /// Drills to run (default: all): kill, restart, outage, writers, bad-input.
+    /// Drills to run (default: all): kill, restart, outage, writers, bad-input, soak.
     drills: Vec<String>,
     /// CI's short mode: small N, few repetitions.
     #[arg(long)]
@@ -65,7 +65,7 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 5] = ["kill", "restart", "outage", "writers", "bad-input"];
+const DRILLS: [&str; 6] = ["kill", "restart", "outage", "writers", "bad-input", "soak"];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
@@ -158,6 +158,8 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
         })
         .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
+        // The soak compares nftables mode's table with `ferry rules`: nftables mode only.
+        "soak" => vec![drill::soak::run(o).unwrap_or_else(|e| failed("7. soak", "nftables", &e))],
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
 }
