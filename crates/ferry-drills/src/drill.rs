@@ -70,28 +70,40 @@ pub enum Mode {
     IptablesNft,
     /// iptables mode, legacy backend.
     IptablesLegacy,
+    /// userspace mode: Ferry's process proxies every connection (its nftables table only
+    /// redirects to Ferry's listeners), so nothing answers while Ferry is down.
+    Userspace,
 }
 
 impl Mode {
-    /// Every mode.
+    /// The modes drilled by default: the kernel dataplanes.
     pub const ALL: [Mode; 3] = [Mode::Nftables, Mode::IptablesNft, Mode::IptablesLegacy];
 
-    /// `nftables`, `iptables-nft`, `iptables-legacy`.
+    /// Every mode `--modes` accepts (IPVS mode's kernel part runs only in a qemu guest).
+    pub const KNOWN: [Mode; 4] = [
+        Mode::Nftables,
+        Mode::IptablesNft,
+        Mode::IptablesLegacy,
+        Mode::Userspace,
+    ];
+
+    /// `nftables`, `iptables-nft`, `iptables-legacy`, `userspace`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Nftables => "nftables",
             Mode::IptablesNft => "iptables-nft",
             Mode::IptablesLegacy => "iptables-legacy",
+            Mode::Userspace => "userspace",
         }
     }
 
     /// Parses [`Mode::name`].
     pub fn parse(s: &str) -> anyhow::Result<Mode> {
-        Mode::ALL
+        Mode::KNOWN
             .into_iter()
             .find(|m| m.name() == s)
             .with_context(|| {
-                format!("unknown mode {s:?} (nftables, iptables-nft, iptables-legacy)")
+                format!("unknown mode {s:?} (nftables, iptables-nft, iptables-legacy, userspace)")
             })
     }
 
@@ -111,13 +123,14 @@ impl Mode {
                     "--iptables-backend=legacy".into(),
                 ]
             }
+            Mode::Userspace => vec!["--proxy-mode=userspace".into()],
         }
     }
 
     /// The iptables tool of its backend (`None` in nftables mode).
     pub fn iptables(self) -> Option<&'static str> {
         match self {
-            Mode::Nftables => None,
+            Mode::Nftables | Mode::Userspace => None,
             Mode::IptablesNft => Some("iptables-nft"),
             Mode::IptablesLegacy => Some("iptables-legacy"),
         }

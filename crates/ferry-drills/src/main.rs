@@ -33,7 +33,7 @@ struct Cli {
     /// A different build of ferry for the upgrade drill (default: the same binary).
     #[arg(long, value_name = "PATH")]
     other_ferry: Option<PathBuf>,
-    /// Modes, comma-separated (default: nftables,iptables-nft,iptables-legacy).
+    /// Modes, comma-separated (default: nftables,iptables-nft,iptables-legacy; also userspace).
     #[arg(long, value_delimiter = ',')]
     modes: Vec<String>,
     /// Services (N), instead of the drill's default.
@@ -147,16 +147,20 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
             })
             .collect(),
         "outage" => per_mode(drill::outage::run, "3. API outage and relist"),
-        "bad-input" => [
-            drill::bad_input::From::Manifests,
-            drill::bad_input::From::Api,
-        ]
-        .into_iter()
-        .map(|from| {
-            drill::bad_input::run(o, from)
-                .unwrap_or_else(|e| failed("5. bad input at scale", &format!("{from:?}"), &e))
-        })
-        .collect(),
+        "bad-input" => drill::bad_input::modes(o)
+            .into_iter()
+            .flat_map(|m| {
+                [
+                    drill::bad_input::From::Manifests,
+                    drill::bad_input::From::Api,
+                ]
+                .map(|from| {
+                    drill::bad_input::run(o, from, m).unwrap_or_else(|e| {
+                        failed("5. bad input at scale", &format!("{from:?}"), &e)
+                    })
+                })
+            })
+            .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         // The soak compares nftables mode's table with `ferry rules`: nftables mode only.
         "soak" => vec![drill::soak::run(o).unwrap_or_else(|e| failed("7. soak", "nftables", &e))],
