@@ -123,6 +123,14 @@ impl NetlinkSocket {
         Ok(names)
     }
 
+    /// Every table of this network namespace, as (family as `nft` names it, name).
+    pub fn tables(&mut self) -> Result<Vec<(String, String)>, NetlinkError> {
+        let req = encode::table_dump_request(self.seq);
+        let mut tables = Vec::new();
+        self.dump(&req, |buf| encode::table_names(buf, &mut tables))?;
+        Ok(tables)
+    }
+
     /// How many rules `chain` of Ferry's table holds (0 when there is no such chain): one dump
     /// of that chain's rules, whatever the rest of the table holds.
     pub fn rule_count(&mut self, family: IpFamily, chain: &str) -> Result<usize, NetlinkError> {

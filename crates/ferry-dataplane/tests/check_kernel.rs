@@ -229,3 +229,29 @@ fn the_other_modes_cleanup_leaves_the_running_modes_table_intact() {
         });
     }
 }
+
+/// At start-up nftables mode names kube-proxy's nftables tables, read with one netlink table
+/// dump (every family); Ferry's own table and other people's tables are not leftovers.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn kube_proxys_tables_are_found_among_every_familys_tables() {
+    in_new_netns(|| {
+        let _applier = synced(ProxyMode::Nftables, None);
+        for (family, name) in [("ip", "kube-proxy"), ("ip6", "kube-proxy"), ("inet", "filter")] {
+            nft(&["add", "table", family, name]);
+        }
+        let found: Vec<String> = (entry(ProxyMode::Nftables).leftovers)()
+            .into_iter()
+            .map(|l| l.what)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "table ip kube-proxy (kube-proxy's nftables mode)",
+                "table ip6 kube-proxy (kube-proxy's nftables mode)"
+            ]
+        );
+        let done = (entry(ProxyMode::Nftables).cleanup)(false).expect("cleanup");
+        assert_eq!(done.objects, ["table ip ferry"]);
+    });
+}

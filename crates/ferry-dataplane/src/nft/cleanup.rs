@@ -15,8 +15,14 @@ const FAMILIES: [&str; 2] = ["ip", "ip6"];
 /// kube-proxy's nftables mode's table.
 const KUBE_PROXY_TABLE: &str = "kube-proxy";
 
-/// The tables of this network namespace (`nft list tables`), as (family, name).
+/// The tables of this network namespace, as (family, name): one netlink table dump, or `nft
+/// list tables` where no netlink socket opens. Not `nft` first: it reads every table whole
+/// before it prints their names (3.7 s with Ferry's table at 10 000 × 10), and this runs at
+/// every start-up.
 fn tables() -> Result<Vec<(String, String)>, Error> {
+    if let Some(tables) = NetlinkSocket::open().ok().and_then(|mut s| s.tables().ok()) {
+        return Ok(tables);
+    }
     Ok(parse_tables(&NftCli::default().list(&["list", "tables"])?))
 }
 
