@@ -237,7 +237,11 @@ fn the_other_modes_cleanup_leaves_the_running_modes_table_intact() {
 fn kube_proxys_tables_are_found_among_every_familys_tables() {
     in_new_netns(|| {
         let _applier = synced(ProxyMode::Nftables, None);
-        for (family, name) in [("ip", "kube-proxy"), ("ip6", "kube-proxy"), ("inet", "filter")] {
+        for (family, name) in [
+            ("ip", "kube-proxy"),
+            ("ip6", "kube-proxy"),
+            ("inet", "filter"),
+        ] {
             nft(&["add", "table", family, name]);
         }
         let found: Vec<String> = (entry(ProxyMode::Nftables).leftovers)()
