@@ -69,12 +69,42 @@ pub fn run(o: &Options) -> anyhow::Result<Row> {
     let syncs = ferry.syncs().len() - first_syncs;
     let hwm = ferry.memory_mib("VmHWM:")?;
 
+    let compared = compare(o, &stage, &flags, n, &mut row)?;
+    if let Some(bad) = probe(&stage)? {
+        row.rep(Some(bad));
+    }
+    if !ferry.is_running() {
+        row.rep(Some(format!("ferry exited:\n{}", ferry.tail(5))));
+    }
+    ferry.stop()?;
+    describe(&mut row, n, &churn, &compared, (syncs, hwm, waited));
+    Ok(row)
+}
+
+/// What the comparison of the kernel's table with `ferry rules` found.
+struct Compared {
+    /// Differing elements and rules.
+    missed: usize,
+    /// Elements and rules `ferry rules` rendered.
+    elements: usize,
+    rules: usize,
+}
+
+/// Compares the node's `ip ferry` table with what `ferry rules` renders for the manifests
+/// (`flags`: those of the `ferry run`); a difference is a failed repetition.
+fn compare(
+    o: &Options,
+    stage: &Stage,
+    flags: &[String],
+    n: usize,
+    row: &mut Row,
+) -> anyhow::Result<Compared> {
     let kernel = stage
         .net
         .node
         .exec("nft", ["list", "table", "ip", "ferry"])?;
     let mut rules_args = vec!["rules".to_owned()];
-    rules_args.extend(flags);
+    rules_args.extend(flags.iter().cloned());
     let rendered = stage
         .net
         .node
@@ -89,33 +119,37 @@ pub fn run(o: &Options) -> anyhow::Result<Row> {
             "ferry rules rendered {elements} elements for {n} × 10"
         )));
     }
-    if let Some(bad) = probe(&stage)? {
-        row.rep(Some(bad));
-    }
-    if !ferry.is_running() {
-        row.rep(Some(format!("ferry exited:\n{}", ferry.tail(5))));
-    }
-    ferry.stop()?;
+    Ok(Compared {
+        missed,
+        elements,
+        rules,
+    })
+}
 
+/// The row's figure and notes; `after` is (syncs during the churn, `VmHWM`, time to quiet).
+fn describe(row: &mut Row, n: usize, churn: &Churn, c: &Compared, after: (usize, f64, Duration)) {
+    let (syncs, hwm, waited) = after;
     let (start, end) = (churn.rss[0], churn.rss[churn.rss.len() - 1]);
     let max = churn.rss.iter().copied().fold(f64::MIN, f64::max);
     row.figure = format!(
-        "RSS growth: {:+.1} MiB; missed changes: {missed}",
-        end - start
+        "RSS growth: {:+.1} MiB; missed changes: {}",
+        end - start,
+        c.missed
     );
     row.note(&format!(
         "{n} × 10, {} of churn: {} changes ({:.0}/s), {syncs} syncs; VmRSS start {start:.1} \
          MiB, end {end:.1} MiB, max {max:.1} MiB (VmHWM {hwm:.1} MiB, {} samples); quiet {} \
-         after the last change; kernel = ferry rules: {} of {elements} elements and {rules} \
-         rules differ; {PROBED} ClusterIPs probed",
+         after the last change; kernel = ferry rules: {} of {} elements and {} rules differ; \
+         {PROBED} ClusterIPs probed",
         secs(churn.took.as_secs_f64()),
         churn.changes,
         churn.changes as f64 / churn.took.as_secs_f64(),
         churn.rss.len(),
         secs(waited.as_secs_f64()),
-        missed,
+        c.missed,
+        c.elements,
+        c.rules,
     ));
-    Ok(row)
 }
 
 /// [`RATE`] changes a second for `duration`, `VmRSS` read every [`RSS_EVERY`] (first just

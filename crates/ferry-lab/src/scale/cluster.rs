@@ -14,11 +14,8 @@
 //!   so a probe can tell the old rules from the new ones, and a mix of both within one Service.
 
 use std::net::Ipv4Addr;
-use std::path::Path;
 
-use anyhow::Context as _;
-use serde_json::{json, Value};
-
+mod objects;
 mod yaml;
 
 /// The node Ferry runs as.
@@ -46,7 +43,7 @@ const GENERATION_SPAN: u32 = 1 << 17;
 /// The most endpoints of a cluster that only [`Cluster::change`]s (the addresses below
 /// [`FIRST_NEW_POD`]).
 const MAX_ENDPOINTS: usize = 500_000;
-const NODES: usize = 3;
+pub(super) const NODES: usize = 3;
 
 /// How the cluster is written: its namespace, manifest format, and extra Services.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +130,7 @@ pub struct Cluster {
     pub services: usize,
     /// M.
     pub endpoints: usize,
-    layout: Layout,
+    pub(super) layout: Layout,
     generation: Vec<u32>,
     current: Vec<Vec<Ipv4Addr>>,
     changes: u32,
@@ -177,7 +174,7 @@ impl Cluster {
         self.services + Extra::ALL.iter().position(|e| *e == extra).unwrap_or(0)
     }
 
-    fn extra_of(&self, i: usize) -> Option<Extra> {
+    pub(super) fn extra_of(&self, i: usize) -> Option<Extra> {
         i.checked_sub(self.services)
             .and_then(|k| Extra::ALL.get(k).copied())
     }
@@ -265,138 +262,6 @@ impl Cluster {
         (k.wrapping_mul(7919).wrapping_add(self.services / 2)) % self.services
     }
 
-    /// Service `i` as the API serves it.
-    pub fn service_object(&self, i: usize) -> Value {
-        let ip = self.cluster_ip(i).to_string();
-        let name = self.name(i);
-        let ns = self.namespace();
-        let mut s = ferry_testkit::objects::service(ns, &name, &ip, PORT, TARGET_PORT);
-        let Some(extra) = self.extra_of(i) else {
-            return s;
-        };
-        s["spec"]["ports"] = json!([
-            { "name": "http", "protocol": "TCP", "port": PORT, "targetPort": TARGET_PORT },
-            { "name": "stream", "protocol": "TCP", "port": STREAM_SERVICE_PORT, "targetPort": STREAM_PORT },
-        ]);
-        match extra {
-            Extra::NodePortCluster | Extra::NodePortLocal => {
-                let (http, stream) = extra.node_ports().unwrap_or_default();
-                let policy = if extra == Extra::NodePortLocal {
-                    "Local"
-                } else {
-                    "Cluster"
-                };
-                s["spec"]["type"] = json!("NodePort");
-                s["spec"]["externalTrafficPolicy"] = json!(policy);
-                s["spec"]["ports"][0]["nodePort"] = json!(http);
-                s["spec"]["ports"][1]["nodePort"] = json!(stream);
-            }
-            Extra::Affinity => {
-                s["spec"]["sessionAffinity"] = json!("ClientIP");
-                s["spec"]["sessionAffinityConfig"] =
-                    json!({ "clientIP": { "timeoutSeconds": 10800 } });
-            }
-        }
-        s
-    }
-
-    /// Service `i`'s EndpointSlice as the API serves it.
-    pub fn slice_object(&self, i: usize) -> Value {
-        let addresses: Vec<String> = self
-            .endpoints_of(i)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let nodes: Vec<String> = (0..self.endpoints).map(|j| self.node_of(i, j)).collect();
-        let endpoints: Vec<(&str, bool, &str)> = addresses
-            .iter()
-            .zip(&nodes)
-            .map(|(a, n)| (a.as_str(), true, n.as_str()))
-            .collect();
-        let name = self.name(i);
-        let mut slice = ferry_testkit::objects::endpoint_slice(
-            self.namespace(),
-            &format!("{name}-x7k2q"),
-            &name,
-            TARGET_PORT,
-            &endpoints,
-        );
-        if self.extra_of(i).is_some() {
-            slice["ports"] = json!([
-                { "name": "http", "protocol": "TCP", "port": TARGET_PORT },
-                { "name": "stream", "protocol": "TCP", "port": STREAM_PORT },
-            ]);
-        }
-        slice
-    }
-
-    /// The Node objects (`node-1` is Ferry's, at the node's client-side address).
-    pub fn node_objects(&self) -> Vec<Value> {
-        (0..NODES)
-            .map(|n| ferry_testkit::objects::node(&format!("node-{n}"), &node_ip(n), &node_cidr(n)))
-            .collect()
-    }
-
-    /// Service `i`'s manifest file name.
-    pub fn file_name(&self, i: usize) -> String {
-        match self.layout.format {
-            Format::Yaml => format!("{}.yaml", self.name(i)),
-            Format::Json => format!("{}.json", self.name(i)),
-        }
-    }
-
-    /// Service `i`'s manifest: the Service and its EndpointSlice.
-    pub fn manifest(&self, i: usize) -> String {
-        match self.layout.format {
-            Format::Yaml => yaml::manifest(self, i),
-            Format::Json => json!({
-                "apiVersion": "v1",
-                "kind": "List",
-                "items": [self.service_object(i), self.slice_object(i)],
-            })
-            .to_string(),
-        }
-    }
-
-    /// Writes every manifest (and the Nodes' file) into `dir`.
-    pub fn write_all(&self, dir: &Path) -> anyhow::Result<()> {
-        let (file, nodes) = match self.layout.format {
-            Format::Yaml => ("nodes.yaml", yaml::nodes()),
-            Format::Json => {
-                let list =
-                    json!({ "apiVersion": "v1", "kind": "List", "items": self.node_objects() });
-                ("nodes.json", list.to_string())
-            }
-        };
-        std::fs::write(dir.join(file), nodes)?;
-        for i in self.all() {
-            std::fs::write(dir.join(self.file_name(i)), self.manifest(i))
-                .with_context(|| format!("writing {}", self.file_name(i)))?;
-        }
-        Ok(())
-    }
-
-    /// Writes Service `i`'s manifest atomically: staged in `stage` (same filesystem), renamed
-    /// into `dir`.
-    pub fn write_one(&self, dir: &Path, stage: &Path, i: usize) -> anyhow::Result<()> {
-        let name = self.file_name(i);
-        let staged = stage.join(&name);
-        std::fs::write(&staged, self.manifest(i))
-            .with_context(|| format!("writing {}", staged.display()))?;
-        std::fs::rename(&staged, dir.join(&name)).context("renaming into place")?;
-        Ok(())
-    }
-
-    /// Every object, for the fake API server.
-    pub fn objects(&self) -> Vec<Value> {
-        let mut all = self.node_objects();
-        for i in self.all() {
-            all.push(self.service_object(i));
-            all.push(self.slice_object(i));
-        }
-        all
-    }
-
     /// `count` distinct plain Service indexes, drawn with `rng`, first and last included.
     pub fn sample(&self, count: usize, rng: &mut fastrand::Rng) -> Vec<usize> {
         let mut picked = vec![0, self.services - 1];
@@ -420,7 +285,7 @@ impl Cluster {
 }
 
 /// Node `n`'s InternalIP (`node-1`, Ferry's, is the node's client-side address).
-fn node_ip(n: usize) -> String {
+pub(super) fn node_ip(n: usize) -> String {
     if n == 1 {
         super::net::NODE_IP.to_owned()
     } else {
@@ -428,6 +293,6 @@ fn node_ip(n: usize) -> String {
     }
 }
 
-fn node_cidr(n: usize) -> String {
+pub(super) fn node_cidr(n: usize) -> String {
     format!("10.{}.0.0/14", 64 + 4 * n)
 }
