@@ -54,6 +54,22 @@ impl Options {
             .unwrap_or(if self.quick { quick } else { full })
     }
 
+    /// The asked modes whose rules are Ferry's nftables table (nftables, userspace), or
+    /// nftables mode when none is: for drills that do not depend on the mode, or that read
+    /// that table.
+    pub fn table_modes(&self) -> Vec<Mode> {
+        let mut modes: Vec<Mode> = self
+            .modes
+            .iter()
+            .copied()
+            .filter(|m| matches!(m, Mode::Nftables | Mode::Userspace))
+            .collect();
+        if modes.is_empty() {
+            modes.push(Mode::Nftables);
+        }
+        modes
+    }
+
     /// Likewise for seconds.
     pub fn seconds(&self, quick: u64, full: u64) -> u64 {
         self.seconds

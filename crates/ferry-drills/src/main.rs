@@ -147,7 +147,8 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
             })
             .collect(),
         "outage" => per_mode(drill::outage::run, "3. API outage and relist"),
-        "bad-input" => drill::bad_input::modes(o)
+        "bad-input" => o
+            .table_modes()
             .into_iter()
             .flat_map(|m| {
                 [
@@ -162,8 +163,12 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
             })
             .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
-        // The soak compares nftables mode's table with `ferry rules`: nftables mode only.
-        "soak" => vec![drill::soak::run(o).unwrap_or_else(|e| failed("7. soak", "nftables", &e))],
+        // The soak compares Ferry's nftables table with `ferry rules`.
+        "soak" => o
+            .table_modes()
+            .into_iter()
+            .map(|m| drill::soak::run(o, m).unwrap_or_else(|e| failed("7. soak", m.name(), &e)))
+            .collect(),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
 }

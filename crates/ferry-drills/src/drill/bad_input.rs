@@ -27,22 +27,6 @@ pub enum From {
     Api,
 }
 
-/// The modes to run in: reading and converting input does not depend on the mode, so nftables
-/// mode stands for the kernel modes; userspace mode when asked for (its frontends are Ferry's
-/// own listeners).
-pub fn modes(o: &Options) -> Vec<Mode> {
-    let mut modes: Vec<Mode> = o
-        .modes
-        .iter()
-        .copied()
-        .filter(|m| matches!(m, Mode::Nftables | Mode::Userspace))
-        .collect();
-    if modes.is_empty() {
-        modes.push(Mode::Nftables);
-    }
-    modes
-}
-
 /// Runs the drill with input from `from`, in `mode` (nftables or userspace: the drill checks
 /// what is programmed through `ferry status` and probes, the same in both).
 pub fn run(o: &Options, from: From, mode: Mode) -> anyhow::Result<Row> {

@@ -1,4 +1,5 @@
-//! Drill 7, soak: `ferry run` (nftables mode, manifests, the default `minSyncPeriod` of 1 s)
+//! Drill 7, soak: `ferry run` (nftables mode, or userspace mode when `--modes` has it;
+//! manifests; the default `minSyncPeriod` of 1 s)
 //! takes 100 endpoint changes per second for a long while — 30 minutes at 10 000 Services × 10
 //! endpoints in the full mode. Each change replaces one endpoint of a Service (spread over the
 //! whole cluster) with an address never used before, written as a new manifest renamed into
@@ -8,7 +9,9 @@
 //! the first sync to the end of the churn. Once the churn stops and Ferry has gone quiet, the
 //! kernel's table must equal what `ferry rules` renders for the final manifests (compared
 //! normalised, see [`crate::lab::ruleset`]): every change made it, none was missed. A sample
-//! of ClusterIPs, changed ones included, must then answer from their final endpoints only.
+//! of ClusterIPs, changed ones included, must then answer from their final endpoints only (in
+//! userspace mode the table holds one portal per Service and Ferry's process the endpoints:
+//! there the probes are what checks the changes).
 
 use std::time::{Duration, Instant};
 
@@ -41,9 +44,9 @@ struct Churn {
     took: Duration,
 }
 
-/// Runs the drill (nftables mode only: its comparison reads the nftables table).
-pub fn run(o: &Options) -> anyhow::Result<Row> {
-    let mode = Mode::Nftables;
+/// Runs the drill in `mode` (nftables or userspace: the comparison reads Ferry's nftables
+/// table).
+pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(1_000, 10_000);
     let seconds = o.seconds(20, 1_800);
     anyhow::ensure!(
@@ -69,7 +72,10 @@ pub fn run(o: &Options) -> anyhow::Result<Row> {
     let syncs = ferry.syncs().len() - first_syncs;
     let hwm = ferry.memory_mib("VmHWM:")?;
 
-    let compared = compare(o, &stage, &flags, n, &mut row)?;
+    // Userspace mode's kernel table holds one portal per Service, its endpoints are Ferry's:
+    // there the probes check them.
+    let per_service = if mode == Mode::Userspace { 1 } else { 10 };
+    let compared = compare(o, &stage, &flags, n * per_service, &mut row)?;
     if let Some(bad) = probe(&stage)? {
         row.rep(Some(bad));
     }
@@ -78,6 +84,9 @@ pub fn run(o: &Options) -> anyhow::Result<Row> {
     }
     ferry.stop()?;
     describe(&mut row, n, &churn, &compared, (syncs, hwm, waited));
+    if mode == Mode::Userspace {
+        row.note("userspace: the kernel holds one portal per Service, the endpoints are Ferry's own (the probes check them)");
+    }
     Ok(row)
 }
 
@@ -91,12 +100,13 @@ struct Compared {
 }
 
 /// Compares the node's `ip ferry` table with what `ferry rules` renders for the manifests
-/// (`flags`: those of the `ferry run`); a difference is a failed repetition.
+/// (`flags`: those of the `ferry run`); a difference is a failed repetition, and so is a
+/// rendering of fewer than `at_least` elements.
 fn compare(
     o: &Options,
     stage: &Stage,
     flags: &[String],
-    n: usize,
+    at_least: usize,
     row: &mut Row,
 ) -> anyhow::Result<Compared> {
     let kernel = stage
@@ -113,10 +123,11 @@ fn compare(
     let (lines, missed) = rendered.differences(&Ruleset::parse(&kernel), 3);
     row.rep((missed != 0).then(|| format!("kernel ≠ ferry rules: {}", lines.join("; "))));
     let (elements, rules) = rendered.size();
-    // Every endpoint is one element of a map: fewer means nothing was really compared.
-    if elements < n * 10 {
+    // Every endpoint (portal in userspace mode) is one element of a map: fewer means nothing
+    // was really compared.
+    if elements < at_least {
         row.rep(Some(format!(
-            "ferry rules rendered {elements} elements for {n} × 10"
+            "ferry rules rendered {elements} elements, fewer than {at_least}"
         )));
     }
     Ok(Compared {

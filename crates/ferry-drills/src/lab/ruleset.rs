@@ -167,8 +167,35 @@ fn split_elements(list: &str) -> Vec<String> {
     out
 }
 
-/// One element or rule: comments dropped, hex numbers in decimal, `/32` dropped, single spaces.
+/// One element or rule: comments dropped, hex numbers in decimal, `/32` dropped, single spaces;
+/// `dnat ip to` as `dnat to` and an anonymous set of one as its element (how nft lists them in
+/// an `ip` table).
 fn normalise(text: &str) -> String {
+    let words = words(text);
+    let mut out: Vec<&str> = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        match &words[i..] {
+            [dnat, ip, to, ..] if dnat == "dnat" && ip == "ip" && to == "to" => {
+                out.extend(["dnat", "to"]);
+                i += 3;
+            }
+            [open, one, close, ..] if open == "{" && close == "}" && !one.ends_with(',') => {
+                out.push(one);
+                i += 3;
+            }
+            [w, ..] => {
+                out.push(w);
+                i += 1;
+            }
+            [] => break,
+        }
+    }
+    out.join(" ")
+}
+
+/// The words of an element or rule, comments dropped, numbers and addresses normalised.
+fn words(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut tokens = text.split_whitespace();
     while let Some(t) = tokens.next() {
@@ -190,7 +217,7 @@ fn normalise(text: &str) -> String {
             .map_or_else(|| t.to_owned(), |n| n.to_string());
         words.push(word);
     }
-    words.join(" ")
+    words
 }
 
 #[cfg(test)]

@@ -47,3 +47,11 @@ fn a_missing_chain_and_a_changed_rule_are_differences() {
     let (lines, count) = rendered.differences(&Ruleset::parse(&kernel), 10);
     assert_eq!(count, 2, "{lines:?}");
 }
+
+#[test]
+fn how_nft_lists_a_dnat_and_a_set_of_one_is_the_same_rule() {
+    assert_eq!(
+        normalise("ip saddr { 10.64.0.0/12 } meta l4proto { tcp, udp } dnat ip to 10.200.0.1:80"),
+        normalise("ip saddr 10.64.0.0/12 meta l4proto { tcp, udp } dnat to 10.200.0.1:80")
+    );
+}
