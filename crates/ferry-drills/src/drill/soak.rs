@@ -142,6 +142,10 @@ fn describe(row: &mut Row, n: usize, churn: &Churn, c: &Compared, after: (usize,
     let (syncs, hwm, waited) = after;
     let (start, end) = (churn.rss[0], churn.rss[churn.rss.len() - 1]);
     let max = churn.rss.iter().copied().fold(f64::MIN, f64::max);
+    // Where the growth happened: VmRSS after each quarter of the churn.
+    let quarters: Vec<String> = (1..=4)
+        .map(|q| format!("{:.1}", churn.rss[(churn.rss.len() - 1) * q / 4]))
+        .collect();
     row.figure = format!(
         "RSS growth: {:+.1} MiB; missed changes: {}",
         end - start,
@@ -149,12 +153,14 @@ fn describe(row: &mut Row, n: usize, churn: &Churn, c: &Compared, after: (usize,
     );
     row.note(&format!(
         "{n} × 10, {} of churn: {} changes ({:.0}/s), {syncs} syncs; VmRSS start {start:.1} \
-         MiB, end {end:.1} MiB, max {max:.1} MiB (VmHWM {hwm:.1} MiB, {} samples); quiet {} \
+         MiB, end {end:.1} MiB, max {max:.1} MiB, by quarter {} MiB (VmHWM {hwm:.1} MiB, {} \
+         samples); quiet {} \
          after the last change; kernel = ferry rules: {} of {} elements and {} rules differ; \
          {PROBED} ClusterIPs probed",
         secs(churn.took.as_secs_f64()),
         churn.changes,
         churn.changes as f64 / churn.took.as_secs_f64(),
+        quarters.join(" / "),
         churn.rss.len(),
         secs(waited.as_secs_f64()),
         c.missed,
