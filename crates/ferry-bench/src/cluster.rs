@@ -216,8 +216,8 @@ impl ClusterSpec {
         let mut out = self.nodes();
         out.reserve(2 * self.services);
         for i in 0..self.services {
-            out.push(Object::Service(self.service(i)));
-            out.push(Object::EndpointSlice(self.slice(i)));
+            out.push(Object::from(self.service(i)));
+            out.push(Object::from(self.slice(i)));
         }
         out
     }

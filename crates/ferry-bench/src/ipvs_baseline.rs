@@ -76,7 +76,7 @@ fn measure(opts: &MeasureOptions, state: &ClusterState) -> anyhow::Result<Vec<Fi
     // Changes the measured syncs did not make (the state already holds theirs).
     for k in opts.changes..2 * opts.changes {
         let (_, slice) = opts.spec.changed_slice(k);
-        let dirty = next.apply(Object::EndpointSlice(slice)).services;
+        let dirty = next.apply(Object::from(slice)).services;
         let compiler = NodeCompiler::new(&next, &ctx, &cfg);
         let rules = NodeRules::with_context(&compiler, rules.context().clone());
         let mut diff = Vec::new();

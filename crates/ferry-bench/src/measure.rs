@@ -162,7 +162,7 @@ fn incremental(
     for k in 0..opts.changes {
         let (_, slice) = spec.changed_slice(k);
         let t = Instant::now();
-        let dirty: BTreeSet<_> = state.apply(Object::EndpointSlice(slice)).services;
+        let dirty: BTreeSet<_> = state.apply(Object::from(slice)).services;
         let compiler = NodeCompiler::new(state, &ctx, &cfg);
         if applier.needs_full(&compiler).context("checking the base")? {
             bail!("change {k}: the agent would need a full sync");

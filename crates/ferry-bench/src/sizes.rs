@@ -120,7 +120,7 @@ fn nftables(
         // The delta of the next one-endpoint change (compiled, not applied).
         let mut next = state.clone();
         let (_, slice) = opts.spec.changed_slice(opts.changes);
-        let dirty = next.apply(Object::EndpointSlice(slice)).services;
+        let dirty = next.apply(Object::from(slice)).services;
         let compiler = NodeCompiler::new(&next, ctx, cfg);
         let rules = NodeRules::new(&compiler);
         let changes = dirty

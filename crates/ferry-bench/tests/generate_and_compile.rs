@@ -188,7 +188,7 @@ fn an_endpoint_change_recompiles_one_service_and_changes_elements_only() {
     let (installed, _) = compile(&state, &ctx, &cfg);
 
     let (i, slice) = spec.changed_slice(0);
-    let touched = state.apply(Object::EndpointSlice(slice));
+    let touched = state.apply(Object::from(slice));
     assert_eq!(touched.services.len(), 1);
     let compiler = NodeCompiler::new(&state, &ctx, &cfg);
     let rules = NodeRules::new(&compiler);

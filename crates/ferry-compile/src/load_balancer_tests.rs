@@ -31,13 +31,13 @@ fn state(policy: TrafficPolicy, ranges: &[&str], node_port: bool, endpoints: boo
     svc.load_balancer_ips = vec![ip(LB_IP)];
     svc.load_balancer_source_ranges = ranges.iter().map(|r| net(r)).collect();
     let mut state = ClusterState::new();
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = if endpoints {
         vec![mk_endpoint("10.0.2.5", "node-b")]
     } else {
         Vec::new()
     };
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
+    state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
     state.apply(Object::Node(mk_node(
         "node-a",
         "192.168.0.2",

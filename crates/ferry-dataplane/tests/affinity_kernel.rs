@@ -57,14 +57,14 @@ fn ruleset(net: &Net, endpoints: &[u8], affinity: bool) -> Ruleset {
             timeout_seconds: 600,
         };
     }
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = endpoints
         .iter()
         .map(|n| mk_endpoint(&(net.ep)(*n), "n1"))
         .collect();
     let mut slice = mk_slice("dev", "web", 8080, eps);
     slice.family = net.family;
-    state.apply(Object::EndpointSlice(slice));
+    state.apply(Object::from(slice));
     let (node_ip, pod_cidr) = match net.family {
         IpFamily::V4 => ("10.1.1.9", "10.0.0.0/24"),
         IpFamily::V6 => ("fd00:1::9", "fd00:10::/64"),

@@ -21,9 +21,9 @@ use ferry_model::{ClusterState, IpFamily, NodeContext, Object, ServiceName};
 /// One Service with one endpoint (`endpoint`).
 fn state(endpoint: &str) -> ClusterState {
     let mut state = ClusterState::new();
-    state.apply(Object::Service(mk_service("dev", "web", "10.96.0.10", 80)));
+    state.apply(Object::from(mk_service("dev", "web", "10.96.0.10", 80)));
     let slice = mk_slice("dev", "web", 8080, vec![mk_endpoint(endpoint, "n1")]);
-    state.apply(Object::EndpointSlice(slice));
+    state.apply(Object::from(slice));
     state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
     state
 }

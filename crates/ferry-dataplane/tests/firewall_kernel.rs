@@ -28,9 +28,9 @@ fn ruleset(ranges: &[&str]) -> Ruleset {
     svc.service_type = ServiceType::LoadBalancer;
     svc.load_balancer_ips = vec![ip("203.0.113.10")];
     svc.load_balancer_source_ranges = ranges.iter().map(|r| r.parse().expect("cidr")).collect();
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = vec![mk_endpoint("10.0.0.5", "n1")];
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
+    state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
     state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
     let ctx = NodeContext {
         node_name: "n1".into(),

@@ -23,7 +23,7 @@ fn ruleset(endpoints: &[&str]) -> Ruleset {
         30080,
         TrafficPolicy::Cluster,
     );
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let mut slice = mk_slice(
         "dev",
         "web",
@@ -31,7 +31,7 @@ fn ruleset(endpoints: &[&str]) -> Ruleset {
         endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect(),
     );
     slice.family = IpFamily::V6;
-    state.apply(Object::EndpointSlice(slice));
+    state.apply(Object::from(slice));
     state.apply(Object::Node(mk_node(
         "n1",
         "fd00:10:1::9",

@@ -33,11 +33,11 @@ fn ruleset_with(endpoints: &[&str], policy: TrafficPolicy, cfg: &CompileConfig) 
     let mut state = ClusterState::new();
     for ((name, np), ip) in [("web", 30080), ("api", 30081)].into_iter().zip(ips) {
         let svc = with_node_port(mk_service("dev", name, ip, 80), np, policy);
-        state.apply(Object::Service(svc));
+        state.apply(Object::from(svc));
         let eps = endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect();
         let mut slice = mk_slice("dev", name, 8080, eps);
         slice.family = cfg.family;
-        state.apply(Object::EndpointSlice(slice));
+        state.apply(Object::from(slice));
     }
     state.apply(Object::Node(mk_node("n1", node_ip, pod_cidr)));
     let ctx = NodeContext {

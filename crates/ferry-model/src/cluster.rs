@@ -9,18 +9,50 @@ use std::sync::Arc;
 use crate::intern::Interner;
 use crate::{EndpointSlice, Node, ObjectRef, Pod, Service, ServiceName};
 
-/// A validated object, as sources deliver it.
+/// A validated object, as sources deliver it. Services and slices are shared (`Arc`): the
+/// manifest source's last good copy, the Pod stage's and the event passed on are one
+/// allocation, whoever holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Object {
     /// A Service.
-    Service(Service),
+    Service(Arc<Service>),
     /// An EndpointSlice (also what a legacy `v1 Endpoints` is converted to).
-    EndpointSlice(EndpointSlice),
+    EndpointSlice(Arc<EndpointSlice>),
     /// A Node.
     Node(Node),
     /// A Pod (standalone mode only). The state does not store Pods: the EndpointSlice
     /// controller stage between the source and the state turns them into EndpointSlices.
     Pod(Pod),
+}
+
+impl From<Service> for Object {
+    fn from(service: Service) -> Self {
+        Object::Service(Arc::new(service))
+    }
+}
+
+impl From<EndpointSlice> for Object {
+    fn from(slice: EndpointSlice) -> Self {
+        Object::EndpointSlice(Arc::new(slice))
+    }
+}
+
+impl From<Arc<Service>> for Object {
+    fn from(service: Arc<Service>) -> Self {
+        Object::Service(service)
+    }
+}
+
+impl From<Arc<EndpointSlice>> for Object {
+    fn from(slice: Arc<EndpointSlice>) -> Self {
+        Object::EndpointSlice(slice)
+    }
+}
+
+impl From<Node> for Object {
+    fn from(node: Node) -> Self {
+        Object::Node(node)
+    }
 }
 
 impl Object {
@@ -106,10 +138,12 @@ type SliceKey = (Arc<str>, Arc<str>);
 /// The cluster as the sources last described it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    // Values boxed: a B-tree node holds 11 entries and is often half full, so inline values
-    // (~150 bytes each) would leave more slack than a pointer does.
-    services: BTreeMap<ServiceName, Box<Service>>,
-    slices: BTreeMap<SliceKey, Box<EndpointSlice>>,
+    // Values behind a pointer: a B-tree node holds 11 entries and is often half full, so
+    // inline values (~150 bytes each) would leave more slack than a pointer does. Shared
+    // (`Arc`) with the source that delivered them when it keeps them too (the manifest
+    // source's last good copies): one copy of each object in the process.
+    services: BTreeMap<ServiceName, Arc<Service>>,
+    slices: BTreeMap<SliceKey, Arc<EndpointSlice>>,
     /// `(service, slice)` pairs: one flat set rather than a set per service, which would cost a
     /// B-tree node (~400 bytes) for each service's single slice.
     slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
@@ -130,30 +164,32 @@ impl ClusterState {
         let mut touched = Touched::default();
         match object {
             Object::Service(mut svc) => {
-                self.share_service_name(&mut svc.name);
-                if self.services.get(&svc.name).map(|s| &**s) != Some(&svc) {
+                // Names are shared with the state's own strings only when the state is the
+                // object's one owner; a source's copy stays as the source made it.
+                if let Some(owned) = Arc::get_mut(&mut svc) {
+                    self.share_service_name(&mut owned.name);
+                }
+                if self.services.get(&svc.name) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
-                    self.services.insert(svc.name.clone(), Box::new(svc));
+                    self.services.insert(svc.name.clone(), svc);
                 }
             }
             Object::EndpointSlice(mut slice) => {
-                self.names.intern_slice(&mut slice);
-                slice.endpoints.shrink_to_fit();
-                slice.ports.shrink_to_fit();
-                self.share_service_name(&mut slice.service);
-                slice.namespace = self.names.intern(&slice.namespace);
+                if let Some(owned) = Arc::get_mut(&mut slice) {
+                    self.compact(owned);
+                }
                 let key = (slice.namespace.clone(), slice.name.clone());
-                if self.slices.get(&key).map(|s| &**s) == Some(&slice) {
+                if self.slices.get(&key) == Some(&slice) {
                     return touched;
                 }
                 if let Some(old) = self.slices.remove(&key) {
                     self.unindex(&old.service, &key);
-                    touched.services.insert(old.service);
+                    touched.services.insert(old.service.clone());
                 }
                 touched.services.insert(slice.service.clone());
                 self.slices_by_service
                     .insert((slice.service.clone(), key.clone()));
-                self.slices.insert(key, Box::new(slice));
+                self.slices.insert(key, slice);
             }
             Object::Node(node) => {
                 if self.nodes.get(&node.name) != Some(&node) {
@@ -179,7 +215,7 @@ impl ClusterState {
                 let key: SliceKey = (namespace.as_str().into(), name.as_str().into());
                 if let Some(old) = self.slices.remove(&key) {
                     self.unindex(&old.service, &key);
-                    touched.services.insert(old.service);
+                    touched.services.insert(old.service.clone());
                 }
             }
             ObjectKey::Node(name) => {
@@ -190,6 +226,16 @@ impl ClusterState {
             ObjectKey::Pod { .. } => {}
         }
         touched
+    }
+
+    /// Shares a slice's namespace, service name and endpoint locations with the state's own,
+    /// and drops its spare capacity.
+    fn compact(&mut self, slice: &mut EndpointSlice) {
+        self.names.intern_slice(slice);
+        slice.endpoints.shrink_to_fit();
+        slice.ports.shrink_to_fit();
+        self.share_service_name(&mut slice.service);
+        slice.namespace = self.names.intern(&slice.namespace);
     }
 
     fn unindex(&mut self, service: &ServiceName, key: &SliceKey) {

@@ -194,11 +194,9 @@ pub fn add_seed_web(
         32223,
         policy,
     );
-    state.apply(crate::Object::Service(svc));
+    state.apply(crate::Object::from(svc));
     let eps = endpoints.iter().map(|(a, n)| mk_endpoint(a, n)).collect();
-    state.apply(crate::Object::EndpointSlice(mk_slice(
-        "dev", "web", 56010, eps,
-    )));
+    state.apply(crate::Object::from(mk_slice("dev", "web", 56010, eps)));
 }
 
 /// The seed's node `name` (k8s-master, k8s-node1 or k8s-node2) with its InternalIP and pod
@@ -230,11 +228,9 @@ pub fn seed_web_state(policy: TrafficPolicy) -> crate::ClusterState {
 pub fn two_node_web_state(policy: TrafficPolicy, endpoints: &[&str]) -> crate::ClusterState {
     let mut state = crate::ClusterState::new();
     let svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
-    state.apply(crate::Object::Service(svc));
+    state.apply(crate::Object::from(svc));
     let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
-    state.apply(crate::Object::EndpointSlice(mk_slice(
-        "dev", "web", 8080, eps,
-    )));
+    state.apply(crate::Object::from(mk_slice("dev", "web", 8080, eps)));
     state.apply(crate::Object::Node(mk_node(
         "node-a",
         "10.1.1.17",

@@ -195,7 +195,7 @@ impl Convert for core::Service {
         let (namespace, name) = namespace_and_name(&self.metadata);
         Converted {
             key: ObjectKey::Service(ServiceName::new(namespace, name)),
-            result: convert::service(self).map(|s| s.map(Object::Service)),
+            result: convert::service(self).map(|s| s.map(Object::from)),
         }
     }
 }
@@ -205,7 +205,7 @@ impl Convert for discovery::EndpointSlice {
         let (namespace, name) = namespace_and_name(&self.metadata);
         Converted {
             key: ObjectKey::EndpointSlice { namespace, name },
-            result: convert::endpoint_slice(self).map(|s| s.map(Object::EndpointSlice)),
+            result: convert::endpoint_slice(self).map(|s| s.map(Object::from)),
         }
     }
 }

@@ -137,7 +137,7 @@ fn cluster(endpoints: usize, period: u64, per_service: usize) -> Vec<Object> {
     for s in 0..endpoints.div_ceil(per_service) {
         let app = format!("app-{s}");
         let ip = format!("172.30.{}.{}", s / 250, s % 250 + 1);
-        objects.push(Object::Service(with_selector(
+        objects.push(Object::from(with_selector(
             mk_service("bench", &app, &ip, 80),
             &app,
         )));

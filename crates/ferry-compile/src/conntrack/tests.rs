@@ -218,11 +218,7 @@ fn udp_ports_come_from_the_node_view_with_serving_endpoints() {
     );
     slice.ports[0].protocol = Protocol::Udp;
     let mut state = ClusterState::new();
-    for obj in [
-        Object::Service(svc),
-        Object::Service(tcp),
-        Object::EndpointSlice(slice),
-    ] {
+    for obj in [Object::from(svc), Object::from(tcp), Object::from(slice)] {
         state.apply(obj);
     }
     let ctx = NodeContext {

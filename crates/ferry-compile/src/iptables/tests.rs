@@ -38,17 +38,12 @@ fn seed_state(policy: TrafficPolicy, endpoints: &[&str]) -> ClusterState {
         32223,
         policy,
     );
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = endpoints
         .iter()
         .map(|a| mk_endpoint(a, "k8s-node2"))
         .collect();
-    state.apply(Object::EndpointSlice(mk_slice(
-        "dev",
-        "url-analysis",
-        56010,
-        eps,
-    )));
+    state.apply(Object::from(mk_slice("dev", "url-analysis", 56010, eps)));
     state.apply(Object::Node(mk_node(
         "k8s-node2",
         "10.1.1.9",
@@ -183,20 +178,15 @@ fn the_nodeports_jump_is_the_last_rule_of_nat_kube_services() {
 #[test]
 fn a_partial_restore_rewrites_only_the_changed_services_chains() {
     let mut state = seed_state(TrafficPolicy::Cluster, &["10.0.0.1", "10.0.0.2"]);
-    state.apply(Object::Service(mk_service(
-        "dev",
-        "other",
-        "10.96.0.20",
-        80,
-    )));
-    state.apply(Object::EndpointSlice(mk_slice(
+    state.apply(Object::from(mk_service("dev", "other", "10.96.0.20", 80)));
+    state.apply(Object::from(mk_slice(
         "dev",
         "other",
         80,
         vec![mk_endpoint("10.0.0.9", "k8s-node1")],
     )));
     let before = ruleset(&state, "k8s-node2", &["192.168.0.0/16"]);
-    state.apply(Object::EndpointSlice(mk_slice(
+    state.apply(Object::from(mk_slice(
         "dev",
         "url-analysis",
         56010,
@@ -327,7 +317,7 @@ fn client_ip_affinity_checks_every_endpoints_recent_list_before_the_random_choic
     svc_obj.session_affinity = ferry_model::SessionAffinity::ClientIp {
         timeout_seconds: 10800,
     };
-    state.apply(Object::Service(svc_obj));
+    state.apply(Object::from(svc_obj));
     let rs = ruleset(&state, "k8s-node2", &["192.168.0.0/16"]);
     let rules = &rs.services[&svc()];
     let svc_rules = &chain(rules, SVC_PREFIX).rules;

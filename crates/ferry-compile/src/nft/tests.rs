@@ -16,17 +16,12 @@ fn seed_state(policy: TrafficPolicy, endpoints: &[&str]) -> ClusterState {
         32223,
         policy,
     );
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = endpoints
         .iter()
         .map(|a| mk_endpoint(a, "k8s-node2"))
         .collect();
-    state.apply(Object::EndpointSlice(mk_slice(
-        "dev",
-        "url-analysis",
-        56010,
-        eps,
-    )));
+    state.apply(Object::from(mk_slice("dev", "url-analysis", 56010, eps)));
     state.apply(Object::Node(mk_node(
         "k8s-node2",
         "10.1.1.9",
@@ -183,8 +178,8 @@ fn removing_a_service_deletes_its_elements_before_its_chains() {
 fn shared_elements_stay_while_another_service_uses_them() {
     let mut state = seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]);
     let other = mk_service("dev", "other", "10.96.0.20", 80);
-    state.apply(Object::Service(other));
-    state.apply(Object::EndpointSlice(mk_slice(
+    state.apply(Object::from(other));
+    state.apply(Object::from(mk_slice(
         "dev",
         "other",
         56010,
@@ -222,12 +217,7 @@ fn hairpin_key(ip: &str) -> Key {
 fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
     for policy in [TrafficPolicy::Cluster, TrafficPolicy::Local] {
         let mut state = seed_state(policy, &["192.168.169.166", "192.168.36.70"]);
-        state.apply(Object::Service(mk_service(
-            "dev",
-            "other",
-            "10.96.0.20",
-            80,
-        )));
+        state.apply(Object::from(mk_service("dev", "other", "10.96.0.20", 80)));
         for node in ["k8s-node1", "k8s-node2"] {
             let ctx = NodeContext {
                 node_name: node.into(),
@@ -253,7 +243,7 @@ fn with_affinity(mut state: ClusterState, timeout: u32) -> ClusterState {
     svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
         timeout_seconds: timeout,
     };
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     state
 }
 
@@ -284,8 +274,8 @@ fn an_affinity_service_keeps_endpoint_changes_element_only() {
 fn set_elements_streams_what_all_elements_lists() {
     let mut state = seed_state(TrafficPolicy::Local, &["192.168.169.166", "192.168.36.70"]);
     let other = mk_service("dev", "other", "10.96.0.20", 80);
-    state.apply(Object::Service(other));
-    state.apply(Object::EndpointSlice(mk_slice(
+    state.apply(Object::from(other));
+    state.apply(Object::from(mk_slice(
         "dev",
         "other",
         56010,

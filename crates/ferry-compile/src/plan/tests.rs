@@ -115,7 +115,7 @@ fn internal_local_policy_without_local_endpoints_drops_cluster_ip_traffic() {
     let mut state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
     let mut svc = mk_service("dev", "web", "10.96.198.86", 8080);
     svc.internal_traffic_policy = TrafficPolicy::Local;
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let sp_master = only(&plan_on("k8s-master", &state, &cluster_cidr())).clone();
     assert_eq!(sp_master.internal, Dispatch::Drop);
     let sp_node2 = only(&plan_on("k8s-node2", &state, &cluster_cidr())).clone();
@@ -234,7 +234,7 @@ fn client_ip_affinity_carries_its_timeout_into_the_plan() {
     svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
         timeout_seconds: 60,
     };
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let plan = plan_on("k8s-node1", &state, &cluster_cidr());
     assert_eq!(only(&plan).affinity, Some(60));
 }

@@ -11,23 +11,13 @@ fn seed(policy: TrafficPolicy) -> ClusterState {
         32223,
         policy,
     );
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = vec![
         mk_endpoint("192.168.169.166", "k8s-node2"),
         mk_endpoint("192.168.169.168", "k8s-node2"),
     ];
-    state.apply(Object::EndpointSlice(mk_slice(
-        "dev",
-        "url-analysis",
-        56010,
-        eps,
-    )));
-    state.apply(Object::Service(mk_service(
-        "dev",
-        "empty",
-        "10.96.0.50",
-        80,
-    )));
+    state.apply(Object::from(mk_slice("dev", "url-analysis", 56010, eps)));
+    state.apply(Object::from(mk_service("dev", "empty", "10.96.0.50", 80)));
     for (n, ip, cidr) in [
         ("k8s-master", "10.1.1.12", "192.168.235.192/26"),
         ("k8s-node1", "10.1.1.17", "192.168.36.64/26"),
@@ -223,12 +213,7 @@ fn hairpin_masquerades_only_the_target_that_is_the_sender() {
 fn hairpin_to_the_only_endpoint_is_always_masqueraded() {
     let mut state = seed(TrafficPolicy::Cluster);
     let eps = vec![mk_endpoint("192.168.169.166", "k8s-node2")];
-    state.apply(Object::EndpointSlice(mk_slice(
-        "dev",
-        "url-analysis",
-        56010,
-        eps,
-    )));
+    state.apply(Object::from(mk_slice("dev", "url-analysis", 56010, eps)));
     let view = NodeView::build(
         &state,
         &NodeContext {
@@ -347,7 +332,7 @@ fn session_affinity_is_explained_before_the_random_choice_with_the_objects_behin
     svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
         timeout_seconds: 30,
     };
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let view = NodeView::build(
         &state,
         &NodeContext {

@@ -194,7 +194,7 @@ fn no_endpoints_sctp_and_missing_ports_are_rejected_by_the_kernel() {
     let mut state = seed(TrafficPolicy::Cluster, &["k8s-node2"]);
     let mut svc = mk_service("dev", "assoc", "10.96.0.7", 9000);
     svc.ports[0].protocol = Protocol::Sctp;
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let rs = rules_on("k8s-node1", &state);
     let (sctp, _) = rs
         .ports
@@ -224,7 +224,7 @@ fn no_endpoints_sctp_and_missing_ports_are_rejected_by_the_kernel() {
 #[test]
 fn without_a_node_address_the_nodes_own_traffic_is_redirected() {
     let mut state = seed(TrafficPolicy::Cluster, &["k8s-node2"]);
-    state.apply(Object::Service(mk_service("dev", "x", "10.96.0.9", 80)));
+    state.apply(Object::from(mk_service("dev", "x", "10.96.0.9", 80)));
     let rs = rules_on("unknown-node", &state);
     let host = rs
         .ruleset

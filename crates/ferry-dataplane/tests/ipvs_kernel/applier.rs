@@ -25,12 +25,12 @@ fn state(endpoints: &[u8], policy: TrafficPolicy) -> ClusterState {
     let mut state = ClusterState::new();
     let mut svc = with_node_port(mk_service("dev", "web", "10.96.0.10", 80), 30080, policy);
     svc.cluster_ips.push(ip("fd00:96::10"));
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let v4 = endpoints
         .iter()
         .map(|i| mk_endpoint(&format!("10.0.{i}.5"), "n2"))
         .collect();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, v4)));
+    state.apply(Object::from(mk_slice("dev", "web", 8080, v4)));
     let mut v6 = mk_slice(
         "dev",
         "web",
@@ -42,7 +42,7 @@ fn state(endpoints: &[u8], policy: TrafficPolicy) -> ClusterState {
     );
     v6.family = IpFamily::V6;
     v6.name = "web-v6".into();
-    state.apply(Object::EndpointSlice(v6));
+    state.apply(Object::from(v6));
     let mut node = mk_node("n1", "10.1.1.17", "10.0.0.0/16");
     node.addresses.push(NodeAddress {
         kind: NodeAddressType::InternalIp,

@@ -86,7 +86,7 @@ impl Svc {
         if let Some(timeout_seconds) = self.affinity {
             svc.session_affinity = SessionAffinity::ClientIp { timeout_seconds };
         }
-        state.apply(Object::Service(svc));
+        state.apply(Object::from(svc));
         let eps = self
             .endpoints
             .iter()
@@ -95,7 +95,7 @@ impl Svc {
         let mut slice = mk_slice("dev", "web", 8080, eps);
         slice.ports[0].protocol = self.protocol;
         slice.family = self.family;
-        state.apply(Object::EndpointSlice(slice));
+        state.apply(Object::from(slice));
         let mut node = mk_node(NODE, NODE_IP, "10.244.1.0/24");
         node.addresses.push(ferry_model::NodeAddress {
             kind: ferry_model::NodeAddressType::InternalIp,

@@ -5,17 +5,17 @@ use crate::fixtures::*;
 fn applying_an_equal_object_touches_nothing() {
     let mut state = ClusterState::new();
     let svc = mk_service("dev", "web", "10.96.0.10", 8080);
-    assert!(!state.apply(Object::Service(svc.clone())).is_empty());
-    assert!(state.apply(Object::Service(svc)).is_empty());
+    assert!(!state.apply(Object::from(svc.clone())).is_empty());
+    assert!(state.apply(Object::from(svc)).is_empty());
 }
 
 #[test]
 fn moving_a_slice_to_another_service_touches_both() {
     let mut state = ClusterState::new();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "a", 80, vec![])));
+    state.apply(Object::from(mk_slice("dev", "a", 80, vec![])));
     let mut moved = mk_slice("dev", "a", 80, vec![]);
     moved.service = ServiceName::new("dev", "b");
-    let touched = state.apply(Object::EndpointSlice(moved));
+    let touched = state.apply(Object::from(moved));
     assert_eq!(touched.services.len(), 2);
     assert_eq!(state.slices_of(&ServiceName::new("dev", "a")).count(), 0);
     assert_eq!(state.slices_of(&ServiceName::new("dev", "b")).count(), 1);
@@ -24,7 +24,7 @@ fn moving_a_slice_to_another_service_touches_both() {
 #[test]
 fn deleting_a_slice_touches_its_service_and_unindexes_it() {
     let mut state = ClusterState::new();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "a", 80, vec![])));
+    state.apply(Object::from(mk_slice("dev", "a", 80, vec![])));
     let key = ObjectKey::EndpointSlice {
         namespace: "dev".into(),
         name: "a-abc".into(),
@@ -49,11 +49,11 @@ fn stored_objects_share_names_and_locations() {
             mk_endpoint("10.0.0.3", "node-b"),
         ],
     );
-    state.apply(Object::EndpointSlice(first));
-    state.apply(Object::Service(mk_service("dev", "web", "10.96.0.10", 80)));
+    state.apply(Object::from(first));
+    state.apply(Object::from(mk_service("dev", "web", "10.96.0.10", 80)));
     let mut second = mk_slice("dev", "web", 80, vec![mk_endpoint("10.0.0.4", "node-a")]);
     second.name = "web-second".into();
-    state.apply(Object::EndpointSlice(second));
+    state.apply(Object::from(second));
 
     let svc = state.service(&web).expect("stored");
     let slices: Vec<&EndpointSlice> = state.slices_of(&web).collect();

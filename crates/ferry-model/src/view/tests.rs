@@ -12,13 +12,13 @@ fn ctx(node: &str) -> NodeContext {
 fn state_with(svc: Service, eps: Vec<crate::Endpoint>) -> ClusterState {
     let mut state = ClusterState::new();
     let port = 56010;
-    state.apply(Object::EndpointSlice(mk_slice(
+    state.apply(Object::from(mk_slice(
         &svc.name.namespace,
         &svc.name.name,
         port,
         eps,
     )));
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     state
 }
 
@@ -172,7 +172,7 @@ fn duplicate_addresses_across_slices_count_once() {
         vec![mk_endpoint("192.168.169.166", "k8s-node2")],
     );
     second.name = "web-def".into();
-    state.apply(Object::EndpointSlice(second));
+    state.apply(Object::from(second));
     assert_eq!(only_view(&state, "k8s-master").cluster_endpoints().len(), 1);
 }
 

@@ -8,7 +8,7 @@ use super::state::{Change, Converted, Kind, State};
 use crate::{InvalidObject, SourceEvent};
 
 fn svc(name: &str, ip: &str) -> Object {
-    Object::Service(mk_service("dev", name, ip, 80))
+    Object::from(mk_service("dev", name, ip, 80))
 }
 
 fn key(name: &str) -> ObjectKey {

@@ -271,16 +271,16 @@ fn convert_value(
 ) -> Result<Vec<Object>, InvalidObject> {
     Ok(match kind {
         Kind::Service => convert::service(&typed(value, object)?)?
-            .map(Object::Service)
+            .map(Object::from)
             .into_iter()
             .collect(),
         Kind::EndpointSlice => convert::endpoint_slice(&typed(value, object)?)?
-            .map(Object::EndpointSlice)
+            .map(Object::from)
             .into_iter()
             .collect(),
         Kind::Endpoints => convert::endpoints(&typed(value, object)?)?
             .into_iter()
-            .map(Object::EndpointSlice)
+            .map(Object::from)
             .collect(),
         Kind::Node => vec![Object::Node(convert::node(&typed(value, object)?)?)],
         Kind::Pod => vec![Object::Pod(convert::pod(&typed(value, object)?)?)],

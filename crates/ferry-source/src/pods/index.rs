@@ -70,7 +70,7 @@ impl Selection {
         &mut self,
         key: &PodKey,
         pod: Option<&Pod>,
-        services: &BTreeMap<ServiceName, Service>,
+        services: &BTreeMap<ServiceName, Arc<Service>>,
     ) -> BTreeSet<ServiceName> {
         let before = self.services_of.remove(key).unwrap_or_default();
         for service in &before {

@@ -11,7 +11,7 @@ use crate::SourceEvent;
 fn web() -> Object {
     let mut svc = with_selector(mk_service("dev", "web", "172.30.0.10", 80), "web");
     svc.ports[0].target_port = PortRef::Name("http".into());
-    Object::Service(svc)
+    Object::from(svc)
 }
 
 fn node() -> Object {
@@ -118,7 +118,7 @@ fn a_resync_hands_on_services_nodes_and_derived_slices_but_no_pods() {
 #[test]
 fn hand_written_slices_are_used_until_pods_are_selected_then_reported() {
     let hand = || {
-        Object::EndpointSlice(mk_slice(
+        Object::from(mk_slice(
             "dev",
             "web",
             8080,
@@ -158,7 +158,7 @@ fn hand_written_slices_are_used_until_pods_are_selected_then_reported() {
 fn services_without_a_selector_keep_their_slices_whatever_the_pods() {
     let mut plain = mk_service("dev", "web", "172.30.0.10", 80);
     plain.selector = None;
-    let hand = Object::EndpointSlice(mk_slice(
+    let hand = Object::from(mk_slice(
         "dev",
         "web",
         8080,
@@ -168,7 +168,7 @@ fn services_without_a_selector_keep_their_slices_whatever_the_pods() {
     let out = resync(
         &mut c,
         vec![
-            Object::Service(plain),
+            Object::from(plain),
             node(),
             hand,
             Object::Pod(pod("a", "10.0.1.1")),

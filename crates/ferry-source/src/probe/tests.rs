@@ -241,7 +241,7 @@ async fn the_stage_turns_probe_verdicts_into_slice_updates() {
     let mut pod = (*probed_pod("a", "192.168.169.166", seed_probe())).clone();
     pod.containers[0].ready = None;
     let objects = vec![
-        Object::Service(svc),
+        Object::from(svc),
         Object::Node(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
         Object::Pod(pod),
     ];
@@ -254,11 +254,11 @@ async fn the_stage_turns_probe_verdicts_into_slice_updates() {
             SourceEvent::Resync(objects) => objects
                 .iter()
                 .filter_map(|o| match o {
-                    Object::EndpointSlice(s) => Some(s),
+                    Object::EndpointSlice(s) => Some(&**s),
                     _ => None,
                 })
                 .collect(),
-            SourceEvent::Apply(Object::EndpointSlice(s)) => vec![s],
+            SourceEvent::Apply(Object::EndpointSlice(s)) => vec![&**s],
             other => panic!("unexpected {other:?}"),
         };
         slices

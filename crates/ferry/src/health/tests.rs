@@ -171,13 +171,13 @@ async fn a_failing_dataplane_turns_healthz_503_and_recovery_turns_it_back() {
         NftDataplane::with_runner(runner.clone()),
     )]);
     let h = ProxyHealth::new(TIMEOUT);
-    let svc = Object::Service(mk_service("dev", "web", "10.96.0.10", 80));
+    let svc = Object::from(mk_service("dev", "web", "10.96.0.10", 80));
     assert!(syncer.handle(SourceEvent::Resync(vec![svc])));
     h.queued_update();
     sync_once(&mut syncer).expect("first sync");
     h.updated();
 
-    let other = Object::Service(mk_service("dev", "other", "10.96.0.11", 80));
+    let other = Object::from(mk_service("dev", "other", "10.96.0.11", 80));
     assert!(syncer.handle(SourceEvent::Apply(other)));
     h.queued_update();
     *runner.stuck.lock().expect("lock") = true;

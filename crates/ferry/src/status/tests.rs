@@ -21,13 +21,13 @@ fn state() -> ClusterState {
         32223,
         TrafficPolicy::Local,
     );
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = vec![
         mk_endpoint("192.168.169.166", "k8s-node2"),
         mk_endpoint("192.168.36.86", "k8s-node1"),
         mk_endpoint_with("192.168.169.170", "k8s-node2", false, true, true),
     ];
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)));
+    state.apply(Object::from(mk_slice("dev", "web", 56010, eps)));
     state.apply(Object::Node(mk_node(
         "k8s-node2",
         "10.1.1.9",

@@ -160,8 +160,8 @@ mod tests {
 
     fn state(svc: Service) -> ClusterState {
         let mut state = ClusterState::new();
-        state.apply(Object::Service(svc));
-        state.apply(Object::EndpointSlice(mk_slice(
+        state.apply(Object::from(svc));
+        state.apply(Object::from(mk_slice(
             "dev",
             "web",
             8080,

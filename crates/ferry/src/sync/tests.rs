@@ -60,9 +60,9 @@ fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
         .map(|a| mk_endpoint(a, "k8s-node2"))
         .collect();
     vec![
-        Object::Service(svc),
-        Object::Service(mk_service("dev", "other", "10.96.0.20", 80)),
-        Object::EndpointSlice(mk_slice("dev", "web", 56010, eps)),
+        Object::from(svc),
+        Object::from(mk_service("dev", "other", "10.96.0.20", 80)),
+        Object::from(mk_slice("dev", "web", 56010, eps)),
         Object::Node(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
     ]
 }
@@ -114,8 +114,8 @@ fn a_batch_is_applied_whole_before_its_one_sync() {
     sync(&mut s).expect("first sync");
     let eps = vec![mk_endpoint("192.168.169.170", "k8s-node2")];
     let batch = SourceEvent::Batch(vec![
-        SourceEvent::Apply(Object::Service(mk_service("dev", "api", "10.96.0.30", 80))),
-        SourceEvent::Apply(Object::EndpointSlice(mk_slice("dev", "api", 80, eps))),
+        SourceEvent::Apply(Object::from(mk_service("dev", "api", "10.96.0.30", 80))),
+        SourceEvent::Apply(Object::from(mk_slice("dev", "api", 80, eps))),
         // Unchanged, last: the Batch still reports the change before it.
         SourceEvent::Apply(seed_objects(&[])[3].clone()),
     ]);
@@ -208,7 +208,7 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
     let (mut s, rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
     sync(&mut s).expect("sync");
-    let late = Object::Service(mk_service("dev", "late", "10.96.0.30", 80));
+    let late = Object::from(mk_service("dev", "late", "10.96.0.30", 80));
     assert!(s.handle(SourceEvent::Apply(late)));
     sync(&mut s).expect("sync");
     // Meanwhile `dev/other` and `dev/late` were deleted; the watch missed it and relisted.
@@ -254,7 +254,7 @@ fn a_successful_sync_hands_out_the_stale_udp_flows_once() {
             .collect();
         let mut slice = mk_slice("dev", "dns", 5353, eps);
         slice.ports[0].protocol = Protocol::Udp;
-        vec![Object::Service(svc), Object::EndpointSlice(slice)]
+        vec![Object::from(svc), Object::from(slice)]
     };
     s.handle(SourceEvent::Resync(udp(&[
         "192.168.169.166",

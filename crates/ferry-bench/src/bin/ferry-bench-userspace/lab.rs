@@ -100,14 +100,9 @@ impl Lab {
 pub fn plan() -> Plan {
     let mut state = ClusterState::new();
     for (name, cluster_ip, port) in SERVICES {
-        state.apply(Object::Service(mk_service("bench", name, cluster_ip, 80)));
+        state.apply(Object::from(mk_service("bench", name, cluster_ip, 80)));
         let ep = mk_endpoint(SERVER, "node-b");
-        state.apply(Object::EndpointSlice(mk_slice(
-            "bench",
-            name,
-            port,
-            vec![ep],
-        )));
+        state.apply(Object::from(mk_slice("bench", name, port, vec![ep])));
     }
     state.apply(Object::Node(mk_node("node-a", "10.1.1.9", "10.2.0.0/24")));
     let cfg = CompileConfig {

@@ -88,7 +88,7 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
 
     // One endpoint replaced: the service's plans again, and the engine updates them in place.
     let (i, slice) = spec.changed_slice(0);
-    state.apply(Object::EndpointSlice(slice));
+    state.apply(Object::from(slice));
     let name = spec.service(i).name;
     let t = Instant::now();
     let plans = NodeCompiler::new(&state, &ctx, &cfg).service_plans(&state, &name);

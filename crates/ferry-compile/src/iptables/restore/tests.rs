@@ -17,11 +17,11 @@ fn ruleset(services: usize) -> Ruleset {
         if i % 3 == 0 {
             svc = with_node_port(svc, 30000 + i as u16, TrafficPolicy::Cluster);
         }
-        state.apply(Object::Service(svc));
+        state.apply(Object::from(svc));
         let eps = (0..3)
             .map(|j| mk_endpoint(&format!("10.64.{i}.{}", j + 2), "n1"))
             .collect();
-        state.apply(Object::EndpointSlice(mk_slice("dev", &name, 8080, eps)));
+        state.apply(Object::from(mk_slice("dev", &name, 8080, eps)));
     }
     state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.64.0.0/16")));
     let cfg = CompileConfig {

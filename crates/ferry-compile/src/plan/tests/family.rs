@@ -36,26 +36,21 @@ fn state(dual_node: bool) -> ClusterState {
         TrafficPolicy::Cluster,
     );
     dual.cluster_ips.push(ip("fd00:10:96::10"));
-    s.apply(Object::Service(dual));
-    s.apply(Object::Service(mk_service(
+    s.apply(Object::from(dual));
+    s.apply(Object::from(mk_service(
         "dev",
         "v6only",
         "fd00:10:96::20",
         80,
     )));
-    s.apply(Object::Service(mk_service(
-        "dev",
-        "v4only",
-        "10.96.0.30",
-        80,
-    )));
+    s.apply(Object::from(mk_service("dev", "v4only", "10.96.0.30", 80)));
     let v4 = mk_slice(
         "dev",
         "dual",
         8080,
         vec![mk_endpoint("10.244.1.5", "node-a")],
     );
-    s.apply(Object::EndpointSlice(v4));
+    s.apply(Object::from(v4));
     for (svc, name) in [("dual", "dual-v6"), ("v6only", "v6only-v6")] {
         let mut v6 = mk_slice(
             "dev",
@@ -65,7 +60,7 @@ fn state(dual_node: bool) -> ClusterState {
         );
         v6.family = IpFamily::V6;
         v6.name = name.into();
-        s.apply(Object::EndpointSlice(v6));
+        s.apply(Object::from(v6));
     }
     let mut node = mk_node("node-a", "10.1.1.9", "10.244.1.0/24");
     if dual_node {

@@ -193,7 +193,7 @@ fn out_of_scope_without_local_endpoints_nftables_delivers_iptables_drops() {
 fn out_of_scope_with_local_endpoints_is_delivered_in_both_modes() {
     let mut s = two_node_web_state(TrafficPolicy::Local, &[]);
     let eps = vec![mk_endpoint("10.244.1.5", "node-a")];
-    s.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
+    s.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
     let t = to_declared_address(&s);
     assert_eq!(t.verdict, Verdict::NotAService);
     assert_eq!(t.for_iptables().verdict, Verdict::NotAService);

@@ -177,7 +177,7 @@ fn sctp_is_rejected_by_the_userspace_mode() {
     let mut s = two_node_web_state(TrafficPolicy::Cluster, &["10.244.2.5"]);
     let mut svc = mk_service("dev", "assoc", "10.96.0.7", 9000);
     svc.ports[0].protocol = Protocol::Sctp;
-    s.apply(Object::Service(svc));
+    s.apply(Object::from(svc));
     let mut slice = mk_slice(
         "dev",
         "assoc",
@@ -185,7 +185,7 @@ fn sctp_is_rejected_by_the_userspace_mode() {
         vec![mk_endpoint("10.244.2.5", "node-b")],
     );
     slice.ports[0].protocol = Protocol::Sctp;
-    s.apply(Object::EndpointSlice(slice));
+    s.apply(Object::from(slice));
     let p = Packet {
         protocol: Protocol::Sctp,
         ..packet("10.244.1.9", "10.96.0.7", 9000)

@@ -21,8 +21,8 @@ fn explain(eps: Vec<Endpoint>) -> Trace {
     let mut state = ClusterState::new();
     let mut svc = mk_service("shop", "web", "172.30.1.10", 80);
     svc.traffic_distribution = Some(TrafficDistribution::PreferClose);
-    state.apply(Object::Service(svc));
-    state.apply(Object::EndpointSlice(mk_slice("shop", "web", 8080, eps)));
+    state.apply(Object::from(svc));
+    state.apply(Object::from(mk_slice("shop", "web", 8080, eps)));
     let mut node = mk_node("node-a1", "192.168.0.2", "10.0.1.0/24");
     node.labels = BTreeMap::from([("topology.kubernetes.io/zone".into(), "zone-a".into())]);
     state.apply(Object::Node(node));

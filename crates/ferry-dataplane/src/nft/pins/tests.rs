@@ -95,9 +95,9 @@ fn affinity_ruleset(endpoints: &[&str]) -> Ruleset {
     svc.session_affinity = ferry_model::SessionAffinity::ClientIp {
         timeout_seconds: 600,
     };
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(svc));
     let eps = endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect();
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", 8080, eps)));
+    state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
     state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
     let ctx = NodeContext {
         node_name: "n1".into(),

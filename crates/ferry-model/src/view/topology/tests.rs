@@ -124,10 +124,8 @@ fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {
     }
     let mut state = ClusterState::new();
     state.apply(Object::Node(node));
-    state.apply(Object::EndpointSlice(mk_slice(
-        "dev", "web", PORT, endpoints,
-    )));
-    state.apply(Object::Service(svc));
+    state.apply(Object::from(mk_slice("dev", "web", PORT, endpoints)));
+    state.apply(Object::from(svc));
     let ctx = NodeContext {
         node_name: THIS_NODE.into(),
         family: IpFamily::V4,
@@ -199,13 +197,8 @@ fn two_zone_state() -> ClusterState {
         with_hints(mk_endpoint("10.1.2.3", "node-a2"), &["zone-a"], &[]),
         with_hints(mk_endpoint("10.1.2.4", "node-b1"), &["zone-b"], &[]),
     ];
-    state.apply(Object::EndpointSlice(mk_slice("dev", "web", PORT, eps)));
-    state.apply(Object::Service(mk_service(
-        "dev",
-        "web",
-        "172.30.0.10",
-        PORT,
-    )));
+    state.apply(Object::from(mk_slice("dev", "web", PORT, eps)));
+    state.apply(Object::from(mk_service("dev", "web", "172.30.0.10", PORT)));
     state
 }
 

@@ -15,12 +15,12 @@ use crate::{InvalidObject, SourceEvent};
 fn service(name: &str, port: u16) -> Object {
     let n: usize = name.bytes().map(usize::from).sum();
     let ip = format!("10.96.{}.{}", n / 250, n % 250 + 1);
-    Object::Service(mk_service("dev", name, &ip, port))
+    Object::from(mk_service("dev", name, &ip, port))
 }
 
 /// Slice `<svc>-abc` of Service `svc`, one endpoint `addr`.
 fn slice(svc: &str, addr: &str) -> Object {
-    Object::EndpointSlice(mk_slice("dev", svc, 8080, vec![mk_endpoint(addr, "n1")]))
+    Object::from(mk_slice("dev", svc, 8080, vec![mk_endpoint(addr, "n1")]))
 }
 
 /// A slice of Service `svc` named `name`.
@@ -28,8 +28,8 @@ fn named_slice(svc: &str, name: &str, addr: &str) -> Object {
     let Object::EndpointSlice(mut s) = slice(svc, addr) else {
         unreachable!()
     };
-    s.name = name.into();
-    Object::EndpointSlice(s)
+    std::sync::Arc::make_mut(&mut s).name = name.into();
+    Object::from(s)
 }
 
 /// The identity an object is written with.

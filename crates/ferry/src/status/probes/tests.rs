@@ -68,7 +68,7 @@ fn book() -> ProbeBook {
 fn frontends(book: Option<&ProbeBook>) -> Vec<super::super::Frontend> {
     let mut controller = EndpointController::new();
     let objects = vec![
-        Object::Service(web()),
+        Object::from(web()),
         Object::Node(mk_node("k8s-node2", "192.168.0.2", "10.0.1.0/24")),
         Object::Pod(probed("web-a", "10.0.1.1")),
         Object::Pod(probed("web-b", "10.0.1.2")),

@@ -34,9 +34,9 @@ fn state(endpoints: &[&str]) -> ClusterState {
     slice.ports[0].protocol = Protocol::Udp;
     let mut state = ClusterState::new();
     for obj in [
-        Object::Service(svc),
-        Object::Service(mk_service("dev", "web", "10.96.0.20", 80)),
-        Object::EndpointSlice(slice),
+        Object::from(svc),
+        Object::from(mk_service("dev", "web", "10.96.0.20", 80)),
+        Object::from(slice),
     ] {
         state.apply(obj);
     }

@@ -67,10 +67,10 @@ pub(crate) fn objects(with_v6: bool) -> Vec<Object> {
     v6.family = IpFamily::V6;
     v6.name = "dual-v6".into();
     vec![
-        Object::Service(dual),
-        Object::Service(mk_service("dev", "v4", "10.96.0.30", 80)),
-        Object::EndpointSlice(v4),
-        Object::EndpointSlice(v6),
+        Object::from(dual),
+        Object::from(mk_service("dev", "v4", "10.96.0.30", 80)),
+        Object::from(v4),
+        Object::from(v6),
         Object::Node(mk_node("node-a", "10.1.1.9", "10.244.1.0/24")),
     ]
 }

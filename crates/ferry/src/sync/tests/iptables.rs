@@ -17,7 +17,7 @@ use crate::sync::{FamilySync, Syncer};
 /// The core tests' seed objects, plus an endpoint for `dev/other` so that it has chains too.
 fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
     let mut objs = super::seed_objects(endpoints);
-    objs.push(Object::EndpointSlice(mk_slice(
+    objs.push(Object::from(mk_slice(
         "dev",
         "other",
         80,

@@ -12,7 +12,7 @@ use crate::SourceEvent;
 fn on(name: &str, ips: &[&str]) -> Object {
     let mut service = mk_service("dev", name, ips[0], 80);
     service.cluster_ips = ips.iter().map(|ip| ip.parse().expect("an IP")).collect();
-    Object::Service(service)
+    Object::from(service)
 }
 
 fn apply(object: &Object) -> SourceEvent {
