@@ -45,5 +45,5 @@ pub mod userspace;
 
 pub use applier::Applier;
 pub use error::Error;
-pub use netlink::NetlinkError;
+pub use netlink::{encode_delta, NetlinkError};
 pub use report::{SyncKind, SyncReport};

@@ -17,6 +17,8 @@
 //! the map exists (see [`ferry_compile::nft::DispatchRule`]).
 
 mod encode;
+#[cfg(test)]
+mod kernel_tests;
 
 use std::os::fd::{AsRawFd as _, OwnedFd};
 
@@ -51,6 +53,43 @@ impl From<encode::Unencodable> for NetlinkError {
     }
 }
 
+/// The batch [`NetlinkSocket::apply`] sends for `delta` (messages numbered from `seq`), without
+/// sending it: no I/O, for the encoder's round-trip fuzz target (`ferry-fuzz`).
+pub fn encode_delta(
+    seq: u32,
+    family: IpFamily,
+    delta: &Delta<'_>,
+) -> Result<Vec<u8>, NetlinkError> {
+    Ok(delta_batch(seq, family, delta)?.0)
+}
+
+/// A delta's batch: its bytes, the answers to expect, the next sequence number.
+fn delta_batch(
+    seq: u32,
+    family: IpFamily,
+    delta: &Delta<'_>,
+) -> Result<(Vec<u8>, usize, u32), NetlinkError> {
+    let mut batch = encode::Batch::new(seq, family, TABLE);
+    for c in &delta.add_chains {
+        batch.add_chain(&c.name);
+        batch.flush_chain(&c.name);
+        for r in &c.rules {
+            batch.add_rule(&c.name, r);
+        }
+    }
+    for (set, els) in &delta.delete {
+        batch.elements(false, set, els.iter().map(|e| &**e))?;
+    }
+    for (set, els) in &delta.add {
+        batch.elements(true, set, els.iter().map(|e| &**e))?;
+    }
+    for name in &delta.delete_chains {
+        batch.flush_chain(name);
+        batch.delete_chain(name);
+    }
+    Ok(batch.finish())
+}
+
 /// A long-lived `NETLINK_NETFILTER` socket in the current network namespace.
 #[derive(Debug)]
 pub struct NetlinkSocket {
@@ -58,6 +97,8 @@ pub struct NetlinkSocket {
     seq: u32,
     /// The send buffer size asked for (one batch must fit in it).
     sndbuf: usize,
+    /// The receive buffer size asked for (one batch's answers must fit in it).
+    rcvbuf: usize,
 }
 
 /// Answers are read with this buffer: an error answer quotes the failed message (up to
@@ -65,6 +106,12 @@ pub struct NetlinkSocket {
 const RECV_BUFFER: usize = 128 * 1024;
 /// The send buffer asked for at first (enough for any incremental batch).
 const SNDBUF: usize = 8 << 20;
+/// The receive buffer asked for at first.
+const RCVBUF: usize = 8 << 20;
+/// What one answer (an ack) costs in the receive buffer, with room to spare: the kernel
+/// charges each its own packet (on this machine 8 MiB, doubled by the kernel, held between
+/// 16 000 and 32 000 acks: about 700 bytes each).
+const ANSWER_BYTES: usize = 1024;
 
 impl NetlinkSocket {
     /// Opens the socket (in the network namespace of the calling thread).
@@ -79,11 +126,12 @@ impl NetlinkSocket {
         // Room for large batches and for one answer per message (best effort: needs
         // CAP_NET_ADMIN, which applying rules needs anyway).
         let _ = setsockopt(&fd, sockopt::SndBufForce, &SNDBUF);
-        let _ = setsockopt(&fd, sockopt::RcvBufForce, &(8 << 20));
+        let _ = setsockopt(&fd, sockopt::RcvBufForce, &RCVBUF);
         Ok(Self {
             fd,
             seq: 1,
             sndbuf: SNDBUF,
+            rcvbuf: RCVBUF,
         })
     }
 
@@ -92,27 +140,10 @@ impl NetlinkSocket {
     /// [`NetlinkError::Unencodable`] (nothing sent) when it has elements this encoder does not
     /// write.
     pub fn apply(&mut self, family: IpFamily, delta: &Delta<'_>) -> Result<(), NetlinkError> {
-        let mut batch = encode::Batch::new(self.seq, family, TABLE);
-        for c in &delta.add_chains {
-            batch.add_chain(&c.name);
-            batch.flush_chain(&c.name);
-            for r in &c.rules {
-                batch.add_rule(&c.name, r);
-            }
-        }
-        for (set, els) in &delta.delete {
-            batch.elements(false, set, els.iter().map(|e| &**e))?;
-        }
-        for (set, els) in &delta.add {
-            batch.elements(true, set, els.iter().map(|e| &**e))?;
-        }
-        for name in &delta.delete_chains {
-            batch.flush_chain(name);
-            batch.delete_chain(name);
-        }
-        let (bytes, acks, next_seq) = batch.finish();
+        let first = self.seq;
+        let (bytes, acks, next_seq) = delta_batch(first, family, delta)?;
         self.seq = next_seq;
-        self.send_batch(&bytes, acks)
+        self.send_batch(&bytes, acks, first)
     }
 
     /// The chains of Ferry's table in the kernel (empty when there is no table).
@@ -149,11 +180,17 @@ impl NetlinkSocket {
         req: &[u8],
         mut read: impl FnMut(&[u8]) -> Result<bool, NetlinkError>,
     ) -> Result<(), NetlinkError> {
+        let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
+        self.drain();
         send(self.fd.as_raw_fd(), req, MsgFlags::empty())?;
         let mut buf = vec![0u8; RECV_BUFFER];
         loop {
             let n = recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
+            // An earlier request's answer (one each datagram) is not this dump's.
+            if encode::first_seq(&buf[..n]).is_some_and(|s| s != seq) {
+                continue;
+            }
             match read(&buf[..n]) {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
@@ -173,7 +210,8 @@ impl NetlinkSocket {
         existing: &[String],
     ) -> Result<usize, NetlinkError> {
         let wanted: std::collections::BTreeSet<&str> = desired.chain_names().collect();
-        let mut batch = encode::Batch::new(self.seq, desired.family, TABLE);
+        let first = self.seq;
+        let mut batch = encode::Batch::new(first, desired.family, TABLE);
         for c in desired.dispatch_chains() {
             batch.add_chain(&c.name);
         }
@@ -205,16 +243,28 @@ impl NetlinkSocket {
         }
         let (bytes, acks, next_seq) = batch.finish();
         self.seq = next_seq;
-        self.send_batch(&bytes, acks).map(|()| written)
+        self.send_batch(&bytes, acks, first).map(|()| written)
     }
 
-    fn send_batch(&mut self, bytes: &[u8], acks: usize) -> Result<(), NetlinkError> {
+    /// Sends a batch whose messages are numbered from `first` and reads its `acks` answers.
+    /// Answers to other sequence numbers (left by an earlier batch whose answers overflowed
+    /// the receive buffer) are not this batch's.
+    fn send_batch(&mut self, bytes: &[u8], acks: usize, first: u32) -> Result<(), NetlinkError> {
         if bytes.len() > self.sndbuf {
             // One batch is one datagram: make room for it (with some slack for the kernel's
             // accounting).
             self.sndbuf = bytes.len() + (1 << 20);
             setsockopt(&self.fd, sockopt::SndBufForce, &self.sndbuf)?;
         }
+        // The kernel queues every answer before `send` returns: they must all fit, or the
+        // ones that do not are lost (`ENOBUFS`, drill 6).
+        let answers = acks * ANSWER_BYTES + (1 << 20);
+        if answers > self.rcvbuf {
+            self.rcvbuf = answers;
+            setsockopt(&self.fd, sockopt::RcvBufForce, &self.rcvbuf)?;
+        }
+        self.drain();
+        let span = self.seq.wrapping_sub(first);
         let sent = send(self.fd.as_raw_fd(), bytes, MsgFlags::empty())?;
         if sent != bytes.len() {
             return Err(NetlinkError::Protocol("short send"));
@@ -225,7 +275,10 @@ impl NetlinkSocket {
         let mut first_error = None;
         while answered < acks {
             let n = recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::empty())?;
-            for code in encode::errors(&buf[..n])? {
+            for (seq, code) in encode::errors(&buf[..n])? {
+                if seq.wrapping_sub(first) >= span {
+                    continue;
+                }
                 answered += 1;
                 if code != 0 && first_error.is_none() {
                     first_error = Some(nix::errno::Errno::from_raw(-code));
@@ -235,6 +288,20 @@ impl NetlinkSocket {
         match first_error {
             Some(e) => Err(NetlinkError::Rejected(e)),
             None => Ok(()),
+        }
+    }
+
+    /// Reads whatever an earlier request left queued (answers lost to `ENOBUFS` leave the
+    /// rest behind), without waiting.
+    fn drain(&mut self) {
+        let mut buf = vec![0u8; RECV_BUFFER];
+        loop {
+            match recv(self.fd.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+                // The error a lost answer left is read once; what is queued after it goes too.
+                Ok(_) | Err(nix::errno::Errno::ENOBUFS) => {}
+                // EAGAIN: nothing left.
+                Err(_) => return,
+            }
         }
     }
 }

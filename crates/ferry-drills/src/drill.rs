@@ -11,8 +11,10 @@ use crate::lab::probe::Expect;
 use crate::lab::{Endpoints, Ferry, Net};
 
 pub mod bad_input;
+pub mod fuzz;
 pub mod hostile;
 pub mod kill;
+pub mod limits;
 pub mod outage;
 pub mod restart;
 pub mod soak;

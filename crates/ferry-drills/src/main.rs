@@ -22,7 +22,8 @@ use ferry_drills::report::{self, Row};
 #[derive(Debug, Parser)]
 #[command(name = "ferry-drills", version)]
 struct Cli {
-    /// Drills to run (default: all): kill, restart, outage, writers, bad-input, soak.
+    /// Drills to run (default: all): kill, restart, outage, writers, bad-input, fuzz, limits,
+    /// soak.
     drills: Vec<String>,
     /// CI's short mode: small N, few repetitions.
     #[arg(long)]
@@ -65,7 +66,16 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 6] = ["kill", "restart", "outage", "writers", "bad-input", "soak"];
+const DRILLS: [&str; 8] = [
+    "kill",
+    "restart",
+    "outage",
+    "writers",
+    "bad-input",
+    "fuzz",
+    "limits",
+    "soak",
+];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
     let this = std::env::current_exe().context("finding this binary")?;
@@ -163,6 +173,8 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
             })
             .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
+        "fuzz" => drill::fuzz::run(o),
+        "limits" => drill::limits::run(o),
         // The soak compares Ferry's nftables table with `ferry rules`.
         "soak" => o
             .table_modes()

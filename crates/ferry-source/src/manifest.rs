@@ -118,6 +118,39 @@ impl ManifestSource {
         (self.store.objects(), update.errors)
     }
 
+    /// Applies files given as bytes, as if each had just been read from disk (`None`: the file
+    /// is gone), without touching the disk: the events a watcher would send (with `emit`) and
+    /// every problem found. For fuzzing and tests of the store's rules; the files need not
+    /// exist. Bytes that are not UTF-8 make the file unreadable, as on disk.
+    pub fn apply_bytes(
+        &mut self,
+        files: Vec<(PathBuf, Option<Vec<u8>>)>,
+        emit: bool,
+    ) -> (Vec<crate::SourceEvent>, Vec<InvalidObject>) {
+        let reads = files
+            .into_iter()
+            .map(|(file, bytes)| {
+                let read = match bytes.map(String::from_utf8) {
+                    None => load::FileRead::Gone,
+                    Some(Ok(text)) => load::read_text(&file, &text),
+                    Some(Err(e)) => load::FileRead::Broken(Some(InvalidObject::file(
+                        &file,
+                        format!("cannot read: not valid UTF-8: {}", e.utf8_error()),
+                    ))),
+                };
+                (file, read)
+            })
+            .collect();
+        let update = self.store.update(reads, Vec::new(), emit);
+        (update.events, update.errors)
+    }
+
+    /// The current object set (last good versions included, sorted by key), as
+    /// [`ManifestSource::scan`] returns it, without reading anything.
+    pub fn objects(&self) -> Vec<Object> {
+        self.store.objects()
+    }
+
     /// Looks again at `paths` (files or directories under PATH, or PATH itself) as they are on
     /// disk now, and updates the store; with `emit`, works out the events that tell a consumer
     /// what changed.

@@ -147,8 +147,15 @@ impl Batch {
     }
 }
 
-/// The error codes (0: ack) of the `NLMSG_ERROR` messages in one datagram.
-pub(crate) fn errors(mut buf: &[u8]) -> Result<Vec<i32>, NetlinkError> {
+/// The sequence number of the first message of a datagram (`None` if it holds no header).
+pub(crate) fn first_seq(buf: &[u8]) -> Option<u32> {
+    buf.get(8..12)
+        .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// The sequence numbers and error codes (0: ack) of the `NLMSG_ERROR` messages in one
+/// datagram.
+pub(crate) fn errors(mut buf: &[u8]) -> Result<Vec<(u32, i32)>, NetlinkError> {
     let mut out = Vec::new();
     while buf.len() >= 16 {
         let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
@@ -160,7 +167,11 @@ pub(crate) fn errors(mut buf: &[u8]) -> Result<Vec<i32>, NetlinkError> {
             if len < 20 {
                 return Err(NetlinkError::Protocol("short error message"));
             }
-            out.push(i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]));
+            let seq = u32::from_ne_bytes([buf[8], buf[9], buf[10], buf[11]]);
+            out.push((
+                seq,
+                i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]),
+            ));
         }
         buf = &buf[((len + 3) & !3).min(buf.len())..];
     }

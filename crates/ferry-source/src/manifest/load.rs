@@ -46,7 +46,12 @@ pub(super) fn read_file(file: &Path) -> FileRead {
             return FileRead::Broken(Some(InvalidObject::file(file, format!("cannot read: {e}"))))
         }
     };
-    match parse(file, &text) {
+    read_text(file, &text)
+}
+
+/// One file's documents, from its text (what [`read_file`] does once the file is read).
+pub(super) fn read_text(file: &Path, text: &str) -> FileRead {
+    match parse(file, text) {
         Ok(documents) => {
             let mut docs = Vec::new();
             for (index, value) in documents.into_iter().enumerate() {

@@ -7,6 +7,7 @@ use ferry_model::Object;
 
 use crate::InvalidObject;
 
+mod bytes;
 mod events;
 mod hostile;
 mod load;

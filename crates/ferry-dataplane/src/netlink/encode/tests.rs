@@ -120,12 +120,16 @@ fn many_elements_are_split_below_the_attribute_limit() {
 #[test]
 fn errors_reads_acks_and_failures() {
     let mut buf = Vec::new();
-    for code in [0i32, -2] {
+    for (seq, code) in [(7u32, 0i32), (8, -2)] {
         buf.extend_from_slice(&36u32.to_ne_bytes());
         buf.extend_from_slice(&NLMSG_ERROR.to_ne_bytes());
-        buf.extend_from_slice(&[0; 10]);
+        buf.extend_from_slice(&[0; 2]);
+        buf.extend_from_slice(&seq.to_ne_bytes());
+        buf.extend_from_slice(&[0; 4]);
         buf.extend_from_slice(&code.to_ne_bytes());
         buf.extend_from_slice(&[0; 16]);
     }
-    assert_eq!(errors(&buf).expect("well formed"), vec![0, -2]);
+    assert_eq!(errors(&buf).expect("well formed"), vec![(7, 0), (8, -2)]);
+    assert_eq!(first_seq(&buf), Some(7));
+    assert_eq!(first_seq(&buf[..4]), None);
 }
