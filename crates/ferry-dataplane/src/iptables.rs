@@ -37,7 +37,7 @@ mod live;
 
 pub use crate::mode::IptablesBackend;
 pub use cleanup::{cleanup, leftovers};
-pub(crate) use cleanup::{iptables_mode_ran, shared, tables as save_tables};
+pub(crate) use cleanup::{iptables_mode_ran, shared};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
 

@@ -29,14 +29,24 @@ pub(crate) fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut current = None;
     for line in save.lines() {
-        if let Some(t) = line.strip_prefix('*') {
-            current = Some(t.to_owned());
-            out.entry(t.to_owned()).or_default();
-        } else if let (Some(t), Some(chain)) = (&current, chains_in(line).next()) {
-            out.entry(t.clone()).or_default().push(chain.to_owned());
-        }
+        declaration(line, &mut current, &mut out);
     }
     out
+}
+
+/// One line of `iptables-save`'s output: a table (`*nat`) becomes `current`, a chain
+/// declaration of `current` is added to `out`; anything else is ignored.
+pub(crate) fn declaration(
+    line: &str,
+    current: &mut Option<String>,
+    out: &mut BTreeMap<String, Vec<String>>,
+) {
+    if let Some(t) = line.strip_prefix('*') {
+        *current = Some(t.to_owned());
+        out.entry(t.to_owned()).or_default();
+    } else if let (Some(t), Some(chain)) = (&*current, chains_in(line).next()) {
+        out.entry(t.clone()).or_default().push(chain.to_owned());
+    }
 }
 
 /// Whether iptables mode (Ferry's or kube-proxy's) ran here, in the tables `existing` lists:
@@ -93,7 +103,7 @@ pub fn cleanup_with(
     tool: &str,
     dry_run: bool,
 ) -> Result<Vec<String>, Error> {
-    let existing = tables(&runner.save(None)?);
+    let existing = runner.saved_chains()?;
     if !iptables_mode_ran(&existing) {
         return Ok(Vec::new());
     }
@@ -144,7 +154,7 @@ pub fn leftovers() -> Vec<Leftover> {
         .filter_map(|(mut cli, tool)| {
             // Only where iptables mode ran: kube-proxy's IPVS mode's chains (same names) are
             // IPVS mode's leftovers.
-            let found = iptables_mode_ran(&tables(&cli.save(None).ok()?));
+            let found = iptables_mode_ran(&cli.saved_chains().ok()?);
             found.then(|| Leftover {
                 what: format!(
                     "{tool} nat chain {KUBE_SERVICES} and the KUBE-* chains of kube-proxy's \

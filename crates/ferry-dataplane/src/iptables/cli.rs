@@ -1,6 +1,7 @@
 //! Running the iptables tools of one backend.
 
-use std::io::Write as _;
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Command, Stdio};
 
 use ferry_compile::iptables::Table;
@@ -25,6 +26,11 @@ pub trait IptablesRunner: Send {
     /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
     /// backend this does not create tables).
     fn save(&mut self, table: Option<Table>) -> Result<String, Error>;
+    /// The chains of every table that exists, by table (what `iptables-save` declares). By
+    /// default read from [`IptablesRunner::save`].
+    fn saved_chains(&mut self) -> Result<BTreeMap<String, Vec<String>>, Error> {
+        Ok(super::cleanup::tables(&self.save(None)?))
+    }
     /// How many rules `table`'s `chain` holds (`iptables -t TABLE -S CHAIN`; 0 when there is
     /// no such chain), for the periodic check; `None` when the runner cannot tell.
     fn rules_in(&mut self, _table: Table, _chain: &str) -> Result<Option<usize>, Error> {
@@ -153,6 +159,51 @@ impl IptablesRunner for IptablesCli {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
             Err(self.rejected("-save", &args, &out))
+        }
+    }
+
+    /// Reads `iptables-save`'s output line by line and keeps only the table and chain
+    /// declarations: with 110 000 chains that output is 31 MiB, which the start-up look for
+    /// leftovers and every mode's cleanup would otherwise hold (twice, while reading it).
+    fn saved_chains(&mut self) -> Result<BTreeMap<String, Vec<String>>, Error> {
+        if self.no_legacy_tables() {
+            return Ok(BTreeMap::new());
+        }
+        let program = self.backend.program_for(self.family, "-save");
+        let spawn_err = |source| Error::Spawn {
+            program: program.clone(),
+            source,
+        };
+        let mut child = Command::new(&program)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(spawn_err)?;
+        let mut out = BTreeMap::new();
+        if let Some(stdout) = child.stdout.take() {
+            let mut reader = BufReader::new(stdout);
+            let mut line = Vec::new();
+            let mut current: Option<String> = None;
+            loop {
+                line.clear();
+                if reader.read_until(b'\n', &mut line).map_err(spawn_err)? == 0 {
+                    break;
+                }
+                // Only `*table` and `:CHAIN POLICY [p:b]` lines matter; rules are skipped
+                // without being decoded.
+                if !matches!(line.first(), Some(b'*' | b':')) {
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&line);
+                super::cleanup::declaration(text.trim_end(), &mut current, &mut out);
+            }
+        }
+        let done = child.wait_with_output().map_err(spawn_err)?;
+        if done.status.success() {
+            Ok(out)
+        } else {
+            Err(self.rejected("-save", &[], &done))
         }
     }
 

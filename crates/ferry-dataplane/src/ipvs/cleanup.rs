@@ -25,7 +25,7 @@ use super::ipset::{self, LiveSets};
 use super::link::Links;
 use super::{node, IpvsError};
 use crate::cleanup::{not_installed, remove_chains, some_of, Cleanup};
-use crate::iptables::{iptables_mode_ran, save_tables, shared, IptablesCli, IptablesRunner};
+use crate::iptables::{iptables_mode_ran, shared, IptablesCli, IptablesRunner};
 use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
 use crate::Error;
@@ -108,8 +108,8 @@ pub fn leftovers() -> Vec<Leftover> {
     let chains = [IpFamily::V4, IpFamily::V6].into_iter().any(|family| {
         IptablesBackend::ALL.into_iter().any(|backend| {
             IptablesCli::for_family(backend, family)
-                .save(None)
-                .is_ok_and(|s| ipvs_mode_ran(&save_tables(&s)))
+                .saved_chains()
+                .is_ok_and(|existing| ipvs_mode_ran(&existing))
         })
     });
     let mut what = Vec::new();
@@ -138,14 +138,13 @@ fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
         for backend in IptablesBackend::ALL {
             let tool = backend.program_for(family, "");
             let mut cli = IptablesCli::for_family(backend, family);
-            let save = match cli.save(None) {
+            let existing = match cli.saved_chains() {
                 Err(e) if not_installed(&e) => {
                     out.skipped.push(format!("{tool} is not installed"));
                     continue;
                 }
                 other => other?,
             };
-            let existing = save_tables(&save);
             if !ipvs_mode_ran(&existing) {
                 continue;
             }
