@@ -61,6 +61,26 @@ impl IptablesCli {
         self.backend
     }
 
+    /// Whether `table` holds `chain` (`iptables -t TABLE -S CHAIN`), without reading the rest of
+    /// the ruleset: a few milliseconds where `iptables-save` of 110 000 chains takes seconds.
+    /// A legacy table that does not exist is not created to find out.
+    pub fn has_chain(&mut self, table: Table, chain: &str) -> Result<bool, Error> {
+        if self.backend == IptablesBackend::Legacy && !self.legacy_table_exists(table) {
+            return Ok(false);
+        }
+        self.run_absent_on(&["-t", table.as_str(), "-S", chain], &[1])
+    }
+
+    /// Whether the legacy `table` exists (`/proc/net/ip_tables_names`); listing it would create
+    /// it.
+    fn legacy_table_exists(&self, table: Table) -> bool {
+        let names = match self.family {
+            IpFamily::V4 => "/proc/net/ip_tables_names",
+            IpFamily::V6 => "/proc/net/ip6_tables_names",
+        };
+        std::fs::read_to_string(names).is_ok_and(|t| t.lines().any(|l| l.trim() == table.as_str()))
+    }
+
     /// True for the legacy backend when this network namespace has no legacy table at all
     /// (`/proc/net/ip_tables_names` is empty): saving every table would print nothing, and
     /// the tool run is saved (Ferry's start-up looks at both backends several times).

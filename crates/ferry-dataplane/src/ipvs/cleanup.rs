@@ -44,6 +44,15 @@ pub(crate) fn ipvs_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
     has(Table::Nat, KUBE_NODE_PORT) || has(Table::Filter, KUBE_IPVS_FILTER)
 }
 
+/// Whether one of the chains only IPVS mode writes is there, asked chain by chain: the other
+/// modes' start-up and cleanup ask this of both backends and families, and reading the whole
+/// ruleset (`iptables-save`) took 4 s at 10 000 × 10 in iptables mode (nft backend), which the
+/// first change after start-up waited for.
+fn ipvs_chains_present(cli: &mut IptablesCli) -> Result<bool, Error> {
+    Ok(cli.has_chain(Table::Nat, KUBE_NODE_PORT)?
+        || cli.has_chain(Table::Filter, KUBE_IPVS_FILTER)?)
+}
+
 /// Removes IPVS mode's objects from the current network namespace (both families, both
 /// iptables backends), or with `dry_run` names them. Tools or kernel parts that are missing
 /// are skipped (and said so).
@@ -107,9 +116,8 @@ pub fn leftovers() -> Vec<Leftover> {
     let sets = ipset::read_if_present().ok().flatten().unwrap_or_default();
     let chains = [IpFamily::V4, IpFamily::V6].into_iter().any(|family| {
         IptablesBackend::ALL.into_iter().any(|backend| {
-            IptablesCli::for_family(backend, family)
-                .saved_chains()
-                .is_ok_and(|existing| ipvs_mode_ran(&existing))
+            let mut cli = IptablesCli::for_family(backend, family);
+            ipvs_chains_present(&mut cli).unwrap_or(false)
         })
     });
     let mut what = Vec::new();
@@ -138,13 +146,15 @@ fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
         for backend in IptablesBackend::ALL {
             let tool = backend.program_for(family, "");
             let mut cli = IptablesCli::for_family(backend, family);
-            let existing = match cli.saved_chains() {
+            match ipvs_chains_present(&mut cli) {
                 Err(e) if not_installed(&e) => {
                     out.skipped.push(format!("{tool} is not installed"));
                     continue;
                 }
+                Ok(false) => continue,
                 other => other?,
             };
+            let existing = cli.saved_chains()?;
             if !ipvs_mode_ran(&existing) {
                 continue;
             }
