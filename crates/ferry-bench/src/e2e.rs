@@ -22,22 +22,19 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use self::cluster::{Cluster, TARGET_PORT};
+use self::cluster::{Cluster, Layout};
 use self::echo::Endpoints;
 use self::net::Net;
 use self::report::Table;
 use self::scenario::{Feed, Setup};
 
 pub mod churn;
-pub mod cluster;
-pub mod echo;
-pub mod ferry;
 pub mod floor;
-pub mod net;
-pub mod probe;
 pub mod report;
 pub mod scenario;
 mod tables;
+
+pub use ferry_lab::scale::{cluster, echo, ferry, net, probe};
 
 /// The parts of the benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -120,7 +117,7 @@ struct Dirs {
 
 /// Runs the parts; a part that fails gets a line saying why, and the others still run.
 pub fn run(o: &Options, progress: impl Fn(&str)) -> anyhow::Result<Table> {
-    let mut cluster = Cluster::new(o.services, o.endpoints)?;
+    let mut cluster = Cluster::new(o.services, o.endpoints, Layout::BENCH)?;
     for name in crate::netns::reap_stale()? {
         progress(&format!("deleted stale namespace {name}"));
     }
@@ -166,11 +163,7 @@ fn write_manifests(cluster: &Cluster, logs: Option<&Path>) -> anyhow::Result<Dir
     for d in [&manifests, &stage, &logs] {
         std::fs::create_dir_all(d)?;
     }
-    std::fs::write(manifests.join("nodes.yaml"), cluster.nodes_manifest())?;
-    for i in 0..cluster.services {
-        let file = manifests.join(format!("{}.yaml", cluster.name(i)));
-        std::fs::write(&file, cluster.manifest(i))?;
-    }
+    cluster.write_all(&manifests)?;
     Ok(Dirs {
         _root: root,
         manifests,
@@ -214,8 +207,8 @@ fn manifests(
     dirs: &Dirs,
     table: &mut Table,
 ) -> anyhow::Result<()> {
-    let net = Net::create("files")?;
-    let _endpoints = Endpoints::start(net.pods.name(), TARGET_PORT)?;
+    let net = Net::create(crate::netns::PREFIX, "files")?;
+    let _endpoints = Endpoints::start(net.pods.name())?;
     let feed = Feed::Manifests {
         dir: &dirs.manifests,
         stage: &dirs.stage,
@@ -234,8 +227,8 @@ fn manifests(
 }
 
 fn api(o: &Options, cluster: &mut Cluster, dirs: &Dirs, table: &mut Table) -> anyhow::Result<()> {
-    let net = Net::create("api")?;
-    let _endpoints = Endpoints::start(net.pods.name(), TARGET_PORT)?;
+    let net = Net::create(crate::netns::PREFIX, "api")?;
+    let _endpoints = Endpoints::start(net.pods.name())?;
     let listener = ferry_lab::netns::run_in(net.node.name(), || {
         std::net::TcpListener::bind("127.0.0.1:0")
     })??;
@@ -268,8 +261,8 @@ fn iptables(
     let printed = floor::print_rules(&o.this, &o.ferry, &scenario::base_flags(&feed))?;
     let plain = floor::plain_restore(backend, &printed.text)?;
     tables::printed(table, &printed);
-    let net = Net::create(&format!("ipt-{backend}"))?;
-    let _endpoints = Endpoints::start(net.pods.name(), TARGET_PORT)?;
+    let net = Net::create(crate::netns::PREFIX, &format!("ipt-{backend}"))?;
+    let _endpoints = Endpoints::start(net.pods.name())?;
     let backend_flag = format!("--iptables-backend={backend}");
     let flags = [
         "--proxy-mode=iptables",
@@ -287,8 +280,8 @@ fn iptables(
 }
 
 fn churn(o: &Options, cluster: &mut Cluster, dirs: &Dirs, table: &mut Table) -> anyhow::Result<()> {
-    let net = Net::create("churn")?;
-    let _endpoints = Endpoints::start(net.pods.name(), TARGET_PORT)?;
+    let net = Net::create(crate::netns::PREFIX, "churn")?;
+    let _endpoints = Endpoints::start(net.pods.name())?;
     let log = dirs.logs.join("churn.log");
     let setup = churn::ChurnSetup {
         ferry: &o.ferry,

@@ -5,7 +5,6 @@
 //! deleted by [`Netns`]'s `Drop` (also when the run fails or panics). The child refuses to
 //! start unless it really is inside that namespace ([`ensure_inside`]).
 
-use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,70 +46,8 @@ pub fn node_network() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A named network namespace, deleted when dropped.
-#[derive(Debug)]
-pub struct Netns {
-    name: String,
-}
-
-impl Netns {
-    /// Creates namespace `name` (`ip netns add`). Fails if it already exists.
-    pub fn create(name: &str) -> anyhow::Result<Self> {
-        ensure!(
-            name.starts_with(PREFIX),
-            "refusing to manage namespace {name:?}"
-        );
-        ensure!(
-            !path(name).exists(),
-            "network namespace {name} already exists"
-        );
-        run(Command::new("ip").args(["netns", "add", name]))?;
-        Ok(Self {
-            name: name.to_owned(),
-        })
-    }
-
-    /// The namespace's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// `ip netns exec <ns> <program> <args…>` (not started).
-    pub fn command<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> Command
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.name])
-            .arg(program)
-            .args(args);
-        cmd
-    }
-
-    /// Inode of the namespace (what `/proc/<pid>/ns/net` of a process inside it shows).
-    pub fn inode(&self) -> anyhow::Result<u64> {
-        inode(&path(&self.name))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        if let Err(e) = delete(&self.name) {
-            eprintln!(
-                "warning: could not delete network namespace {}: {e:#}",
-                self.name
-            );
-        }
-    }
-}
-
-fn delete(name: &str) -> anyhow::Result<()> {
-    if path(name).exists() {
-        run(Command::new("ip").args(["netns", "del", name]))?;
-    }
-    Ok(())
-}
+/// A named network namespace, deleted (with what runs in it) when dropped.
+pub use ferry_lab::scale::Netns;
 
 /// `/run/netns/<name>`.
 pub fn path(name: &str) -> PathBuf {
@@ -152,28 +89,7 @@ pub fn ensure_inside(name: &str, outside: u64) -> anyhow::Result<()> {
 /// Deletes `ferry-bench-<pid>-*` namespaces left by benchmark processes that no longer exist
 /// (killed before they could clean up). Returns their names.
 pub fn reap_stale() -> anyhow::Result<Vec<String>> {
-    let dir = match std::fs::read_dir(NETNS_DIR) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).context(format!("listing {NETNS_DIR}")),
-    };
-    let mut reaped = Vec::new();
-    for entry in dir.filter_map(Result::ok) {
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        let Some(pid) = name.strip_prefix(PREFIX).and_then(|r| r.split('-').next()) else {
-            continue;
-        };
-        let Ok(pid) = pid.parse::<u32>() else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            delete(&name)?;
-            reaped.push(name);
-        }
-    }
-    Ok(reaped)
+    ferry_lab::scale::net::reap_stale(PREFIX)
 }
 
 /// Runs a command to completion; returns its stdout, or an error carrying its stderr.

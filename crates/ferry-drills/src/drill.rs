@@ -17,6 +17,7 @@ pub mod kill;
 pub mod limits;
 pub mod outage;
 pub mod restart;
+pub mod soak;
 pub mod writers;
 
 /// What to run.
@@ -55,6 +56,22 @@ impl Options {
             .unwrap_or(if self.quick { quick } else { full })
     }
 
+    /// The asked modes whose rules are Ferry's nftables table (nftables, userspace), or
+    /// nftables mode when none is: for drills that do not depend on the mode, or that read
+    /// that table.
+    pub fn table_modes(&self) -> Vec<Mode> {
+        let mut modes: Vec<Mode> = self
+            .modes
+            .iter()
+            .copied()
+            .filter(|m| matches!(m, Mode::Nftables | Mode::Userspace))
+            .collect();
+        if modes.is_empty() {
+            modes.push(Mode::Nftables);
+        }
+        modes
+    }
+
     /// Likewise for seconds.
     pub fn seconds(&self, quick: u64, full: u64) -> u64 {
         self.seconds
@@ -71,28 +88,40 @@ pub enum Mode {
     IptablesNft,
     /// iptables mode, legacy backend.
     IptablesLegacy,
+    /// userspace mode: Ferry's process proxies every connection (its nftables table only
+    /// redirects to Ferry's listeners), so nothing answers while Ferry is down.
+    Userspace,
 }
 
 impl Mode {
-    /// Every mode.
+    /// The modes drilled by default: the kernel dataplanes.
     pub const ALL: [Mode; 3] = [Mode::Nftables, Mode::IptablesNft, Mode::IptablesLegacy];
 
-    /// `nftables`, `iptables-nft`, `iptables-legacy`.
+    /// Every mode `--modes` accepts (IPVS mode's kernel part runs only in a qemu guest).
+    pub const KNOWN: [Mode; 4] = [
+        Mode::Nftables,
+        Mode::IptablesNft,
+        Mode::IptablesLegacy,
+        Mode::Userspace,
+    ];
+
+    /// `nftables`, `iptables-nft`, `iptables-legacy`, `userspace`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Nftables => "nftables",
             Mode::IptablesNft => "iptables-nft",
             Mode::IptablesLegacy => "iptables-legacy",
+            Mode::Userspace => "userspace",
         }
     }
 
     /// Parses [`Mode::name`].
     pub fn parse(s: &str) -> anyhow::Result<Mode> {
-        Mode::ALL
+        Mode::KNOWN
             .into_iter()
             .find(|m| m.name() == s)
             .with_context(|| {
-                format!("unknown mode {s:?} (nftables, iptables-nft, iptables-legacy)")
+                format!("unknown mode {s:?} (nftables, iptables-nft, iptables-legacy, userspace)")
             })
     }
 
@@ -112,13 +141,14 @@ impl Mode {
                     "--iptables-backend=legacy".into(),
                 ]
             }
+            Mode::Userspace => vec!["--proxy-mode=userspace".into()],
         }
     }
 
     /// The iptables tool of its backend (`None` in nftables mode).
     pub fn iptables(self) -> Option<&'static str> {
         match self {
-            Mode::Nftables => None,
+            Mode::Nftables | Mode::Userspace => None,
             Mode::IptablesNft => Some("iptables-nft"),
             Mode::IptablesLegacy => Some("iptables-legacy"),
         }
@@ -144,7 +174,7 @@ pub struct Stage {
 impl Stage {
     /// Fresh namespaces named after `tag`, with `cluster` written as manifests.
     pub fn new(o: &Options, tag: &str, cluster: Cluster) -> anyhow::Result<Stage> {
-        let net = Net::create(tag)?;
+        let net = crate::lab::create_net(tag)?;
         let endpoints = Endpoints::start(net.pods.name())?;
         let root = tempfile::Builder::new().prefix("ferry-drills-").tempdir()?;
         let dir = root.path().join("manifests");
@@ -210,7 +240,7 @@ impl Stage {
             old: old
                 .map(|g| self.cluster.endpoints_in(i, g))
                 .unwrap_or_default(),
-            new: self.cluster.endpoints_of(i),
+            new: self.cluster.endpoints_of(i).to_vec(),
         }
     }
 

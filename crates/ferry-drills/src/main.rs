@@ -22,7 +22,8 @@ use ferry_drills::report::{self, Row};
 #[derive(Debug, Parser)]
 #[command(name = "ferry-drills", version)]
 struct Cli {
-    /// Drills to run (default: all): kill, restart, outage, writers, bad-input, fuzz, limits.
+    /// Drills to run (default: all): kill, restart, outage, writers, bad-input, fuzz, limits,
+    /// soak.
     drills: Vec<String>,
     /// CI's short mode: small N, few repetitions.
     #[arg(long)]
@@ -33,7 +34,7 @@ struct Cli {
     /// A different build of ferry for the upgrade drill (default: the same binary).
     #[arg(long, value_name = "PATH")]
     other_ferry: Option<PathBuf>,
-    /// Modes, comma-separated (default: nftables,iptables-nft,iptables-legacy).
+    /// Modes, comma-separated (default: nftables,iptables-nft,iptables-legacy; also userspace).
     #[arg(long, value_delimiter = ',')]
     modes: Vec<String>,
     /// Services (N), instead of the drill's default.
@@ -65,7 +66,7 @@ fn main() -> ExitCode {
 }
 
 /// Every drill's name, in the order they run.
-const DRILLS: [&str; 7] = [
+const DRILLS: [&str; 8] = [
     "kill",
     "restart",
     "outage",
@@ -73,6 +74,7 @@ const DRILLS: [&str; 7] = [
     "bad-input",
     "fuzz",
     "limits",
+    "soak",
 ];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
@@ -155,19 +157,30 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
             })
             .collect(),
         "outage" => per_mode(drill::outage::run, "3. API outage and relist"),
-        "bad-input" => [
-            drill::bad_input::From::Manifests,
-            drill::bad_input::From::Api,
-        ]
-        .into_iter()
-        .map(|from| {
-            drill::bad_input::run(o, from)
-                .unwrap_or_else(|e| failed("5. bad input at scale", &format!("{from:?}"), &e))
-        })
-        .collect(),
+        "bad-input" => o
+            .table_modes()
+            .into_iter()
+            .flat_map(|m| {
+                [
+                    drill::bad_input::From::Manifests,
+                    drill::bad_input::From::Api,
+                ]
+                .map(|from| {
+                    drill::bad_input::run(o, from, m).unwrap_or_else(|e| {
+                        failed("5. bad input at scale", &format!("{from:?}"), &e)
+                    })
+                })
+            })
+            .collect(),
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         "fuzz" => drill::fuzz::run(o),
         "limits" => drill::limits::run(o),
+        // The soak compares Ferry's nftables table with `ferry rules`.
+        "soak" => o
+            .table_modes()
+            .into_iter()
+            .map(|m| drill::soak::run(o, m).unwrap_or_else(|e| failed("7. soak", m.name(), &e)))
+            .collect(),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
 }

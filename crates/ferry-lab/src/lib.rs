@@ -41,6 +41,10 @@
 //! [`PodProgram::ferry`] runs `ferry lab-pod`, and this crate ships the `ferry-lab-echo`
 //! binary doing the same for tests without the ferry binary (integration tests of this crate
 //! use `env!("CARGO_BIN_EXE_ferry-lab-echo")`).
+//!
+//! Feature `scale`: [`scale`], the other lab, for measurements rather than seed experiments —
+//! one node between a client and its pods, the real `ferry run` on it, and a generated
+//! cluster of N Services × M endpoints (`ferry-bench-e2e` and `ferry-drills` use it).
 
 pub mod echo;
 pub mod http;
@@ -49,6 +53,8 @@ pub mod netns;
 mod pace;
 pub mod pod;
 pub mod process;
+#[cfg(feature = "scale")]
+pub mod scale;
 pub mod spec;
 pub mod state;
 pub mod vm;

@@ -91,7 +91,7 @@ pub async fn run(
         }
         let service = cluster.changed_service(k);
         let change = cluster.change(service);
-        let name = format!("{}.yaml", cluster.name(service));
+        let name = cluster.file_name(service);
         std::fs::write(stage.join(&name), cluster.manifest(service))?;
         let t = Instant::now();
         std::fs::rename(stage.join(&name), dir.join(&name)).context("renaming into place")?;

@@ -82,7 +82,8 @@ pub fn probed(cluster: &Cluster) -> Vec<Expect> {
         .into_iter()
         .map(|i| Expect {
             target: SocketAddrV4::new(cluster.cluster_ip(i), PORT),
-            endpoints: cluster.endpoints_of(i).to_vec(),
+            old: Vec::new(),
+            new: cluster.endpoints_of(i).to_vec(),
         })
         .collect()
 }
@@ -202,7 +203,7 @@ pub async fn change_once(
     let target = SocketAddrV4::new(cluster.cluster_ip(service), PORT);
     let t = match feed {
         Feed::Manifests { dir, stage } => {
-            let name = format!("{}.yaml", cluster.name(service));
+            let name = cluster.file_name(service);
             let staged = stage.join(&name);
             std::fs::write(&staged, cluster.manifest(service))
                 .with_context(|| format!("writing {}", staged.display()))?;

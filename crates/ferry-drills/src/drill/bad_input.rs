@@ -2,8 +2,8 @@
 //! into 10 000 good Services, from manifests and from the API. Every good Service must be
 //! programmed (`ferry status` finds each one in the kernel, a sample answers), every bad
 //! object named (a warning naming its file or object), no crash, memory bounded (`VmHWM`
-//! with and without the bad objects). Runs in nftables mode: reading and converting input
-//! does not depend on the mode.
+//! with and without the bad objects). Runs in nftables mode (reading and converting input
+//! does not depend on the mode), and in userspace mode when `--modes` has it.
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
@@ -13,7 +13,7 @@ use ferry_testkit::FakeApiServer;
 
 use crate::drill::hostile::{self, KINDS};
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::Cluster;
+use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Served};
 use crate::lab::Ferry;
 use crate::report::Row;
@@ -27,21 +27,26 @@ pub enum From {
     Api,
 }
 
-/// Runs the drill with input from `from`.
-pub fn run(o: &Options, from: From) -> anyhow::Result<Row> {
+/// Runs the drill with input from `from`, in `mode` (nftables or userspace: the drill checks
+/// what is programmed through `ferry status` and probes, the same in both).
+pub fn run(o: &Options, from: From, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(200, 10_000);
     let bad = n / 10;
-    let label = match from {
+    let mut label = match from {
         From::Manifests => "manifests",
         From::Api => "API",
-    };
-    let mut row = Row::new("5. bad input at scale", label);
-    let tag = format!("bad-{}", label.to_lowercase());
-    let stage = Stage::new(o, &tag, Cluster::new(n, 10, false)?)?;
-    let clean_hwm = hwm(o, &stage, from, &[])?;
+    }
+    .to_owned();
+    if mode != Mode::Nftables {
+        label = format!("{label}, {}", mode.name());
+    }
+    let mut row = Row::new("5. bad input at scale", &label);
+    let tag = format!("bad-{}", label.to_lowercase().replace(", ", "-"));
+    let stage = Stage::new(o, &tag, Cluster::new(n, 10, Layout::drill(false))?)?;
+    let clean_hwm = hwm(o, &stage, from, mode, &[])?;
     let mut rng = fastrand::Rng::with_seed(o.seed);
     let input = write_bad(&stage, from, bad, &mut rng)?;
-    let (mut ferry, server) = start(o, &stage, from, &input.api)?;
+    let (mut ferry, server) = start(o, &stage, from, mode, &input.api)?;
     let mut why = Vec::new();
     if let Err(e) = ferry.wait_syncs(1, Duration::from_secs(1200)) {
         why.push(format!("{e:#}"));
@@ -195,10 +200,9 @@ fn start(
     o: &Options,
     stage: &Stage,
     from: From,
+    mode: Mode,
     extra: &[serde_json::Value],
 ) -> anyhow::Result<(Ferry, Option<FakeApiServer>)> {
-    // Reading and converting input does not depend on the mode.
-    let mode = Mode::Nftables;
     match from {
         From::Manifests => Ok((stage.start(&o.ferry, mode, &[])?, None)),
         From::Api => {
@@ -222,8 +226,14 @@ fn start(
 }
 
 /// `VmHWM` of a Ferry that synced the good objects and `extra` (MiB).
-fn hwm(o: &Options, stage: &Stage, from: From, extra: &[serde_json::Value]) -> anyhow::Result<f64> {
-    let (mut ferry, server) = start(o, stage, from, extra)?;
+fn hwm(
+    o: &Options,
+    stage: &Stage,
+    from: From,
+    mode: Mode,
+    extra: &[serde_json::Value],
+) -> anyhow::Result<f64> {
+    let (mut ferry, server) = start(o, stage, from, mode, extra)?;
     ferry.wait_syncs(1, Duration::from_secs(1200))?;
     settle(&mut ferry);
     let hwm = ferry.memory_mib("VmHWM:")?;

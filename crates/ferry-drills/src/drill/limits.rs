@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::Cluster;
+use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Served};
 use crate::lab::Ferry;
 use crate::report::{secs, Row};
@@ -79,7 +79,7 @@ fn missing_tool(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let mut stage = Stage::new(
         o,
         &format!("limits-{}", mode.name()),
-        Cluster::new(n, 2, false)?,
+        Cluster::new(n, 2, Layout::drill(false))?,
     )?;
     let mut row = Row::new(DRILL, &format!("missing tool, {}", mode.name()));
     let mut ferry = stage.start(&o.ferry, mode, &[])?;
@@ -171,7 +171,11 @@ fn start_without_tools(
 fn read_only_sysctls(o: &Options) -> anyhow::Result<Row> {
     let mode = Mode::Nftables;
     let n = o.services(20, 200);
-    let stage = Stage::new(o, "limits-sysctl", Cluster::new(n, 2, false)?)?;
+    let stage = Stage::new(
+        o,
+        "limits-sysctl",
+        Cluster::new(n, 2, Layout::drill(false))?,
+    )?;
     let mut row = Row::new(DRILL, &format!("read-only /proc/sys, {}", mode.name()));
     let tmp = tempfile::tempdir()?;
     let binary = wrapper(
@@ -211,7 +215,7 @@ fn read_only_sysctls(o: &Options) -> anyhow::Result<Row> {
 fn huge_batch(o: &Options) -> anyhow::Result<Row> {
     let mode = Mode::Nftables;
     let n = o.services(2_000, 20_000);
-    let stage = Stage::new(o, "limits-batch", Cluster::new(n, 2, false)?)?;
+    let stage = Stage::new(o, "limits-batch", Cluster::new(n, 2, Layout::drill(false))?)?;
     let mut row = Row::new(
         DRILL,
         &format!("huge batch ({n} Services), {}", mode.name()),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use ferry_testkit::FakeApiServer;
 
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::Cluster;
+use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Expect, Served};
 use crate::lab::watch::Watch;
 use crate::report::{secs, Row};
@@ -22,7 +22,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(50, 1_000);
     let outage = Duration::from_secs(o.seconds(5, 60));
     let added = (n / 20).max(1);
-    let cluster = Cluster::new(n + added, 10, false)?;
+    let cluster = Cluster::new(n + added, 10, Layout::drill(false))?;
     let mut stage = Stage::new(o, &format!("outage-{}", mode.name()), cluster)?;
     let mut row = Row::new("3. API outage and relist", mode.name());
     let listener =
@@ -61,10 +61,10 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let down = Instant::now();
     for &i in &deleted {
         let name = stage.cluster.name(i);
-        server.delete("Service", crate::lab::cluster::NAMESPACE, &name);
+        server.delete("Service", stage.cluster.namespace(), &name);
         server.delete(
             "EndpointSlice",
-            crate::lab::cluster::NAMESPACE,
+            stage.cluster.namespace(),
             &format!("{name}-x7k2q"),
         );
     }

@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::Cluster;
+use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Expect, Served};
 use crate::lab::watch::Watch;
 use crate::report::{secs, Row};
@@ -52,7 +52,7 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let stage = Stage::new(
         o,
         &format!("writers-{}", mode.name()),
-        Cluster::new(n, 10, false)?,
+        Cluster::new(n, 10, Layout::drill(false))?,
     )?;
     let mut row = Row::new("4. other rule writers", mode.name());
     install_cni(&stage, mode)?;

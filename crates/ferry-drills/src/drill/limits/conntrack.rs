@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::DRILL;
 use crate::drill::{settle, Mode, Options, Stage};
-use crate::lab::cluster::{Cluster, NODE};
+use crate::lab::cluster::{Cluster, Layout, NODE};
 use crate::report::Row;
 
 /// The drill's UDP Service: its ClusterIP (in the service range, outside the cluster's) and
@@ -104,7 +104,11 @@ fn flows_to(stage: &Stage, endpoint: Ipv4Addr) -> anyhow::Result<usize> {
 pub(super) fn full_table(o: &Options) -> anyhow::Result<Row> {
     let mode = Mode::Nftables;
     let mut row = Row::new(DRILL, &format!("conntrack table full, {}", mode.name()));
-    let stage = Stage::new(o, "limits-ct", Cluster::new(o.services(20, 200), 2, false)?)?;
+    let stage = Stage::new(
+        o,
+        "limits-ct",
+        Cluster::new(o.services(20, 200), 2, Layout::drill(false))?,
+    )?;
     let endpoints = stage.cluster.endpoints_of(0);
     let (keep, drop) = (endpoints[0], endpoints[1]);
     std::fs::write(

@@ -3,7 +3,7 @@
 //! - [`TARGET_PORT`]: each connection gets one line, the address it was reached on, and is
 //!   closed (who answered a new connection);
 //! - [`STREAM_PORT`]: the same line, then every byte read is echoed back until the client
-//!   closes (a long-lived stream, to see whether it survives what the drill does to Ferry).
+//!   closes (a long-lived stream, to see whether it survives what a drill does to Ferry).
 
 use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -28,14 +28,14 @@ impl Endpoints {
             threads: Vec::new(),
         };
         for (port, stream) in [(TARGET_PORT, false), (STREAM_PORT, true)] {
-            let listener = ferry_lab::netns::run_in(ns, || {
+            let listener = crate::netns::run_in(ns, || {
                 TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
             })?
             .with_context(|| format!("listening on port {port} in {ns}"))?;
             let serving = listener.try_clone()?;
             e.threads.push(
                 std::thread::Builder::new()
-                    .name(format!("drill-endpoints-{port}"))
+                    .name(format!("lab-endpoints-{port}"))
                     .spawn(move || serve(&serving, stream))?,
             );
             e.listeners.push(listener);
@@ -56,7 +56,7 @@ fn serve(listener: &TcpListener, stream: bool) {
         let _ = conn.write_all(format!("{}\n", local.ip()).as_bytes());
         if stream {
             let _ = std::thread::Builder::new()
-                .name("drill-stream".into())
+                .name("lab-stream".into())
                 .spawn(move || echo(&mut conn));
         }
         // One-shot: closed here, first, so the client never waits in TIME_WAIT.

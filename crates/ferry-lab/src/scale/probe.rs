@@ -1,6 +1,7 @@
-//! Real connections from the client namespace: who answers a ClusterIP, when a change shows,
-//! how long a connection takes to set up. Every function must run on a thread inside the
-//! client namespace (see [`super::net::Net::ensure_in_client`]), in a tokio runtime.
+//! Real connections from the client namespace: who answers a ClusterIP or NodePort, when a
+//! change shows, how long a connection takes to set up, and which rules a Service is served by.
+//! Every function must run on a thread inside the client namespace (see
+//! [`super::net::Net::ensure_in_client`], [`super::net::Netns::block_on`]), in a tokio runtime.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -12,7 +13,7 @@ use tokio::task::JoinSet;
 use tokio::time::{sleep, timeout, Instant};
 
 /// How long one probe may take before it counts as unanswered.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// The same while waiting for the first rules: an answered probe takes well under a
 /// millisecond, and one that times out delays the figure by this much.
 const FIRST_TIMEOUT: Duration = Duration::from_millis(20);
@@ -20,11 +21,7 @@ const FIRST_TIMEOUT: Duration = Duration::from_millis(20);
 const ROUND_PAUSE: Duration = Duration::from_millis(1);
 
 /// Connects to `target`, reads the endpoint's line (the address it was reached on).
-pub async fn ask(target: SocketAddrV4) -> io::Result<Ipv4Addr> {
-    ask_within(target, PROBE_TIMEOUT).await
-}
-
-async fn ask_within(target: SocketAddrV4, limit: Duration) -> io::Result<Ipv4Addr> {
+pub async fn ask(target: SocketAddrV4, limit: Duration) -> io::Result<Ipv4Addr> {
     let exchange = async {
         let mut stream = TcpStream::connect(SocketAddr::V4(target)).await?;
         let mut reply = String::new();
@@ -39,17 +36,92 @@ async fn ask_within(target: SocketAddrV4, limit: Duration) -> io::Result<Ipv4Add
         .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
 }
 
-/// One ClusterIP to wait for, and the endpoints that may answer it.
+/// What a Service was served by, from several connections to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// Every connection reached one of its old endpoints.
+    Old,
+    /// Every connection reached one of its new endpoints.
+    New,
+    /// No connection was answered.
+    Nothing,
+    /// Some connections were answered and some not, or by old and new endpoints alike: a
+    /// broken state.
+    Mixed,
+    /// A connection reached an address that is none of its endpoints.
+    Wrong,
+}
+
+/// A Service to probe: its address, and its endpoints before and after a change (equal when
+/// it did not change).
 #[derive(Debug, Clone)]
 pub struct Expect {
-    /// The ClusterIP and port.
+    /// ClusterIP:port or node address:NodePort.
     pub target: SocketAddrV4,
-    /// Its endpoints.
-    pub endpoints: Vec<Ipv4Addr>,
+    /// Endpoints before the change.
+    pub old: Vec<Ipv4Addr>,
+    /// Endpoints after it.
+    pub new: Vec<Ipv4Addr>,
+}
+
+/// Asks each Service `asks` times (all at once, at most 64 connections in flight) and says
+/// what served it.
+pub async fn served(expect: &[Expect], asks: usize) -> Vec<Served> {
+    let mut replies: Vec<Vec<io::Result<Ipv4Addr>>> = expect.iter().map(|_| Vec::new()).collect();
+    let mut inflight: JoinSet<(usize, io::Result<Ipv4Addr>)> = JoinSet::new();
+    let jobs = expect
+        .iter()
+        .enumerate()
+        .flat_map(|(i, e)| std::iter::repeat_n((i, e.target), asks));
+    for (i, target) in jobs {
+        if inflight.len() >= 64 {
+            if let Some(Ok((k, r))) = inflight.join_next().await {
+                replies[k].push(r);
+            }
+        }
+        inflight.spawn(async move { (i, ask(target, PROBE_TIMEOUT).await) });
+    }
+    while let Some(done) = inflight.join_next().await {
+        if let Ok((k, r)) = done {
+            replies[k].push(r);
+        }
+    }
+    expect
+        .iter()
+        .zip(replies)
+        .map(|(e, r)| verdict(e, &r))
+        .collect()
+}
+
+fn verdict(e: &Expect, replies: &[io::Result<Ipv4Addr>]) -> Served {
+    let answered: Vec<Ipv4Addr> = replies
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
+    if answered.is_empty() {
+        return Served::Nothing;
+    }
+    if answered
+        .iter()
+        .any(|a| !e.old.contains(a) && !e.new.contains(a))
+    {
+        return Served::Wrong;
+    }
+    if answered.len() < replies.len() {
+        return Served::Mixed;
+    }
+    // An address in both sets (no change) counts for both.
+    if answered.iter().all(|a| e.new.contains(a)) {
+        Served::New
+    } else if answered.iter().all(|a| e.old.contains(a)) {
+        Served::Old
+    } else {
+        Served::Mixed
+    }
 }
 
 /// Probes every target in rounds until each has been answered by one of its endpoints, or
-/// `deadline` passes; returns when each was first answered (`None`: never), measured from
+/// `deadline` passes; returns when each was first answered by one of its `new` endpoints (`None`: never), measured from
 /// `start`. An answer from a wrong address counts as unanswered (and is counted in the second
 /// value).
 pub async fn first_answers(
@@ -67,11 +139,11 @@ pub async fn first_answers(
             .filter(|(i, _)| answered[*i].is_none())
         {
             let target = t.target;
-            round.spawn(async move { (i, ask_within(target, FIRST_TIMEOUT).await) });
+            round.spawn(async move { (i, ask(target, FIRST_TIMEOUT).await) });
         }
         while let Some(Ok((i, reply))) = round.join_next().await {
             match reply {
-                Ok(ip) if targets[i].endpoints.contains(&ip) => answered[i] = Some(start.elapsed()),
+                Ok(ip) if targets[i].new.contains(&ip) => answered[i] = Some(start.elapsed()),
                 Ok(_) => wrong += 1,
                 Err(_) => {}
             }
@@ -91,7 +163,7 @@ pub async fn until_lands(
 ) -> Option<Instant> {
     let mut inflight = JoinSet::new();
     for _ in 0..parallel {
-        inflight.spawn(ask(target));
+        inflight.spawn(ask(target, PROBE_TIMEOUT));
     }
     while let Some(done) = inflight.join_next().await {
         if let Ok(Ok(ip)) = done {
@@ -102,7 +174,7 @@ pub async fn until_lands(
         if Instant::now() >= deadline {
             return None;
         }
-        inflight.spawn(ask(target));
+        inflight.spawn(ask(target, PROBE_TIMEOUT));
     }
     None
 }
@@ -114,7 +186,7 @@ pub async fn reaches(target: SocketAddrV4, endpoint: Ipv4Addr, tries: usize) -> 
     let mut inflight = JoinSet::new();
     let mut started = 0;
     while started < tries.min(4) {
-        inflight.spawn(ask(target));
+        inflight.spawn(ask(target, PROBE_TIMEOUT));
         started += 1;
     }
     while let Some(done) = inflight.join_next().await {
@@ -122,7 +194,7 @@ pub async fn reaches(target: SocketAddrV4, endpoint: Ipv4Addr, tries: usize) -> 
             return true;
         }
         if started < tries && Instant::now() < deadline {
-            inflight.spawn(ask(target));
+            inflight.spawn(ask(target, PROBE_TIMEOUT));
             started += 1;
         }
     }
@@ -158,7 +230,7 @@ pub async fn until_lands_paced(
     loop {
         let mut round = JoinSet::new();
         for _ in 0..burst {
-            round.spawn(ask(target));
+            round.spawn(ask(target, PROBE_TIMEOUT));
         }
         while let Some(done) = round.join_next().await {
             if matches!(done, Ok(Ok(ip)) if ip == endpoint) {
