@@ -217,6 +217,35 @@ where
     })
 }
 
+/// Runs `f` on a fresh thread in a new, unnamed network namespace (`unshare(CLONE_NEWNET)`),
+/// which disappears with the thread, also when `f` panics (the panic is passed on). For
+/// kernel tests: they are `#[ignore = "needs root: network namespaces"]`, and run without
+/// root (with `--include-ignored`) they fail here with a message saying so.
+pub fn in_private_netns(f: impl FnOnce() + Send + 'static) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "needs root (network namespaces): run the ignored tests as root, as CI does"
+    );
+    std::thread::spawn(move || {
+        nix::sched::unshare(CloneFlags::CLONE_NEWNET).expect("unshare");
+        f();
+    })
+    .join()
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+}
+
+/// `nft ARGS` in the calling thread's network namespace; its output. Panics when nft fails
+/// (a test helper, beside [`in_private_netns`]).
+pub fn nft(args: &[&str]) -> String {
+    let out = Command::new("nft").args(args).output().expect("nft");
+    assert!(
+        out.status.success(),
+        "nft {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Writes sysctls inside namespace `ns`, e.g. `("net.ipv4.ip_forward", "1")`. Keys are dotted
 /// as for `sysctl(8)` (so interface names containing dots are not supported). `/proc/sys/net`
 /// shows the namespace of the thread that opens it, so this runs on a [`run_in`] thread.

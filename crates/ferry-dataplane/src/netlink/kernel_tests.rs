@@ -2,36 +2,12 @@
 //! thread `unshare`s one; it disappears with the thread): a batch whose answers do not fit the
 //! receive buffer (`ENOBUFS`, drill 6), and the answers such a batch leaves behind.
 
-use std::process::Command;
-
 use ferry_compile::nft::{Delta, DispatchChain};
 use ferry_model::IpFamily;
 use nix::sys::socket::{setsockopt, sockopt};
 
 use super::{NetlinkError, NetlinkSocket};
-
-fn in_new_netns(f: impl FnOnce() + Send + 'static) {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "needs root (network namespaces): run the ignored tests as root, as CI does"
-    );
-    std::thread::spawn(move || {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
-        f();
-    })
-    .join()
-    .expect("test thread");
-}
-
-fn nft(args: &[&str]) -> String {
-    let out = Command::new("nft").args(args).output().expect("nft");
-    assert!(
-        out.status.success(),
-        "nft {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use ferry_lab::netns::{in_private_netns as in_new_netns, nft};
 
 /// `n` empty chains named `c0`, `c1`, …: each asks for two answers (create, flush).
 fn chains(n: usize) -> Vec<DispatchChain> {
