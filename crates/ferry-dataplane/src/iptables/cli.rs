@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 
 use ferry_compile::iptables::Table;
 use ferry_model::IpFamily;
@@ -71,26 +71,50 @@ impl IptablesCli {
         self.run_absent_on(&["-t", table.as_str(), "-S", chain], &[1])
     }
 
-    /// Whether the legacy `table` exists (`/proc/net/ip_tables_names`); listing it would create
-    /// it.
+    /// Whether the legacy `table` exists; listing it would create it.
     fn legacy_table_exists(&self, table: Table) -> bool {
-        let names = match self.family {
-            IpFamily::V4 => "/proc/net/ip_tables_names",
-            IpFamily::V6 => "/proc/net/ip6_tables_names",
-        };
-        std::fs::read_to_string(names).is_ok_and(|t| t.lines().any(|l| l.trim() == table.as_str()))
+        self.legacy_table_names()
+            .is_some_and(|t| t.lines().any(|l| l.trim() == table.as_str()))
     }
 
-    /// True for the legacy backend when this network namespace has no legacy table at all
-    /// (`/proc/net/ip_tables_names` is empty): saving every table would print nothing, and
-    /// the tool run is saved (Ferry's start-up looks at both backends several times).
+    /// True for the legacy backend when this network namespace has no legacy table at all:
+    /// saving every table would print nothing, and the tool run is saved (Ferry's start-up
+    /// looks at both backends several times).
     fn no_legacy_tables(&self) -> bool {
+        self.backend == IptablesBackend::Legacy
+            && self
+                .legacy_table_names()
+                .is_some_and(|t| t.trim().is_empty())
+    }
+
+    /// The legacy tables of this network namespace (`/proc/net/ip_tables_names`, one per line).
+    fn legacy_table_names(&self) -> Option<String> {
         let names = match self.family {
             IpFamily::V4 => "/proc/net/ip_tables_names",
             IpFamily::V6 => "/proc/net/ip6_tables_names",
         };
-        self.backend == IptablesBackend::Legacy
-            && std::fs::read_to_string(names).is_ok_and(|t| t.trim().is_empty())
+        std::fs::read_to_string(names).ok()
+    }
+
+    /// Starts `tool` of this backend and family with `args`, stdout and stderr piped.
+    fn spawn(&self, tool: &str, args: &[&str], stdin: bool) -> Result<Child, Error> {
+        let program = self.backend.program_for(self.family, tool);
+        Command::new(&program)
+            .args(args)
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| Error::Spawn { program, source })
+    }
+
+    /// The error of a spawned `tool` that could not be fed or waited for.
+    fn io_err(&self, tool: &str) -> impl Fn(std::io::Error) -> Error {
+        let program = self.backend.program_for(self.family, tool);
+        move |source| Error::Spawn {
+            program: program.clone(),
+            source,
+        }
     }
 
     fn run(
@@ -99,26 +123,11 @@ impl IptablesCli {
         args: &[&str],
         stdin: Option<&str>,
     ) -> Result<std::process::Output, Error> {
-        let program = self.backend.program_for(self.family, tool);
-        let spawn_err = |source| Error::Spawn {
-            program: program.clone(),
-            source,
-        };
-        let mut child = Command::new(&program)
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_err)?;
+        let mut child = self.spawn(tool, args, stdin.is_some())?;
         if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(text.as_bytes()).map_err(spawn_err)?;
+            pipe.write_all(text.as_bytes()).map_err(self.io_err(tool))?;
         }
-        child.wait_with_output().map_err(spawn_err)
+        child.wait_with_output().map_err(self.io_err(tool))
     }
 
     /// Runs `iptables -w … args`: true on success, false on one of the `absent` exit codes.
@@ -189,17 +198,8 @@ impl IptablesRunner for IptablesCli {
         if self.no_legacy_tables() {
             return Ok(BTreeMap::new());
         }
-        let program = self.backend.program_for(self.family, "-save");
-        let spawn_err = |source| Error::Spawn {
-            program: program.clone(),
-            source,
-        };
-        let mut child = Command::new(&program)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(spawn_err)?;
+        let mut child = self.spawn("-save", &[], false)?;
+        let io_err = self.io_err("-save");
         let mut out = BTreeMap::new();
         if let Some(stdout) = child.stdout.take() {
             let mut reader = BufReader::new(stdout);
@@ -207,7 +207,7 @@ impl IptablesRunner for IptablesCli {
             let mut current: Option<String> = None;
             loop {
                 line.clear();
-                if reader.read_until(b'\n', &mut line).map_err(spawn_err)? == 0 {
+                if reader.read_until(b'\n', &mut line).map_err(&io_err)? == 0 {
                     break;
                 }
                 // Only `*table` and `:CHAIN POLICY [p:b]` lines matter; rules are skipped
@@ -219,7 +219,7 @@ impl IptablesRunner for IptablesCli {
                 super::cleanup::declaration(text.trim_end(), &mut current, &mut out);
             }
         }
-        let done = child.wait_with_output().map_err(spawn_err)?;
+        let done = child.wait_with_output().map_err(io_err)?;
         if done.status.success() {
             Ok(out)
         } else {

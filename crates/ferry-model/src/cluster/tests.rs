@@ -77,3 +77,27 @@ fn stored_objects_share_names_and_locations() {
     assert!(!Arc::ptr_eq(&a1, &b));
     assert_eq!(slices[1].endpoints[0].node_name(), Some("node-a"));
 }
+
+#[test]
+fn a_slice_a_source_also_holds_is_kept_as_given_and_one_it_alone_held_is_compacted() {
+    let mut state = ClusterState::new();
+    let shared = Arc::new(mk_slice(
+        "dev",
+        "a",
+        80,
+        vec![mk_endpoint("10.0.0.1", "n1")],
+    ));
+    state.apply(Object::EndpointSlice(Arc::clone(&shared)));
+    let stored = state.slices_of(&ServiceName::new("dev", "a")).next();
+    assert!(
+        stored.is_some_and(|s| std::ptr::eq(s, &*shared)),
+        "one copy, not two"
+    );
+
+    // Held by the state alone: compacted, so two slices of one namespace share its name.
+    state.apply(Object::from(mk_slice("dev", "b", 80, vec![])));
+    state.apply(Object::from(mk_slice("dev", "c", 80, vec![])));
+    let of = |name: &str| state.slices_of(&ServiceName::new("dev", name)).next();
+    let (b, c) = (of("b").expect("b"), of("c").expect("c"));
+    assert!(Arc::ptr_eq(&b.namespace, &c.namespace));
+}

@@ -329,3 +329,21 @@ async fn the_stage_sends_a_service_and_its_derived_slice_as_one_batch() {
     drop(source);
     assert!(state.recv().await.is_none(), "nothing else was sent");
 }
+
+#[test]
+fn a_hand_written_slice_is_handed_on_as_the_same_allocation() {
+    let mut c = EndpointController::new();
+    let slice = std::sync::Arc::new(mk_slice("dev", "web", 8080, vec![]));
+    let out = resync(
+        &mut c,
+        vec![web(), node(), Object::EndpointSlice(slice.clone())],
+    );
+    let [SourceEvent::Resync(objects)] = &out.events[..] else {
+        panic!("one Resync expected: {:?}", out.events);
+    };
+    let passed = objects.iter().find_map(|o| match o {
+        Object::EndpointSlice(s) => Some(s),
+        _ => None,
+    });
+    assert!(passed.is_some_and(|s| std::sync::Arc::ptr_eq(s, &slice)));
+}
