@@ -194,7 +194,7 @@ impl fmt::Display for PortRange {
     }
 }
 
-/// Every port of the range is assigned or unusable.
+/// Every port of the range is assigned, unusable, or released in this sync.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeExhausted {
     /// The service port left without a proxy port.
@@ -229,6 +229,10 @@ pub struct ProxyPorts {
     owner: BTreeMap<u16, ServicePortName>,
     /// Ports the dataplane could not bind (another program holds them): never assigned again.
     unusable: BTreeSet<u16>,
+    /// Ports released whose listeners may still be open (they close after the rules that
+    /// redirected to them are gone): not given again until [`closed`](Self::closed), or the
+    /// next service port's listener would find its port busy and mark it unusable for good.
+    closing: BTreeSet<u16>,
 }
 
 impl ProxyPorts {
@@ -286,17 +290,15 @@ impl ProxyPorts {
         };
         // Without a free port, fail at once instead of probing the whole range for every
         // service port left over (seconds per sync at 10 000 of them).
-        let unusable = self
-            .unusable
-            .range(self.range.first..=self.range.last)
-            .count();
-        if self.owner.len() + unusable >= self.range.size() as usize {
+        let in_range = |set: &BTreeSet<u16>| set.range(self.range.first..=self.range.last).count();
+        let taken = self.owner.len() + in_range(&self.unusable) + in_range(&self.closing);
+        if taken >= self.range.size() as usize {
             return Err(exhausted());
         }
         let start = self.preferred(name);
         let free = (0..self.range.size())
             .map(|i| self.range.nth_from(start, i))
-            .find(|p| !self.owner.contains_key(p) && !self.unusable.contains(p));
+            .find(|p| !self.owner.contains_key(p) && !self.unavailable(*p));
         let port = free.ok_or_else(exhausted)?;
         self.by_name.insert(name.clone(), port);
         self.owner.insert(port, name.clone());
@@ -307,7 +309,7 @@ impl ProxyPorts {
     /// Refused (false) when the port is outside the range, unusable, or already someone
     /// else's, or the service port already has another one.
     pub fn restore(&mut self, name: &ServicePortName, port: u16) -> bool {
-        if !self.range.contains(port) || self.unusable.contains(&port) {
+        if !self.range.contains(port) || self.unavailable(port) {
             return false;
         }
         match (self.by_name.get(name), self.owner.get(&port)) {
@@ -321,11 +323,23 @@ impl ProxyPorts {
         }
     }
 
-    /// Frees the port of a service port that is gone.
+    /// Unusable, or released and maybe still listened on.
+    fn unavailable(&self, port: u16) -> bool {
+        self.unusable.contains(&port) || self.closing.contains(&port)
+    }
+
+    /// Frees the port of a service port that is gone; it is given again once its listener
+    /// is [`closed`](Self::closed).
     pub fn release(&mut self, name: &ServicePortName) {
         if let Some(p) = self.by_name.remove(name) {
             self.owner.remove(&p);
+            self.closing.insert(p);
         }
+    }
+
+    /// The listeners of the released ports are closed: their ports can be given again.
+    pub fn closed(&mut self) {
+        self.closing.clear();
     }
 
     /// Frees every assignment whose service port `keep` rejects.

@@ -165,10 +165,17 @@ impl UserspaceApplier {
         if let Some(ports) = self.ports.as_mut() {
             ports.retain(|n| !gone(n));
         }
+        let proxy = self.engine.existing();
+        if let Some(mut proxy) = proxy {
+            proxy.remove(self.family, gone);
+        }
+        // The released ports' listeners are closed now: the ports can be given again.
+        if let Some(ports) = self.ports.as_mut() {
+            ports.closed();
+        }
         let Some(mut proxy) = self.engine.existing() else {
             return;
         };
-        proxy.remove(self.family, gone);
         if retry.is_empty() {
             return;
         }
