@@ -7,7 +7,7 @@ fn service_ports(n: usize, per_service: usize) -> Vec<ServicePortName> {
     (0..n)
         .flat_map(|i| {
             (0..per_service).map(move |p| ServicePortName {
-                service: ServiceName::new("scale", &format!("svc-{i:05}")),
+                service: ServiceName::new("scale", format!("svc-{i:05}")),
                 port: format!("p{p}"),
                 protocol: Protocol::Tcp,
             })
