@@ -4,7 +4,7 @@
 //! one-endpoint sync). Two services may share an entry (an external IP, a pod behind two
 //! services' ports): it goes only when the last one lets it go.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ferry_compile::ipvs::sets::{self, IpSets, SetEntry, SetKind, ALL};
@@ -26,7 +26,9 @@ pub struct SetDelta {
 /// The installed sets with reference counts.
 #[derive(Debug, Clone)]
 pub struct SetCounts {
-    counts: HashMap<(&'static str, SetEntry), u32>,
+    /// A B-tree, as nftables mode's shared counts: a hash table near its load factor doubles
+    /// once under endpoint churn and keeps the size.
+    counts: BTreeMap<(&'static str, SetEntry), u32>,
     sets: IpSets,
 }
 
@@ -34,7 +36,7 @@ impl SetCounts {
     /// The counts of a whole ruleset (its [`Ruleset::sets`], counted).
     pub fn of(rs: &Ruleset) -> Self {
         let mut me = Self {
-            counts: HashMap::new(),
+            counts: BTreeMap::new(),
             sets: IpSets::new(rs.family),
         };
         let mut ignored = SetDelta::default();
