@@ -58,7 +58,10 @@ const DEADLINE: Duration = Duration::from_secs(120);
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < DEADLINE, "{what}: not within {DEADLINE:?}");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{what}: not within {DEADLINE:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -85,8 +88,10 @@ fn exit_of(child: &mut Child) -> ExitStatus {
 
 fn is_gone(pid: i32) -> bool {
     // Gone, or a zombie waiting for init to reap it.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_or(true, |s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
 }
 
 #[test]
@@ -96,7 +101,16 @@ fn a_drill_stopped_by_sigterm_deletes_its_namespaces_and_stops_ferry() {
     // The drill's work directories land here: they must be removed too.
     let tmp = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferry-drills"))
-        .args(["soak", "--quick", "-n", "100", "--seconds", "600", "--modes", "nftables"])
+        .args([
+            "soak",
+            "--quick",
+            "-n",
+            "100",
+            "--seconds",
+            "600",
+            "--modes",
+            "nftables",
+        ])
         .arg("--ferry")
         .arg(&ferry)
         .env("TMPDIR", tmp.path())
