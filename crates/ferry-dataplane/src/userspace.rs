@@ -18,6 +18,7 @@
 
 mod applier;
 mod engine;
+pub mod ephemeral;
 mod localhost;
 mod metrics;
 mod mode;

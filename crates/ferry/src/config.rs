@@ -132,6 +132,9 @@ pub struct Config {
     pub localhost_node_ports: LocalhostNodePorts,
     /// `portRange`: the userspace mode's proxy ports.
     pub proxy_port_range: PortRange,
+    /// The kernel's ephemeral ports (`net.ipv4.ip_local_port_range`) as read at start in
+    /// userspace mode: the default `portRange` stays clear of them.
+    pub ephemeral_ports: Option<PortRange>,
     /// `udpIdleTimeout`: a proxied UDP association ends after this long without a datagram.
     pub udp_idle_timeout: Duration,
 }
@@ -172,6 +175,7 @@ impl Default for Config {
             kube_proxy: KubeProxyConfiguration::empty(),
             localhost_node_ports: LocalhostNodePorts::default(),
             proxy_port_range: PortRange::DEFAULT,
+            ephemeral_ports: None,
             udp_idle_timeout: UDP_IDLE_TIMEOUT,
         }
     }

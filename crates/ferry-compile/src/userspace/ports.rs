@@ -48,14 +48,86 @@ impl fmt::Display for PortRangeError {
 impl std::error::Error for PortRangeError {}
 
 impl PortRange {
-    /// Ferry's default when `portRange` is empty or `0-0` (upstream then let the kernel pick
-    /// an ephemeral port, which is different after every restart): 10 000 ports in the upper
-    /// half of Linux's default ephemeral range (32768-60999), clear of the NodePort range
-    /// (30000-32767) and of the well-known ports of Kubernetes components (10249-10259).
+    /// Ferry's default when `portRange` is empty or `0-0` on a node with Linux's default
+    /// ephemeral ports ([`PortRange::LINUX_EPHEMERAL`]); see [`PortRange::clear_of`] for
+    /// other nodes. 19 740 ports: above the Kubernetes components' ports (kubelet 10250,
+    /// kube-proxy 10249 and 10256, controller-manager 10257, scheduler 10259), below the
+    /// NodePort range (30000-32767), outside the ephemeral ports.
     pub const DEFAULT: PortRange = PortRange {
-        first: 40000,
-        last: 49999,
+        first: 10260,
+        last: 29999,
     };
+
+    /// Linux's default `net.ipv4.ip_local_port_range`: the ports the kernel gives outgoing
+    /// connections (and listeners bound to port 0).
+    pub const LINUX_EPHEMERAL: PortRange = PortRange {
+        first: 32768,
+        last: 60999,
+    };
+
+    /// Where the default may lie: the default's window and the ports above the NodePort
+    /// range.
+    const WINDOWS: [PortRange; 2] = [
+        PortRange::DEFAULT,
+        PortRange {
+            first: 32768,
+            last: 65535,
+        },
+    ];
+
+    /// The default range on a node whose kernel gives `ephemeral` (its
+    /// `net.ipv4.ip_local_port_range`) to outgoing connections: [`PortRange::DEFAULT`] when
+    /// they leave it whole, else the largest stretch of
+    /// [`PortRange::DEFAULT`] or of 32768-65535 the ephemeral ports leave free, so that an
+    /// outgoing connection never holds a proxy port (upstream's `portRange: ""` let the
+    /// kernel pick ephemeral ports; Ferry's ports are derived from the service ports' names,
+    /// to stay the same across restarts, and must not be the kernel's to hand out).
+    /// [`PortRange::DEFAULT`] itself when no stretch of at least
+    /// [`PortRange::MIN_DEFAULT_SIZE`] ports is left: overlapping, which
+    /// [`PortRange::overlaps`] lets the caller say.
+    pub fn clear_of(ephemeral: PortRange) -> PortRange {
+        if !PortRange::DEFAULT.overlaps(ephemeral) {
+            return PortRange::DEFAULT;
+        }
+        let gaps = Self::WINDOWS.into_iter().flat_map(|w| w.minus(ephemeral));
+        // The first of the largest: the default's window wins a tie.
+        let best = gaps.fold(None::<PortRange>, |best, g| match best {
+            Some(b) if b.size() >= g.size() => Some(b),
+            _ => Some(g),
+        });
+        best.filter(|b| b.size() >= Self::MIN_DEFAULT_SIZE)
+            .unwrap_or(PortRange::DEFAULT)
+    }
+
+    /// The smallest range [`PortRange::clear_of`] chooses (10 000 Services of one port each).
+    pub const MIN_DEFAULT_SIZE: u32 = 10_000;
+
+    /// True when the two ranges share a port.
+    pub fn overlaps(&self, other: PortRange) -> bool {
+        self.first <= other.last && other.first <= self.last
+    }
+
+    /// The parts of this range outside `other` (none, one or two).
+    fn minus(self, other: PortRange) -> impl Iterator<Item = PortRange> {
+        let below = (other.first > self.first).then(|| PortRange {
+            first: self.first,
+            last: self.last.min(other.first - 1),
+        });
+        let above = (other.last < self.last).then(|| PortRange {
+            first: self.first.max(other.last + 1),
+            last: self.last,
+        });
+        [below, above]
+            .into_iter()
+            .flatten()
+            .filter(|r| r.first <= r.last)
+    }
+
+    /// True when a `portRange` value asks for Ferry's default (empty or `0-0`, as upstream's
+    /// "let the kernel choose").
+    pub fn is_default(value: &str) -> bool {
+        matches!(value.trim(), "" | "0-0")
+    }
 
     /// Parses `portRange`: `begin-end` or `begin+offset` (upstream's `PortRange` syntax);
     /// empty or `0-0` means [`PortRange::DEFAULT`].
@@ -65,7 +137,7 @@ impl PortRange {
             reason,
         };
         let v = value.trim();
-        if v.is_empty() || v == "0-0" {
+        if Self::is_default(v) {
             return Ok(PortRange::DEFAULT);
         }
         let (first, last) = if let Some((a, b)) = v.split_once('-') {
@@ -122,7 +194,7 @@ impl fmt::Display for PortRange {
     }
 }
 
-/// Every port of the range is assigned or unusable.
+/// Every port of the range is assigned, unusable, or released in this sync.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeExhausted {
     /// The service port left without a proxy port.
@@ -135,8 +207,13 @@ impl fmt::Display for RangeExhausted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} ({}): no free proxy port left in {} (set portRange to a larger range)",
-            self.name, self.name.protocol, self.range
+            "Service {} port {:?} ({}) got no proxy port: all {} ports of portRange {} are taken \
+             (set portRange to a larger range)",
+            self.name.service,
+            self.name.port,
+            self.name.protocol,
+            self.range.size(),
+            self.range
         )
     }
 }
@@ -152,6 +229,10 @@ pub struct ProxyPorts {
     owner: BTreeMap<u16, ServicePortName>,
     /// Ports the dataplane could not bind (another program holds them): never assigned again.
     unusable: BTreeSet<u16>,
+    /// Ports released whose listeners may still be open (they close after the rules that
+    /// redirected to them are gone): not given again until [`closed`](Self::closed), or the
+    /// next service port's listener would find its port busy and mark it unusable for good.
+    closing: BTreeSet<u16>,
 }
 
 impl ProxyPorts {
@@ -203,14 +284,22 @@ impl ProxyPorts {
         if let Some(p) = self.get(name) {
             return Ok(p);
         }
+        let exhausted = || RangeExhausted {
+            name: name.clone(),
+            range: self.range,
+        };
+        // Without a free port, fail at once instead of probing the whole range for every
+        // service port left over (seconds per sync at 10 000 of them).
+        let in_range = |set: &BTreeSet<u16>| set.range(self.range.first..=self.range.last).count();
+        let taken = self.owner.len() + in_range(&self.unusable) + in_range(&self.closing);
+        if taken >= self.range.size() as usize {
+            return Err(exhausted());
+        }
         let start = self.preferred(name);
         let free = (0..self.range.size())
             .map(|i| self.range.nth_from(start, i))
-            .find(|p| !self.owner.contains_key(p) && !self.unusable.contains(p));
-        let port = free.ok_or_else(|| RangeExhausted {
-            name: name.clone(),
-            range: self.range,
-        })?;
+            .find(|p| !self.owner.contains_key(p) && !self.unavailable(*p));
+        let port = free.ok_or_else(exhausted)?;
         self.by_name.insert(name.clone(), port);
         self.owner.insert(port, name.clone());
         Ok(port)
@@ -220,7 +309,7 @@ impl ProxyPorts {
     /// Refused (false) when the port is outside the range, unusable, or already someone
     /// else's, or the service port already has another one.
     pub fn restore(&mut self, name: &ServicePortName, port: u16) -> bool {
-        if !self.range.contains(port) || self.unusable.contains(&port) {
+        if !self.range.contains(port) || self.unavailable(port) {
             return false;
         }
         match (self.by_name.get(name), self.owner.get(&port)) {
@@ -234,11 +323,23 @@ impl ProxyPorts {
         }
     }
 
-    /// Frees the port of a service port that is gone.
+    /// Unusable, or released and maybe still listened on.
+    fn unavailable(&self, port: u16) -> bool {
+        self.unusable.contains(&port) || self.closing.contains(&port)
+    }
+
+    /// Frees the port of a service port that is gone; it is given again once its listener
+    /// is [`closed`](Self::closed).
     pub fn release(&mut self, name: &ServicePortName) {
         if let Some(p) = self.by_name.remove(name) {
             self.owner.remove(&p);
+            self.closing.insert(p);
         }
+    }
+
+    /// The listeners of the released ports are closed: their ports can be given again.
+    pub fn closed(&mut self) {
+        self.closing.clear();
     }
 
     /// Frees every assignment whose service port `keep` rejects.
@@ -259,3 +360,6 @@ impl ProxyPorts {
         Some(owner)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -65,8 +65,9 @@ fn collisions_take_the_next_free_port_and_the_range_can_run_out() {
     assert_eq!(sorted, vec![100, 101, 102]);
     let err = ports.assign(&names[3]).expect_err("exhausted");
     assert!(err.to_string().contains("ns/s3"), "{err}");
-    // A released port is reused, and assignments are stable.
+    // A released port is reused once its listener is closed, and assignments are stable.
     ports.release(&names[0]);
+    ports.closed();
     assert_eq!(ports.assign(&names[3]), Ok(got[0]));
     assert_eq!(ports.assign(&names[1]), Ok(got[1]));
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ferry_compile::userspace::{NodeRules, ProxyPorts, RangeExhausted};
+use ferry_compile::userspace::{proxied_protocol, NodeRules, ProxyPorts, RangeExhausted};
 use ferry_compile::{NodeCompiler, ServicePlan};
 use ferry_model::{ClusterState, IpFamily, ServiceName, ServicePortName};
 
@@ -28,6 +28,9 @@ pub(crate) struct UserspaceApplier {
     family: IpFamily,
     rules: NftDataplane,
     ports: Option<ProxyPorts>,
+    /// The service ports left without a proxy port (rejected by the rules), as of the last
+    /// sync of their service.
+    without_port: BTreeSet<ServicePortName>,
     engine: Engine,
 }
 
@@ -38,6 +41,7 @@ impl UserspaceApplier {
             family,
             rules: NftDataplane::new(),
             ports: None,
+            without_port: BTreeSet::new(),
             engine,
         }
     }
@@ -78,6 +82,26 @@ impl UserspaceApplier {
         }
         let retry = self.listen(compiler, &services);
         (services, retry)
+    }
+
+    /// Counts the service ports the synced services left without a proxy port (`full`: every
+    /// service was synced) for the metric.
+    fn count_without_port(&mut self, services: &Services, full: bool) {
+        let synced: BTreeSet<&ServiceName> = services.iter().map(|(n, _)| n).collect();
+        if full {
+            self.without_port.clear();
+        }
+        self.without_port.retain(|n| !synced.contains(&n.service));
+        let ports = self.ports.as_ref();
+        let missing = services
+            .iter()
+            .flat_map(|(_, plans)| plans)
+            .filter(|p| proxied_protocol(p.name.protocol))
+            .filter(|p| ports.and_then(|ports| ports.get(&p.name)).is_none())
+            .map(|p| p.name.clone());
+        self.without_port.extend(missing);
+        self.engine
+            .set_without_proxy_port(self.family, self.without_port.len());
     }
 
     /// Opens (or updates) every service port's listeners. A proxy port another program holds
@@ -141,10 +165,17 @@ impl UserspaceApplier {
         if let Some(ports) = self.ports.as_mut() {
             ports.retain(|n| !gone(n));
         }
+        let proxy = self.engine.existing();
+        if let Some(mut proxy) = proxy {
+            proxy.remove(self.family, gone);
+        }
+        // The released ports' listeners are closed now: the ports can be given again.
+        if let Some(ports) = self.ports.as_mut() {
+            ports.closed();
+        }
         let Some(mut proxy) = self.engine.existing() else {
             return;
         };
-        proxy.remove(self.family, gone);
         if retry.is_empty() {
             return;
         }
@@ -230,6 +261,7 @@ impl Applier for UserspaceApplier {
             ruleset.set_service(name.clone(), Some(service.rules));
         }
         let report = self.rules.apply_full(ruleset)?;
+        self.count_without_port(&services, true);
         self.close(&services, retry, true, compiler);
         Ok(report)
     }
@@ -251,6 +283,7 @@ impl Applier for UserspaceApplier {
             })
             .collect();
         let report = self.rules.apply_changes(changes)?;
+        self.count_without_port(&services, false);
         self.close(&services, retry, false, compiler);
         Ok(report)
     }

@@ -1,7 +1,10 @@
 //! The one proxy engine of a node's mode, shared by its appliers (one per IP family) and read
 //! by the metrics server. Created on first use, on the agent's runtime.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use ferry_model::IpFamily;
 
 use tokio::runtime::Handle;
 
@@ -18,6 +21,8 @@ struct Slot {
     runtime: Option<Handle>,
     config: ProxyConfig,
     proxy: OnceLock<Mutex<UserspaceProxy>>,
+    /// Per family, the service ports its last sync left without a proxy port.
+    without_proxy_port: Mutex<BTreeMap<IpFamily, u64>>,
 }
 
 impl Engine {
@@ -32,6 +37,7 @@ impl Engine {
                 runtime: options.runtime.clone(),
                 config,
                 proxy: OnceLock::new(),
+                without_proxy_port: Mutex::default(),
             }),
         }
     }
@@ -62,6 +68,16 @@ impl Engine {
         self.slot.runtime.is_some()
     }
 
+    /// Records how many service ports of `family` the last sync left without a proxy port.
+    pub(crate) fn set_without_proxy_port(&self, family: IpFamily, n: usize) {
+        let mut counts = self
+            .slot
+            .without_proxy_port
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        counts.insert(family, u64::try_from(n).unwrap_or(u64::MAX));
+    }
+
     /// The handle the metrics server reads.
     pub(crate) fn stats(&self) -> Stats {
         Stats {
@@ -84,6 +100,16 @@ impl Stats {
             .existing()
             .map(|p| p.metrics())
             .unwrap_or_default()
+    }
+}
+
+impl Stats {
+    /// Per family synced so far, the service ports without a proxy port now
+    /// ([`names::WITHOUT_PROXY_PORT`](super::names::WITHOUT_PROXY_PORT)).
+    pub fn without_proxy_port(&self) -> Vec<(IpFamily, u64)> {
+        let counts = self.engine.slot.without_proxy_port.lock();
+        let counts = counts.unwrap_or_else(|e| e.into_inner());
+        counts.iter().map(|(f, n)| (*f, *n)).collect()
     }
 }
 

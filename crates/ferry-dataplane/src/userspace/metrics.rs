@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ferry_model::{IpFamily, ServicePortName};
 
-/// Metric names (OpenMetrics), all labelled with the service port (`namespace`, `service`,
-/// `port`, `protocol`) and `ip_family`.
+/// Metric names (OpenMetrics), labelled with the service port (`namespace`, `service`,
+/// `port`, `protocol`) and `ip_family`, unless said otherwise.
 pub mod names {
     /// Gauge: proxied TCP connections and UDP associations open now.
     pub const ACTIVE: &str = "ferry_userspace_active_connections";
@@ -18,6 +18,10 @@ pub mod names {
     pub const ERRORS: &str = "ferry_userspace_connection_errors_total";
     /// Counter: failed dial attempts to an endpoint (each one retried on the next endpoint).
     pub const DIAL_FAILURES: &str = "ferry_userspace_endpoint_dial_failures_total";
+    /// Gauge, label `ip_family` only: service ports of the userspace mode left without a
+    /// proxy port by the last sync (`portRange` full, or the port could not be listened on);
+    /// their frontends are rejected, each is named in a warning.
+    pub const WITHOUT_PROXY_PORT: &str = "ferry_userspace_service_ports_without_proxy_port";
 }
 
 /// The live counters of one service port in one family.

@@ -44,7 +44,7 @@ pub struct KubeProxyFlags {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub nftables_localhost_nodeports: Option<bool>,
     /// Userspace mode: the node ports its proxy listens on (BEGIN-END or BEGIN+OFFSET;
-    /// empty: 40000-49999).
+    /// empty: 10260-29999, or clear of net.ipv4.ip_local_port_range).
     #[arg(long, value_name = "RANGE")]
     pub proxy_port_range: Option<String>,
     /// Userspace proxy: how long a UDP association lasts without a datagram (default 250ms).

@@ -91,11 +91,16 @@ impl Config {
         } else {
             IpvsConfig::default()
         };
-        let proxy_port_range = match kp.port_range.trim() {
-            "" => PortRange::DEFAULT,
-            range => {
-                PortRange::parse(range).map_err(|e| ConfigError::new(at("portRange"), e.reason))?
-            }
+        // The userspace mode's proxy ports stay clear of the ports the kernel gives the node's
+        // outgoing connections (read here, once, in the agent's network namespace).
+        let ephemeral_ports = (mode == ProxyMode::Userspace)
+            .then(|| ferry_dataplane::userspace::ephemeral::ephemeral_ports().ok())
+            .flatten();
+        let proxy_port_range = if PortRange::is_default(&kp.port_range) {
+            ephemeral_ports.map_or(PortRange::DEFAULT, PortRange::clear_of)
+        } else {
+            PortRange::parse(&kp.port_range)
+                .map_err(|e| ConfigError::new(at("portRange"), e.reason))?
         };
         Ok(Config {
             ipvs,
@@ -131,6 +136,7 @@ impl Config {
                 nftables: kp.nftables.localhost_node_ports,
             },
             proxy_port_range,
+            ephemeral_ports,
             udp_idle_timeout: kp.udp_idle_timeout.or(super::UDP_IDLE_TIMEOUT).0,
             kube_proxy: kp,
         })
@@ -166,6 +172,9 @@ impl Config {
                 loopback.join(", ")
             ));
         }
+        if let Some(w) = self.proxy_ports_warning() {
+            out.push(w);
+        }
         // Upstream's IPVS mode has no localhostNodePorts; `iptables.localhostNodePorts`
         // defaults to true in every mode, so only Ferry's own field can say it was asked for.
         if self.mode == ProxyMode::Ipvs && self.localhost_node_ports.nftables == Some(true) {
@@ -176,6 +185,29 @@ impl Config {
             );
         }
         out
+    }
+}
+
+impl Config {
+    /// The userspace mode's proxy ports overlap the kernel's ephemeral ports: an outgoing
+    /// connection can hold one when its listener opens (the service port then moves to
+    /// another port), and every listener takes a port from the node's outgoing connections.
+    fn proxy_ports_warning(&self) -> Option<String> {
+        let ephemeral = self.ephemeral_ports?;
+        let range = self.proxy_port_range;
+        if self.mode != ProxyMode::Userspace || !range.overlaps(ephemeral) {
+            return None;
+        }
+        let given = match PortRange::is_default(&self.kube_proxy.port_range) {
+            true => "Ferry's default; the ephemeral ports leave no 10 000 ports outside them",
+            false => "set",
+        };
+        Some(format!(
+            "portRange: {range} ({given}) overlaps the kernel's ephemeral ports \
+             (net.ipv4.ip_local_port_range {ephemeral}): the node's outgoing connections can \
+             hold proxy ports; set portRange outside them, or reserve it with \
+             net.ipv4.ip_local_reserved_ports"
+        ))
     }
 }
 

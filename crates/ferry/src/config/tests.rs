@@ -407,6 +407,31 @@ fn reads_the_userspace_proxy_fields() {
 }
 
 #[test]
+fn the_default_proxy_ports_stay_clear_of_the_ephemeral_ports() {
+    use ferry_compile::userspace::PortRange;
+    // Read at start in userspace mode (this process's network namespace).
+    let (c, _) = resolve(&format!("{HEAD}mode: userspace\n")).expect("valid");
+    let ephemeral = ferry_dataplane::userspace::ephemeral::ephemeral_ports().expect("sysctl");
+    assert_eq!(c.ephemeral_ports, Some(ephemeral));
+    assert_eq!(c.proxy_port_range, PortRange::clear_of(ephemeral));
+    // A range set over them is kept, with a warning naming both.
+    let (mut c, _) =
+        resolve(&format!("{HEAD}mode: userspace\nportRange: 40000-49999\n")).expect("valid");
+    c.ephemeral_ports = Some(PortRange::LINUX_EPHEMERAL);
+    let warnings = c.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("portRange: 40000-49999 (set) overlaps")
+                && w.contains("ip_local_port_range 32768-60999")),
+        "{warnings:?}"
+    );
+    // The default clear of them: no warning.
+    c.proxy_port_range = PortRange::clear_of(PortRange::LINUX_EPHEMERAL);
+    assert!(!c.warnings().iter().any(|w| w.contains("portRange")));
+}
+
+#[test]
 fn the_userspace_proxy_flags_override_the_file() {
     let (c, _) = resolve_with(HEAD, |a| {
         a.kube_proxy.proxy_port_range = Some("30000-30010".to_owned());

@@ -11,6 +11,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use ferry_dataplane::userspace::{names, PortMetrics, Stats};
+use ferry_model::IpFamily;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PortLabels {
@@ -18,6 +19,11 @@ struct PortLabels {
     service: String,
     port: String,
     protocol: String,
+    ip_family: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FamilyLabels {
     ip_family: String,
 }
 
@@ -43,7 +49,8 @@ fn labels(m: &PortMetrics) -> PortLabels {
 enum Source {
     /// The mode's proxy.
     Proxy(Stats),
-    /// Fixed counters (the metrics reference shows every family with its labels).
+    /// Fixed counters (the metrics reference shows every family with its labels), and no
+    /// service port without a proxy port.
     #[cfg(test)]
     Fixed(Vec<PortMetrics>),
 }
@@ -76,12 +83,13 @@ type Value = fn(&PortMetrics) -> u64;
 
 impl Collector for ProxyCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ports = match self.stats.get() {
+        let (ports, without_port) = match self.stats.get() {
             None => return Ok(()),
-            Some(Source::Proxy(stats)) => stats.snapshot(),
+            Some(Source::Proxy(stats)) => (stats.snapshot(), stats.without_proxy_port()),
             #[cfg(test)]
-            Some(Source::Fixed(ports)) => ports.clone(),
+            Some(Source::Fixed(ports)) => (ports.clone(), vec![(IpFamily::V4, 0)]),
         };
+        encode_without_port(&mut encoder, &without_port)?;
         let active = encoder.encode_descriptor(
             names::ACTIVE,
             "Proxied TCP connections and UDP associations open now",
@@ -137,4 +145,30 @@ impl Collector for ProxyCollector {
         }
         Ok(())
     }
+}
+
+/// [`names::WITHOUT_PROXY_PORT`], per family synced (the userspace mode's; none for localhost
+/// NodePorts, which need no proxy port).
+fn encode_without_port(
+    encoder: &mut DescriptorEncoder,
+    counts: &[(IpFamily, u64)],
+) -> Result<(), std::fmt::Error> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let mut e = encoder.encode_descriptor(
+        names::WITHOUT_PROXY_PORT,
+        "Service ports the last sync left without a proxy port (portRange full, or the port \
+         could not be listened on): their frontends are rejected",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (family, n) in counts {
+        let labels = FamilyLabels {
+            ip_family: family.as_str().to_owned(),
+        };
+        let v = i64::try_from(*n).unwrap_or(i64::MAX);
+        ConstGauge::new(v).encode(e.encode_family(&labels)?)?;
+    }
+    Ok(())
 }

@@ -481,8 +481,48 @@ impl SeedLab {
     pub fn hello(&self, from: &Host, url: &str) -> Hello {
         match self.curl(from, url) {
             CurlResult::Ok(body) => Hello::parse(&body),
-            other => panic!("{from:?} → {url}: {other:?}\n{}", self.logs()),
+            other => panic!(
+                "{from:?} → {url}: {other:?}\n{}\n{}",
+                self.kernel_state(from, url),
+                self.logs()
+            ),
         }
+    }
+
+    /// What the kernel of every node holds for a failed request, and the same request tried
+    /// again a second later: tells a missing rule from one that arrived late.
+    fn kernel_state(&self, from: &Host, url: &str) -> String {
+        let mut out = String::new();
+        let dumps: &[&[&str]] = match self.mode {
+            Mode::Ipvs => &[
+                &["ip", "-br", "addr"],
+                &["ipvsadm", "-Ln"],
+                &["ipset", "list", "-t"],
+            ],
+            Mode::Nftables | Mode::Userspace => {
+                &[&["ip", "-br", "addr"], &["nft", "list", "ruleset"]]
+            }
+            Mode::IptablesNft | Mode::IptablesLegacy => &[&["ip", "-br", "addr"]],
+        };
+        for (node, _) in NODES {
+            for argv in dumps {
+                let got = self.lab.exec(node, argv.iter().copied());
+                out.push_str(&format!(
+                    "--- {node}: {}:\n{}\n",
+                    argv.join(" "),
+                    match got {
+                        Ok(text) => text,
+                        Err(e) => e.to_string(),
+                    }
+                ));
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        out.push_str(&format!(
+            "--- the same request a second later: {:?}\n",
+            self.curl(from, url)
+        ));
+        out
     }
 
     pub fn logs(&self) -> String {

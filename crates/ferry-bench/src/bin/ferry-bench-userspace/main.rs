@@ -287,9 +287,12 @@ fn scale_report(counts: &[usize]) -> anyhow::Result<()> {
     if counts.is_empty() {
         return Ok(());
     }
-    println!("userspace mode at scale (10 endpoints per service, one TCP port each)");
     println!(
-        "{:>6}  {:>10}  {:>13}  {:>17}  {:>16}  {:>15}  {:>18}",
+        "userspace mode at scale (10 endpoints per service, one TCP port each; proxy ports in \
+         the default portRange, n = listeners opened)"
+    );
+    println!(
+        "{:>6}  {:>10}  {:>13}  {:>30}  {:>16}  {:>15}  {:>18}",
         "N",
         "compile ms",
         "rules sync ms",
@@ -305,12 +308,12 @@ fn scale_report(counts: &[usize]) -> anyhow::Result<()> {
             ["scale".to_owned(), n.to_string(), "10".to_owned()],
         ))?;
         let f: Vec<&str> = out.split_whitespace().collect();
-        ensure!(f.len() == 8, "scale printed {out:?}");
+        ensure!(f.len() == 9, "scale printed {out:?}");
         println!(
-            "{n:>6}  {:>10}  {:>13}  {:>17}  {:>16}  {:>15}  {:>18}",
+            "{n:>6}  {:>10}  {:>13}  {:>30}  {:>16}  {:>15}  {:>18}",
             f[0],
             f[1],
-            format!("{} ({})", f[2], f[7]),
+            format!("{} ({} in {})", f[2], f[7], f[8]),
             f[3],
             f[4],
             format!("{} → {}", f[5], f[6])

@@ -12,6 +12,7 @@ use ferry_bench::compile::{build_state, compile_config, node_context};
 use ferry_compile::userspace::{self, PortRange, ProxyPorts};
 use ferry_compile::{NodeCompiler, Plan, ServicePlan};
 use ferry_dataplane::nft::NftDataplane;
+use ferry_dataplane::userspace::ephemeral::ephemeral_ports;
 use ferry_dataplane::userspace::{ProxiedPort, ProxyConfig, UserspaceProxy};
 use ferry_model::{NodeView, Object};
 
@@ -32,13 +33,12 @@ fn proxied(plans: impl IntoIterator<Item = ServicePlan>, ports: &ProxyPorts) -> 
         .collect()
 }
 
-/// Proxy ports for every service port of the plan: room for all, with slack for collisions.
+/// Proxy ports for every service port of the plan, in the default range as the agent chooses
+/// it (clear of this namespace's ephemeral ports); fails naming the first service port left
+/// without one.
 fn proxy_ports(plan: &Plan) -> anyhow::Result<ProxyPorts> {
-    let size = u16::try_from((plan.services.len() * 3 / 2).max(10_000)).unwrap_or(u16::MAX);
-    let mut ports = ProxyPorts::new(PortRange {
-        first: 40_000,
-        last: 40_000u16.saturating_add(size),
-    });
+    let range = PortRange::clear_of(ephemeral_ports()?);
+    let mut ports = ProxyPorts::new(range);
     for name in plan.services.keys() {
         ports.assign(name)?;
     }
@@ -46,7 +46,7 @@ fn proxy_ports(plan: &Plan) -> anyhow::Result<ProxyPorts> {
 }
 
 /// Prints `compile_ms rules_ms engine_ms resync_ms change_ms rss_kib_before rss_kib_after
-/// listeners`.
+/// listeners range`.
 pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
     let spec = ClusterSpec::new(services, endpoints)?;
     let mut state = build_state(spec.objects());
@@ -79,6 +79,7 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
         report.failed.len()
     );
     let listeners = engine.listeners().len();
+    let range = ports.range();
     // The periodic full resync: every port updated in place, no listener reopened.
     let t = Instant::now();
     let served = proxied(plan.services.values().cloned(), &ports);
@@ -96,7 +97,7 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
     let change = t.elapsed();
     ensure!(report.updated == 1, "updated {} ports", report.updated);
     println!(
-        "{:.1} {:.1} {:.1} {:.1} {:.3} {} {} {listeners}",
+        "{:.1} {:.1} {:.1} {:.1} {:.3} {} {} {listeners} {range}",
         ms(compile),
         ms(apply),
         ms(sync),

@@ -127,8 +127,17 @@ fn the_userspace_mode_redirects_to_the_proxy_port_and_the_endpoint_sees_the_node
     );
     let text = t.to_text();
     assert!(text.contains("chain portals-container"), "{text}");
+    let web = ferry_model::ServicePortName {
+        service: ferry_model::ServiceName::new("dev", "web"),
+        port: "http".into(),
+        protocol: Protocol::Tcp,
+    };
+    let port =
+        crate::userspace::ProxyPorts::new(crate::userspace::PortRange::DEFAULT).preferred(&web);
     assert!(
-        text.contains("map portals element 10.96.0.10 . tcp . 80 : 4"),
+        text.contains(&format!(
+            "map portals element 10.96.0.10 . tcp . 80 : {port}"
+        )),
         "{text}"
     );
     assert!(

@@ -45,7 +45,7 @@ pub const FIELDS: &[(&str, Use, &str)] = &[
     ("nodePortAddresses", Acts, "Where NodePorts answer: CIDRs and the keywords `primary` (the Node's primary IPs), `all` (every local address) and `localhost`. Unset: the primary IP in nftables and userspace modes, every local address in iptables mode. The kernel rules never serve loopback; a `localhost` entry or a loopback range asks for localhost NodePorts, served by Ferry's userspace proxy (a warning when the mode's `localhostNodePorts` is false). Flag: `--nodeport-addresses`."),
     ("oomScoreAdj", Acts, "Written to `/proc/self/oom_score_adj` at start (-1000 … 1000). Flag: `--oom-score-adj`."),
     ("configSyncPeriod", Warns, "How often kube-proxy's informers resync. Ferry's watches have no periodic resync; the rules are resynced every `syncPeriod`."),
-    ("portRange", Warns, "userspace mode: the range of the proxy ports Ferry listens on (`BEGIN-END`, default 40000-49999); set in another mode, it is named in the warning. Flag: `--proxy-port-range`."),
+    ("portRange", Warns, "userspace mode: the range of the proxy ports Ferry listens on (`BEGIN-END` or `BEGIN+OFFSET`; empty: 10260-29999, or the largest stretch the node's `net.ipv4.ip_local_port_range` leaves free); set in another mode, it is named in the warning. Flag: `--proxy-port-range`."),
     ("udpIdleTimeout", Acts, "The userspace proxy's UDP association idle timeout (default 250ms, as upstream's userspace proxier), in every mode but IPVS (where it is a warning) since localhost NodePorts are proxied too. Flag: `--udp-timeout`."),
     ("windowsRunAsService", Warns, "Windows only."),
     ("clientConnection.kubeconfig", Acts, "The kubeconfig for the Kubernetes API. Empty: the pod's service account (in-cluster). Flag: `--kubeconfig`."),
