@@ -219,21 +219,41 @@ pub fn check(args: &RunArgs) -> Report {
     report
 }
 
+/// What one pass over the manifests keeps.
+#[derive(Default)]
+struct Read {
+    /// Files that could not be listed, read or parsed.
+    file_errors: Vec<ferry_source::InvalidObject>,
+    /// What [`manifests::check_document`] found, document by document.
+    per_document: Vec<Finding>,
+    across: manifests::Across,
+    objects: Vec<Object>,
+    any_document: bool,
+}
+
+/// Reads and checks the manifests one document at a time: only the converted objects and what
+/// the checks across objects need are kept, never the parsed documents of the whole directory.
+fn read_manifests(path: &std::path::Path) -> Read {
+    let mut trees = BTreeMap::new();
+    let mut read = Read::default();
+    read.file_errors = ferry_source::manifest::for_each_document(path, |doc| {
+        read.any_document = true;
+        let checked = manifests::check_document(&doc, &mut trees, &mut read.per_document);
+        read.across.note(&doc, &checked);
+        read.objects.extend(checked.objects);
+    });
+    read
+}
+
 fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Report) {
     let before = report.findings.len();
-    // One document at a time: only the converted objects and what the checks across objects
-    // need are kept, never the parsed documents of the whole directory.
-    let mut trees = BTreeMap::new();
-    let mut per_document = Vec::new();
-    let mut across = manifests::Across::default();
-    let mut objects: Vec<Object> = Vec::new();
-    let mut any_document = false;
-    let file_errors = ferry_source::manifest::for_each_document(path, |doc| {
-        any_document = true;
-        let checked = manifests::check_document(&doc, &mut trees, &mut per_document);
-        across.note(&doc, &checked);
-        objects.extend(checked.objects);
-    });
+    let Read {
+        file_errors,
+        mut per_document,
+        across,
+        objects,
+        any_document,
+    } = read_manifests(path);
     report
         .findings
         .extend(file_errors.iter().map(Finding::invalid));
@@ -285,12 +305,23 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .count();
-    let count = |k: &str| report.counts.get(k).copied().unwrap_or(0);
+    let line = summary(path, valid, &report.counts, errors);
+    report.summary.push(line);
+}
+
+/// `manifests DIR: N valid objects (… Services, … EndpointSlices, … Nodes), M problems`.
+fn summary(
+    path: &std::path::Path,
+    valid: usize,
+    counts: &BTreeMap<&'static str, usize>,
+    errors: usize,
+) -> String {
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let pods = match count("Pods") {
         0 => String::new(),
         n => format!(", {n} Pods"),
     };
-    report.summary.push(format!(
+    format!(
         "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}), {} \
          problems",
         path.display(),
@@ -299,7 +330,7 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
         count("EndpointSlices"),
         count("Nodes"),
         errors
-    ));
+    )
 }
 
 /// Why `node` is not a node of the manifests, when it is not: `no Node named "k8s-nod2" in the
