@@ -157,6 +157,7 @@ fn write_manifests(cluster: &Cluster, logs: Option<&Path>) -> anyhow::Result<Dir
         .prefix("ferry-bench-e2e-")
         .tempdir()
         .context("creating the work directory")?;
+    ferry_lab::interrupt::remove_on_signal(root.path());
     let manifests = root.path().join("manifests");
     let stage = root.path().join("stage");
     let logs = logs.map_or_else(|| root.path().join("logs"), Path::to_path_buf);

@@ -177,6 +177,7 @@ impl Stage {
         let net = crate::lab::create_net(tag)?;
         let endpoints = Endpoints::start(net.pods.name())?;
         let root = tempfile::Builder::new().prefix("ferry-drills-").tempdir()?;
+        ferry_lab::interrupt::remove_on_signal(root.path());
         let dir = root.path().join("manifests");
         let stage = root.path().join("stage");
         std::fs::create_dir_all(&dir)?;

@@ -78,6 +78,9 @@ const DRILLS: [&str; 8] = [
 ];
 
 fn run(cli: &Cli) -> anyhow::Result<bool> {
+    // Ctrl-C or SIGTERM: stop `ferry run` and the rest, delete this run's namespaces and
+    // work directories, exit 130/143 (destructors do not run on a signal).
+    ferry_lab::interrupt::clean_up_on_signal().context("installing the signal handler")?;
     let this = std::env::current_exe().context("finding this binary")?;
     let ferry = cli
         .ferry
@@ -91,6 +94,7 @@ fn run(cli: &Cli) -> anyhow::Result<bool> {
     let logs_tmp = tempfile::Builder::new()
         .prefix("ferry-drills-logs-")
         .tempdir()?;
+    ferry_lab::interrupt::remove_on_signal(logs_tmp.path());
     let logs = cli
         .logs
         .clone()

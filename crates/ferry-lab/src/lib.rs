@@ -48,6 +48,7 @@
 
 pub mod echo;
 pub mod http;
+pub mod interrupt;
 pub mod lab;
 pub mod netns;
 mod pace;

@@ -16,6 +16,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 mod batch;
+pub(crate) mod created;
 
 pub use batch::{run_batches, IpBatch};
 
@@ -146,8 +147,12 @@ pub fn run_unchecked(cmd: &mut Command) -> Result<Output, NetnsError> {
         })
 }
 
-/// Creates named namespaces (one `ip -batch` for all of them).
+/// Creates named namespaces (one `ip -batch` for all of them). They are remembered until
+/// deleted, for [`crate::interrupt`] to delete on SIGINT/SIGTERM.
 pub fn add(names: &[String]) -> Result<(), NetnsError> {
+    let mut created = created::lock();
+    // Remembered before `ip` runs: a batch failing half-way may have created some of them.
+    created.extend(names.iter().cloned());
     let mut b = IpBatch::new(None);
     for n in names {
         b.line(format!("netns add {n}"));
@@ -158,6 +163,16 @@ pub fn add(names: &[String]) -> Result<(), NetnsError> {
 /// Deletes named namespaces that exist (missing ones are skipped). Processes still inside keep
 /// the namespace alive (unnamed) until they exit: kill them first, see [`kill_all`].
 pub fn delete(names: &[String]) -> Result<(), NetnsError> {
+    let mut created = created::lock();
+    let result = delete_unlocked(names);
+    for n in names.iter().filter(|n| !path(n).exists()) {
+        created.remove(n.as_str());
+    }
+    result
+}
+
+/// [`delete`], for a caller already holding [`created::lock`].
+pub(crate) fn delete_unlocked(names: &[String]) -> Result<(), NetnsError> {
     let mut b = IpBatch::new(None);
     b.force = true;
     for n in names.iter().filter(|n| path(n).exists()) {
@@ -317,6 +332,14 @@ pub fn kill_all(ns: &str) -> Result<Vec<i32>, NetnsError> {
 /// Kills what runs in each namespace, then deletes the namespaces. Used for teardown and stale
 /// cleanup.
 pub fn destroy(names: &[String]) -> Result<(), NetnsError> {
+    destroy_by(names, delete)
+}
+
+/// [`destroy`], deleting with `delete` ([`delete_unlocked`] under [`created::lock`]).
+pub(crate) fn destroy_by(
+    names: &[String],
+    delete: fn(&[String]) -> Result<(), NetnsError>,
+) -> Result<(), NetnsError> {
     let mut first_err = None;
     for n in names {
         match kill_all(n) {

@@ -43,7 +43,7 @@ mod store;
 mod walk;
 mod watch;
 
-pub use documents::{documents, Document};
+pub use documents::{for_each_document, Document};
 pub use watch::WatchError;
 
 /// The outcome of reading manifests once.

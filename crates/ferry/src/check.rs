@@ -219,20 +219,46 @@ pub fn check(args: &RunArgs) -> Report {
     report
 }
 
+/// What one pass over the manifests keeps.
+#[derive(Default)]
+struct Read {
+    /// Files that could not be listed, read or parsed.
+    file_errors: Vec<ferry_source::InvalidObject>,
+    /// What [`manifests::check_document`] found, document by document.
+    per_document: Vec<Finding>,
+    across: manifests::Across,
+    objects: Vec<Object>,
+    any_document: bool,
+}
+
+/// Reads and checks the manifests one document at a time: only the converted objects and what
+/// the checks across objects need are kept, never the parsed documents of the whole directory.
+fn read_manifests(path: &std::path::Path) -> Read {
+    let mut trees = BTreeMap::new();
+    let mut read = Read::default();
+    read.file_errors = ferry_source::manifest::for_each_document(path, |doc| {
+        read.any_document = true;
+        let checked = manifests::check_document(&doc, &mut trees, &mut read.per_document);
+        read.across.note(&doc, &checked);
+        read.objects.extend(checked.objects);
+    });
+    read
+}
+
 fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Report) {
     let before = report.findings.len();
-    let (docs, file_errors) = ferry_source::manifest::documents(path);
+    let Read {
+        file_errors,
+        mut per_document,
+        across,
+        objects,
+        any_document,
+    } = read_manifests(path);
     report
         .findings
         .extend(file_errors.iter().map(Finding::invalid));
-    let mut trees = BTreeMap::new();
-    let checked: Vec<_> = docs
-        .iter()
-        .map(|d| manifests::check_document(d, &mut trees, &mut report.findings))
-        .collect();
-    let pairs: Vec<_> = docs.iter().zip(checked.iter()).collect();
-    manifests::check_across(&pairs, &mut report.findings);
-    let objects: Vec<&Object> = checked.iter().flat_map(|c| c.objects.iter()).collect();
+    report.findings.append(&mut per_document);
+    across.check(&mut report.findings);
     for obj in &objects {
         let kind = match obj {
             Object::Service(_) => "Services",
@@ -242,14 +268,21 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
         };
         *report.counts.entry(kind).or_default() += 1;
     }
+    let valid = objects.len();
+    let nodes: Vec<String> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::Node(n) => Some(n.name.to_string()),
+            _ => None,
+        })
+        .collect();
     // Across objects: the EndpointSlice controller of standalone mode names hand-written
     // slices of Services fed by Pods, and Pods on unknown Nodes.
-    let owned = objects.iter().map(|o| (*o).clone()).collect();
-    let derived = EndpointController::new().handle(SourceEvent::Resync(owned));
+    let derived = EndpointController::new().handle(SourceEvent::Resync(objects));
     report
         .findings
         .extend(derived.new_problems.iter().map(Finding::invalid));
-    if docs.is_empty() && file_errors.is_empty() {
+    if !any_document && file_errors.is_empty() {
         report.findings.push(Finding {
             severity: Severity::Warning,
             file: path.display().to_string(),
@@ -264,10 +297,7 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
             format!("{}: no valid Service", path.display()),
         ));
     }
-    let nodes = objects.iter().filter_map(|o| match o {
-        Object::Node(n) => Some(n.name.as_str()),
-        _ => None,
-    });
+    let nodes = nodes.iter().map(String::as_str);
     if let Some(w) = node.and_then(|n| unknown_node_warning(n, nodes)) {
         report.findings.push(Finding::general(Severity::Warning, w));
     }
@@ -275,21 +305,32 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .count();
-    let count = |k: &str| report.counts.get(k).copied().unwrap_or(0);
+    let line = summary(path, valid, &report.counts, errors);
+    report.summary.push(line);
+}
+
+/// `manifests DIR: N valid objects (… Services, … EndpointSlices, … Nodes), M problems`.
+fn summary(
+    path: &std::path::Path,
+    valid: usize,
+    counts: &BTreeMap<&'static str, usize>,
+    errors: usize,
+) -> String {
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let pods = match count("Pods") {
         0 => String::new(),
         n => format!(", {n} Pods"),
     };
-    report.summary.push(format!(
+    format!(
         "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}), {} \
          problems",
         path.display(),
-        objects.len(),
+        valid,
         count("Services"),
         count("EndpointSlices"),
         count("Nodes"),
         errors
-    ));
+    )
 }
 
 /// Why `node` is not a node of the manifests, when it is not: `no Node named "k8s-nod2" in the

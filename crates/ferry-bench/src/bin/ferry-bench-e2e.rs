@@ -89,6 +89,9 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> anyhow::Result<()> {
+    // Ctrl-C or SIGTERM: stop `ferry run` and the rest, delete this run's namespaces and
+    // work directory, exit 130/143 (destructors do not run on a signal).
+    ferry_lab::interrupt::clean_up_on_signal().context("installing the signal handler")?;
     let this = std::env::current_exe().context("finding this binary")?;
     let ferry = match &cli.ferry {
         Some(f) => f.clone(),

@@ -8,6 +8,7 @@ use ferry_model::Object;
 use crate::InvalidObject;
 
 mod bytes;
+mod documents;
 mod events;
 mod hostile;
 mod load;

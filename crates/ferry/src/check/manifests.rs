@@ -5,6 +5,7 @@
 //! port has).
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use ferry_model::Object;
 use ferry_source::manifest::Document;
@@ -178,30 +179,119 @@ fn remove_path(value: &mut Value, path: &str) -> bool {
     }
 }
 
-/// Conflicts across Services and slices: one ClusterIP or NodePort claimed twice, slice port
-/// names no port of their Service has.
-pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
-    let mut cluster_ips: BTreeMap<std::net::IpAddr, String> = BTreeMap::new();
-    let mut node_ports: BTreeMap<u16, String> = BTreeMap::new();
-    let mut port_names: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let place = |doc: &Document, object: &str| {
-        format!("{object} ({}: {})", doc.file.display(), doc.position)
-    };
-    for (doc, checked) in docs {
+/// Where a finding about one document goes.
+#[derive(Debug, Clone)]
+struct Place {
+    file: String,
+    position: String,
+    /// `Kind namespace/name`.
+    object: String,
+}
+
+impl Place {
+    fn of(doc: &Document, checked: &Checked) -> Self {
+        Place {
+            file: doc.file.display().to_string(),
+            position: doc.position.clone(),
+            object: checked.object.clone(),
+        }
+    }
+
+    fn finding(&self, severity: Severity, field: String, message: String) -> Finding {
+        Finding {
+            severity,
+            file: self.file.clone(),
+            position: self.position.clone(),
+            object: self.object.clone(),
+            field,
+            message,
+        }
+    }
+}
+
+/// What a Service claims: its ClusterIPs, NodePorts (with their port's index) and port names.
+#[derive(Debug)]
+struct Claims {
+    place: Place,
+    cluster_ips: Vec<IpAddr>,
+    node_ports: Vec<(usize, u16)>,
+    /// `namespace/name`.
+    service: String,
+    port_names: Vec<String>,
+}
+
+/// A slice's port names as written (`""` where none), and its Service's `namespace/name`.
+#[derive(Debug)]
+struct SlicePorts {
+    place: Place,
+    service: String,
+    names: Vec<String>,
+}
+
+/// What the checks across objects need of each document, kept when the document itself is
+/// dropped: a directory of 10 000 files is never held as documents at once.
+#[derive(Debug, Default)]
+pub struct Across {
+    services: Vec<Claims>,
+    slices: Vec<SlicePorts>,
+}
+
+impl Across {
+    /// Takes what the checks need of one checked document (in read order).
+    pub fn note(&mut self, doc: &Document, checked: &Checked) {
         for obj in &checked.objects {
             let Object::Service(svc) = obj else { continue };
-            let here = place(doc, &checked.object);
-            let claim = |field: String, message: String| Finding {
-                severity: super::Severity::Error,
-                file: doc.file.display().to_string(),
-                position: doc.position.clone(),
-                object: checked.object.clone(),
-                field,
-                message,
-            };
-            for (i, ip) in svc.cluster_ips.iter().enumerate() {
+            self.services.push(Claims {
+                place: Place::of(doc, checked),
+                cluster_ips: svc.cluster_ips.to_vec(),
+                node_ports: svc
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| Some((i, p.node_port?)))
+                    .collect(),
+                service: format!("{}/{}", svc.name.namespace, svc.name.name),
+                port_names: svc.ports.iter().map(|p| p.name.to_string()).collect(),
+            });
+        }
+        if doc.type_meta().1 != "EndpointSlice" {
+            return;
+        }
+        let text = |pointer: &str| doc.value.pointer(pointer).and_then(Value::as_str);
+        let ns = text("/metadata/namespace").unwrap_or("default");
+        let Some(service) = text("/metadata/labels/kubernetes.io~1service-name") else {
+            return;
+        };
+        let ports = doc.value.get("ports").and_then(Value::as_array);
+        self.slices.push(SlicePorts {
+            place: Place::of(doc, checked),
+            service: format!("{ns}/{service}"),
+            names: ports
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    p.get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                })
+                .collect(),
+        });
+    }
+
+    /// Conflicts across Services and slices: one ClusterIP or NodePort claimed twice, slice
+    /// port names no port of their Service has.
+    pub fn check(&self, out: &mut Vec<Finding>) {
+        let mut cluster_ips: BTreeMap<IpAddr, String> = BTreeMap::new();
+        let mut node_ports: BTreeMap<u16, String> = BTreeMap::new();
+        let mut port_names: BTreeMap<&str, &[String]> = BTreeMap::new();
+        for c in &self.services {
+            let place = &c.place;
+            let here = format!("{} ({}: {})", place.object, place.file, place.position);
+            for (i, ip) in c.cluster_ips.iter().enumerate() {
                 if let Some(first) = cluster_ips.get(ip) {
-                    out.push(claim(
+                    out.push(place.finding(
+                        Severity::Error,
                         format!("spec.clusterIPs[{i}]"),
                         format!("{ip} is already the ClusterIP of {first}"),
                     ));
@@ -209,11 +299,11 @@ pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
                     cluster_ips.insert(*ip, here.clone());
                 }
             }
-            for (i, p) in svc.ports.iter().enumerate() {
-                let Some(np) = p.node_port else { continue };
+            for &(i, np) in &c.node_ports {
                 match node_ports.get(&np) {
-                    Some(first) if !first.starts_with(&checked.object) => {
-                        out.push(claim(
+                    Some(first) if !first.starts_with(&place.object) => {
+                        out.push(place.finding(
+                            Severity::Error,
                             format!("spec.ports[{i}].nodePort"),
                             format!("{np} is already a NodePort of {first}"),
                         ));
@@ -224,53 +314,25 @@ pub fn check_across(docs: &[(&Document, &Checked)], out: &mut Vec<Finding>) {
                     }
                 }
             }
-            port_names.insert(
-                format!("{}/{}", svc.name.namespace, svc.name.name),
-                svc.ports.iter().map(|p| p.name.clone()).collect(),
-            );
+            port_names.insert(&c.service, &c.port_names);
         }
-    }
-    for (doc, checked) in docs {
-        let (_, kind) = doc.type_meta();
-        if kind != "EndpointSlice" {
-            continue;
-        }
-        let ns = doc
-            .value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("default");
-        let Some(service) = doc
-            .value
-            .pointer("/metadata/labels/kubernetes.io~1service-name")
-            .and_then(Value::as_str)
-        else {
-            continue;
-        };
-        let Some(names) = port_names.get(&format!("{ns}/{service}")) else {
-            continue;
-        };
-        for (i, p) in doc
-            .value
-            .get("ports")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-            if !names.iter().any(|n| n == name) {
-                out.push(Finding {
-                    severity: Severity::Warning,
-                    file: doc.file.display().to_string(),
-                    position: doc.position.clone(),
-                    object: checked.object.clone(),
-                    field: format!("ports[{i}].name"),
-                    message: format!(
-                        "{name:?} is not the name of a port of Service {ns}/{service} (its ports: {}); these endpoints get no traffic",
-                        names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
-                    ),
-                });
+        for slice in &self.slices {
+            let Some(names) = port_names.get(slice.service.as_str()) else {
+                continue;
+            };
+            for (i, name) in slice.names.iter().enumerate() {
+                if !names.iter().any(|n| n == name) {
+                    out.push(slice.place.finding(
+                        Severity::Warning,
+                        format!("ports[{i}].name"),
+                        format!(
+                            "{name:?} is not the name of a port of Service {} (its ports: {}); \
+                             these endpoints get no traffic",
+                            slice.service,
+                            names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                }
             }
         }
     }
