@@ -46,6 +46,13 @@ pub use detect::{choose as choose_backend, detect as detect_backend};
 /// full_with`); transactions of a few hundred chains load as fast as a plain restore.
 pub const NFT_CHAINS_PER_TRANSACTION: usize = 250;
 
+/// Up to this many nat chains a full sync on iptables-nft is still one transaction, so the
+/// whole ruleset changes at once (a process killed mid-sync leaves the old rules or the new,
+/// never some Services of each). One `--noflush` restore of 10 000 chains over existing ones
+/// took 1.0 s here (5 000: 0.42 s, 20 000: 2.8 s), about 900 Services × 10 endpoints; larger
+/// rulesets are split, and then each Service changes atomically, not the whole.
+pub const NFT_ONE_TRANSACTION_UP_TO: usize = 10_000;
+
 /// iptables mode's line in the mode table.
 pub(crate) const MODE: ModeEntry = ModeEntry {
     mode: ProxyMode::Iptables,
@@ -201,6 +208,8 @@ pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {
     installed: Option<Ruleset>,
     /// Chains per nat transaction of a full sync (`None`: one transaction per table).
     per_transaction: Option<usize>,
+    /// Full syncs of at most this many nat chains stay one transaction per table.
+    one_transaction_up_to: usize,
 }
 
 impl IptablesDataplane<IptablesCli> {
@@ -235,13 +244,21 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             runner,
             installed: None,
             per_transaction: None,
+            one_transaction_up_to: NFT_ONE_TRANSACTION_UP_TO,
         }
     }
 
-    /// Spreads a full sync's nat chains over transactions of about `chains` chains each
-    /// (`None`: one transaction per table).
+    /// Spreads a full sync of more than [`NFT_ONE_TRANSACTION_UP_TO`] nat chains over
+    /// transactions of about `chains` chains each (`None`: one transaction per table).
     pub fn with_chains_per_transaction(mut self, chains: Option<usize>) -> Self {
         self.per_transaction = chains;
+        self
+    }
+
+    /// Splits full syncs of more than `chains` nat chains (instead of
+    /// [`NFT_ONE_TRANSACTION_UP_TO`]): tests split small rulesets.
+    pub fn with_one_transaction_up_to(mut self, chains: usize) -> Self {
+        self.one_transaction_up_to = chains;
         self
     }
 
@@ -317,10 +334,18 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     fn full(&mut self, desired: &Ruleset) -> Result<Restore, Error> {
         let stale = self.stale_chains(desired)?;
         let jumps = self.missing_jumps()?;
+        let nat_chains = desired.nat.len()
+            + desired
+                .services
+                .values()
+                .map(|s| s.chains.len())
+                .sum::<usize>();
         let sync = FullSync {
             stale: &stale,
             jumps: &jumps,
-            per_section: self.per_transaction,
+            per_section: self
+                .per_transaction
+                .filter(|_| nat_chains > self.one_transaction_up_to),
         };
         let restore = Restore::full_with(desired, &sync);
         self.runner.restore(&restore.text)?;

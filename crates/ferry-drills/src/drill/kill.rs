@@ -84,6 +84,13 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
              the restart is judged",
         );
     }
+    if !whole_full_sync(mode, n) {
+        row.note(&format!(
+            "above {} nat chains iptables-nft splits a full sync: each Service is judged whole, \
+             not the ruleset",
+            ferry_dataplane::iptables::NFT_ONE_TRANSACTION_UP_TO
+        ));
+    }
     row.note(&format!(
         "{n} × 10; kills before the sync's line: {unfinished}/{reps}; restart → converged: \
          median {}, max {}; aim: first sync line {}, first sync {}, change → partial line {}",
@@ -215,7 +222,13 @@ fn repetition(
             .net
             .client
             .block_on(async { Ok(served(&expect, ASKS).await) })?;
-        judge(phase, &expect, &verdicts, changed.len())
+        judge(
+            phase,
+            &expect,
+            &verdicts,
+            changed.len(),
+            whole_full_sync(mode, n),
+        )
     };
 
     let started = Instant::now();
@@ -255,8 +268,22 @@ fn aim_at(rng: &mut fastrand::Rng, line: Duration, sync: Duration) -> Duration {
     }
 }
 
-/// What a kill may leave, and what it must not.
-fn judge(phase: Phase, expect: &[Expect], verdicts: &[Served], changed: usize) -> Option<String> {
+/// Whether Ferry promises a full sync in `mode` at `n` × 10 as one transaction: iptables-nft
+/// splits larger rulesets (each Service then changes atomically, not the whole).
+fn whole_full_sync(mode: Mode, n: usize) -> bool {
+    // One service chain and ten endpoint chains per Service.
+    mode != Mode::IptablesNft || n * 11 <= ferry_dataplane::iptables::NFT_ONE_TRANSACTION_UP_TO
+}
+
+/// What a kill may leave, and what it must not (`whole`: a restart's full sync is promised as
+/// one transaction).
+fn judge(
+    phase: Phase,
+    expect: &[Expect],
+    verdicts: &[Served],
+    changed: usize,
+    whole: bool,
+) -> Option<String> {
     let show = |i: usize| format!("{} served by {:?}", expect[i].target, verdicts[i]);
     if let Some(i) = verdicts
         .iter()
@@ -287,7 +314,7 @@ fn judge(phase: Phase, expect: &[Expect], verdicts: &[Served], changed: usize) -
             // A restart's first sync carries every change at once: all old or all new.
             let c = &verdicts[..changed];
             let new = c.iter().filter(|v| **v == Served::New).count();
-            (phase == Phase::Restart && new != 0 && new != c.len()).then(|| {
+            (phase == Phase::Restart && whole && new != 0 && new != c.len()).then(|| {
                 format!(
                     "half a full sync: {new} of {} changed Services new",
                     c.len()
