@@ -253,6 +253,9 @@ pub struct FullSync<'a> {
     /// Spread the per-service nat chains over transactions of about this many chains
     /// (iptables-nft; see `sections`), or write one transaction per table.
     pub per_section: Option<usize>,
+    /// Declare the nat chains of a single transaction in descending name order (iptables-nft,
+    /// whose `--noflush` restore is quadratic in hash-ordered chains; see `sections`).
+    pub descending: bool,
 }
 
 /// A full sync's sections: filter, nat (every chain, canary, `stale` deleted), mangle.
@@ -308,6 +311,10 @@ impl Restore {
     pub fn full_with(desired: &Ruleset, o: &FullSync<'_>) -> Restore {
         match o.per_section {
             Some(per_section) => sections::full_in_sections(desired, o, per_section),
+            None if o.descending => {
+                let [filter, nat, mangle] = full_sections(desired, o);
+                assemble(&[filter, sections::descending(nat), mangle])
+            }
             None => assemble(&full_sections(desired, o)),
         }
     }

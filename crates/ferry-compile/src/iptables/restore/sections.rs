@@ -28,7 +28,7 @@ use crate::iptables::model::{Ruleset, ServiceRules, Table};
 use crate::iptables::names::{CANARY, KUBE_NODEPORTS, KUBE_SERVICES};
 
 /// `section` with its chains in descending name order (see the module documentation).
-fn descending(mut section: Section<'_>) -> Section<'_> {
+pub(super) fn descending(mut section: Section<'_>) -> Section<'_> {
     section.chains.sort_by(|a, b| b.0.cmp(a.0));
     section
 }
