@@ -131,8 +131,8 @@ fn the_first_full_sync_deletes_leftover_service_chains_and_inserts_each_jump_onc
     );
 }
 
-#[test]
-fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
+/// A ruleset of ten services, one chain each.
+fn ten_services() -> Ruleset {
     let services: Vec<(String, String)> = (0..10)
         .map(|i| (format!("s{i}"), format!("KUBE-SVC-{i}")))
         .collect();
@@ -140,10 +140,15 @@ fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
         .iter()
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
+    ruleset(&refs)
+}
+
+#[test]
+fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
     let mut dp = IptablesDataplane::with_runner(Fake::default())
         .with_chains_per_transaction(Some(3))
         .with_one_transaction_up_to(0);
-    dp.apply_full(ruleset(&refs)).expect("sync");
+    dp.apply_full(ten_services()).expect("sync");
     let text = &dp.runner().restores[0];
     assert_eq!(dp.runner().restores.len(), 1, "one run of the tool");
     assert!(text.matches("*nat\n").count() >= 4, "{text}");
@@ -153,17 +158,10 @@ fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
 fn on_iptables_nft_a_full_sync_of_a_small_ruleset_is_one_transaction() {
     // A process killed mid-sync must leave the old rules or the new ones, never some Services
     // of each (the kill drill found that with 100 × 10 split in 250-chain transactions).
-    let services: Vec<(String, String)> = (0..10)
-        .map(|i| (format!("s{i}"), format!("KUBE-SVC-{i}")))
-        .collect();
-    let refs: Vec<(&str, &str)> = services
-        .iter()
-        .map(|(a, b)| (a.as_str(), b.as_str()))
-        .collect();
     let mut dp = IptablesDataplane::with_runner(Fake::default())
         .with_chains_per_transaction(Some(3))
         .with_one_transaction_up_to(super::NFT_ONE_TRANSACTION_UP_TO);
-    dp.apply_full(ruleset(&refs)).expect("sync");
+    dp.apply_full(ten_services()).expect("sync");
     let text = &dp.runner().restores[0];
     assert_eq!(text.matches("*nat\n").count(), 1, "{text}");
 }
