@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use ferry_model::{Object, Protocol, Service, ServiceType, TrafficPolicy};
+use ferry_model::{Object, Protocol, Service};
 
 use super::{Before, Entry, Found, Id, Position, Store};
 use crate::InvalidObject;
@@ -228,7 +228,9 @@ fn keys_of(service: &Service) -> Vec<Key> {
             .iter()
             .filter_map(|p| p.node_port.map(Key::NodePort)),
     );
-    keys.extend(health_check_node_port(service).map(Key::NodePort));
+    if service.needs_health_check() {
+        keys.extend(service.health_check_node_port.map(Key::NodePort));
+    }
     for ip in service
         .external_ips
         .iter()
@@ -246,14 +248,6 @@ fn keys_of(service: &Service) -> Vec<Key> {
         keys.retain(|k| seen.insert(*k));
     }
     keys
-}
-
-/// `spec.healthCheckNodePort` where the API server allocates one (upstream
-/// `NeedsHealthCheck`: a LoadBalancer Service with `externalTrafficPolicy: Local`).
-fn health_check_node_port(service: &Service) -> Option<u16> {
-    let needs = service.service_type == ServiceType::LoadBalancer
-        && service.external_traffic_policy == TrafficPolicy::Local;
-    service.health_check_node_port.filter(|_| needs)
 }
 
 /// The field a key of `service` comes from (the first, when several give it), and what it
