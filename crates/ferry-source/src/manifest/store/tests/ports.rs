@@ -245,5 +245,5 @@ fn the_verdict_after_changes_is_the_verdict_of_a_fresh_read() {
         ],
     );
     assert_eq!(fresh.objects(), store.objects());
-    assert_eq!(texts(&read.errors), [error.clone()]);
+    assert_eq!(texts(&read.errors), std::slice::from_ref(error));
 }
