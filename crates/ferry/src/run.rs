@@ -186,7 +186,7 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     // The proxy of the userspace mode and of localhost NodePorts serves on this runtime.
     let mut options = config.mode_options();
     options.runtime = Some(tokio::runtime::Handle::current());
-    let mode = (mode_entry.open)(&options);
+    let mode: Arc<dyn NodeMode> = Arc::from((mode_entry.open)(&options));
     crate::startup::preflight(mode.as_ref()).map_err(anyhow::Error::msg)?;
     tracing::info!("{}", mode.describe());
     let families = supported_families(mode.as_ref());

@@ -42,11 +42,11 @@ async fn answer(requests: &mpsc::Sender<Request>) -> axum::response::Response {
             return crate::health::json_response(200, body);
         }
         Ok(_) => "the agent is stopping".to_owned(),
-        // The agent answers between syncs; a long sync (a full sync of a large iptables
-        // ruleset, or a slow kernel) keeps it from answering.
+        // The agent takes the request between syncs and reads the kernel back for it: a long
+        // sync, or a large ruleset read back on a loaded node, can outlast the wait.
         Err(_) => format!(
-            "the agent did not answer within {ANSWER_TIMEOUT:?}: busy with a long sync, or \
-             still starting; ask again"
+            "the agent did not answer within {ANSWER_TIMEOUT:?}: busy (a long sync, or reading \
+             a large ruleset back), or still starting; ask again"
         ),
     };
     crate::health::json_response(503, serde_json::json!({ "error": error }).to_string())
