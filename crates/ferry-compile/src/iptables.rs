@@ -30,7 +30,7 @@ pub use node::NodeRules;
 pub use render::{
     jump_rules, render, render_base, render_service, RenderContext, LARGE_CLUSTER_ENDPOINTS,
 };
-pub use restore::{FullSync, Restore, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
+pub use restore::{FullSync, Restore, Transactions, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
 
 #[cfg(test)]
 mod tests;

@@ -5,27 +5,21 @@
 //! vanished) is full: every Ferry chain is rewritten, chains no longer wanted are deleted, and
 //! the jumps from the built-in chains are checked one by one (`-C`) and the missing ones
 //! inserted (`-I`) in the restore itself, so that nothing Ferry did not create is ever touched.
-//! On iptables-nft the nat chains go in several transactions of one restore (its `--noflush`
-//! mode is quadratic in the chains of one transaction). Later syncs are partial: the chains of
+//! How the restore is cut into transactions is the backend's [`Transactions`]: on iptables-nft
+//! the nat chains of a large ruleset go in several transactions of one restore (its
+//! `--noflush` mode is quadratic in the chains of one transaction). Later syncs are partial: the chains of
 //! the services that changed, and the shared top-level chains when their rules changed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::iptables::{
-    jump_rules, FullSync, JumpRule, NodeRules, Restore, Ruleset, ServiceRules, Table,
+    jump_rules, FullSync, JumpRule, NodeRules, Restore, Ruleset, ServiceRules, Table, Transactions,
     LARGE_CLUSTER_ENDPOINTS, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
 };
-use ferry_compile::mode::{IptablesRenderer, ProxyMode};
-use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
-use ferry_model::{ClusterState, IpFamily, ServiceName};
+use ferry_model::{ClusterState, ServiceName};
 
-use crate::live::{KernelReport, LiveReport};
-use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
-use crate::preflight::{Capability, Requirements, Tool};
-use crate::support::{kernel_has, succeeds, Unsupported};
-use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error, SyncKind, SyncReport};
 
 pub(crate) mod canary;
@@ -34,12 +28,14 @@ mod cli;
 mod detect;
 mod kernel;
 mod live;
+mod mode;
 
 pub use crate::mode::IptablesBackend;
 pub use cleanup::{cleanup, leftovers};
 pub(crate) use cleanup::{iptables_mode_ran, shared};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
+pub(crate) use mode::MODE;
 
 /// Chains per nat transaction of a full sync on iptables-nft: its `--noflush` restore spends
 /// time quadratic in the chains of one transaction (see `ferry_compile::iptables::Restore::
@@ -53,92 +49,6 @@ pub const NFT_CHAINS_PER_TRANSACTION: usize = 250;
 /// about 900 Services × 10 endpoints; larger rulesets are split, and then each Service
 /// changes atomically, not the whole.
 pub const NFT_ONE_TRANSACTION_UP_TO: usize = 10_000;
-
-/// iptables mode's line in the mode table.
-pub(crate) const MODE: ModeEntry = ModeEntry {
-    mode: ProxyMode::Iptables,
-    renderer: &IptablesRenderer,
-    open: |options: &ModeOptions| Box::new(IptablesMode::open(options)),
-    cleanup,
-    leftovers,
-    sync_failures: FailureCounter::IptablesRestore,
-};
-
-/// iptables mode on this node, with the backend it programs and the proxy of its localhost
-/// NodePorts.
-struct IptablesMode {
-    backend: IptablesBackend,
-    localhost: Engine,
-}
-
-impl IptablesMode {
-    /// The backend forced by the options, or the one that already holds Kubernetes' rules.
-    fn open(options: &ModeOptions) -> Self {
-        Self {
-            backend: options.iptables_backend.unwrap_or_else(detect_backend),
-            localhost: Engine::new(options),
-        }
-    }
-}
-
-impl NodeMode for IptablesMode {
-    fn describe(&self) -> String {
-        format!("iptables mode, {} backend", self.backend.as_str())
-    }
-
-    /// Upstream: `utiliptables.Present()`.
-    fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
-        kernel_has(family)?;
-        let program = self.backend.program_for(family, "");
-        succeeds(&program, &["-w", "5", "-t", "nat", "-S", "POSTROUTING"])
-    }
-
-    /// The backend's tools (`iptables-nft`, `-save`, `-restore`), CAP_NET_ADMIN, and for the
-    /// legacy backend CAP_NET_RAW (it talks to the kernel over a raw socket).
-    fn requirements(&self) -> Requirements {
-        let tools = ["", "-save", "-restore"]
-            .into_iter()
-            .map(|t| Tool::new(self.backend.program(t), "iptables"))
-            .collect();
-        let mut capabilities = vec![Capability::NetAdmin];
-        if self.backend == IptablesBackend::Legacy {
-            capabilities.push(Capability::NetRaw);
-        }
-        Requirements {
-            tools,
-            capabilities,
-        }
-    }
-
-    fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
-        let rules = IptablesDataplane::for_family(self.backend, family);
-        Box::new(WithLocalhostNodePorts::new(
-            rules,
-            self.localhost.clone(),
-            family,
-        ))
-    }
-
-    fn proxy_metrics(&self) -> Option<Stats> {
-        Some(self.localhost.stats())
-    }
-
-    fn live(
-        &self,
-        trace: &Trace,
-        compiler: &NodeCompiler,
-        _state: &ClusterState,
-    ) -> Result<LiveReport, Error> {
-        let save = live::read_back(self.backend, compiler.family())?;
-        Ok(live::check(trace, &save))
-    }
-
-    fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
-        let save = live::read_back(self.backend, compiler.family())?;
-        let compiled = NodeRules::new(compiler).full(state);
-        Ok(kernel::compare(&compiled, &save))
-    }
-}
 
 impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
     /// Nothing installed by this process yet (or forgotten), or the top-level chains changed.
@@ -167,7 +77,11 @@ impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<SyncReport, Error> {
-        self.apply_full(NodeRules::new(compiler).full(state))
+        // Only the installed chains' names are needed (to delete the stale ones): dropped
+        // before the new rules are compiled, the old rules and the new (~30 MiB of text
+        // each at 10 000 Services × 10 endpoints) are never held at once.
+        let existing = self.forget_installed();
+        self.apply_full_over(NodeRules::new(compiler).full(state), existing)
     }
 
     fn sync_partial(
@@ -207,10 +121,8 @@ pub struct IptablesDataplane<R: IptablesRunner = IptablesCli> {
     runner: R,
     /// What the kernel holds, when known (after a successful sync by this process).
     installed: Option<Ruleset>,
-    /// Chains per nat transaction of a full sync (`None`: one transaction per table).
-    per_transaction: Option<usize>,
-    /// Full syncs of at most this many nat chains stay one transaction per table.
-    one_transaction_up_to: usize,
+    /// How a full sync is cut into transactions.
+    transactions: Transactions,
 }
 
 impl IptablesDataplane<IptablesCli> {
@@ -221,13 +133,15 @@ impl IptablesDataplane<IptablesCli> {
 
     /// An applier of `family`'s chains (`ip6tables` for IPv6) using `backend`'s tools.
     pub fn for_family(backend: IptablesBackend, family: ferry_model::IpFamily) -> Self {
-        let per_transaction = match backend {
-            IptablesBackend::Nft => Some(NFT_CHAINS_PER_TRANSACTION),
+        let transactions = match backend {
+            IptablesBackend::Nft => Transactions::Nft {
+                whole_up_to: NFT_ONE_TRANSACTION_UP_TO,
+                per_section: NFT_CHAINS_PER_TRANSACTION,
+            },
             // Each legacy transaction rewrites its whole table: one is cheapest.
-            IptablesBackend::Legacy => None,
+            IptablesBackend::Legacy => Transactions::PerTable,
         };
-        Self::with_runner(IptablesCli::for_family(backend, family))
-            .with_chains_per_transaction(per_transaction)
+        Self::with_runner(IptablesCli::for_family(backend, family)).with_transactions(transactions)
     }
 }
 
@@ -244,22 +158,13 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         Self {
             runner,
             installed: None,
-            per_transaction: None,
-            one_transaction_up_to: NFT_ONE_TRANSACTION_UP_TO,
+            transactions: Transactions::PerTable,
         }
     }
 
-    /// Spreads a full sync of more than [`NFT_ONE_TRANSACTION_UP_TO`] nat chains over
-    /// transactions of about `chains` chains each (`None`: one transaction per table).
-    pub fn with_chains_per_transaction(mut self, chains: Option<usize>) -> Self {
-        self.per_transaction = chains;
-        self
-    }
-
-    /// Splits full syncs of more than `chains` nat chains (instead of
-    /// [`NFT_ONE_TRANSACTION_UP_TO`]): tests split small rulesets.
-    pub fn with_one_transaction_up_to(mut self, chains: usize) -> Self {
-        self.one_transaction_up_to = chains;
+    /// Cuts full syncs into transactions as `transactions` says (default: one per table).
+    pub fn with_transactions(mut self, transactions: Transactions) -> Self {
+        self.transactions = transactions;
         self
     }
 
@@ -293,15 +198,27 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         (total > LARGE_CLUSTER_ENDPOINTS) != large
     }
 
-    /// Per-service nat chains the kernel holds that `desired` does not want.
-    fn stale_chains(&mut self, desired: &Ruleset) -> Result<Vec<String>, Error> {
-        let keep = desired.nat_chain_names();
-        let existing: Vec<String> = match &self.installed {
-            Some(old) => old
-                .nat_chain_names()
+    /// Forgets what is installed; its nat chains' names (`None` when nothing was known).
+    fn forget_installed(&mut self) -> Option<Vec<String>> {
+        let old = self.installed.take()?;
+        Some(
+            old.nat_chain_names()
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+        )
+    }
+
+    /// Per-service nat chains the kernel holds that `desired` does not want; `existing`: the
+    /// nat chains this process installed (`None`: unknown, the kernel is asked).
+    fn stale_chains(
+        &mut self,
+        desired: &Ruleset,
+        existing: Option<Vec<String>>,
+    ) -> Result<Vec<String>, Error> {
+        let keep = desired.nat_chain_names();
+        let existing: Vec<String> = match existing {
+            Some(names) => names,
             // What an earlier run (or kube-proxy) left is unknown: look.
             None => chains_in(&self.runner.save(Some(Table::Nat))?)
                 .filter(|c| {
@@ -318,36 +235,31 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
 
     /// Makes Ferry's chains equal to `desired` and ensures the jumps into them.
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, Error> {
-        let start = Instant::now();
-        let result = self.full(&desired);
-        match result {
-            Ok(restore) => {
-                self.installed = Some(desired);
-                Ok(report(SyncKind::Full, &restore, start.elapsed()))
-            }
-            Err(e) => {
-                self.installed = None;
-                Err(e)
-            }
-        }
+        let existing = self.forget_installed();
+        self.apply_full_over(desired, existing)
     }
 
-    fn full(&mut self, desired: &Ruleset) -> Result<Restore, Error> {
-        let stale = self.stale_chains(desired)?;
+    /// [`apply_full`](Self::apply_full) over the nat chains `existing` (see
+    /// [`stale_chains`](Self::stale_chains)). What was installed is forgotten first, so after
+    /// a failure nothing is known and the next sync is full again.
+    fn apply_full_over(
+        &mut self,
+        desired: Ruleset,
+        existing: Option<Vec<String>>,
+    ) -> Result<SyncReport, Error> {
+        let start = Instant::now();
+        let restore = self.full(&desired, existing)?;
+        self.installed = Some(desired);
+        Ok(report(SyncKind::Full, &restore, start.elapsed()))
+    }
+
+    fn full(&mut self, desired: &Ruleset, existing: Option<Vec<String>>) -> Result<Restore, Error> {
+        let stale = self.stale_chains(desired, existing)?;
         let jumps = self.missing_jumps()?;
-        let nat_chains = desired.nat.len()
-            + desired
-                .services
-                .values()
-                .map(|s| s.chains.len())
-                .sum::<usize>();
         let sync = FullSync {
             stale: &stale,
             jumps: &jumps,
-            per_section: self
-                .per_transaction
-                .filter(|_| nat_chains > self.one_transaction_up_to),
-            descending: self.per_transaction.is_some(),
+            transactions: self.transactions,
         };
         let restore = Restore::full_with(desired, &sync);
         self.runner.restore(&restore.text)?;

@@ -246,11 +246,18 @@ impl Stage {
     }
 
     /// `ferry status --output json` of the Ferry running on the node.
+    /// Asked up to three times: the agent answers between syncs, and under load a long one
+    /// (a full sync of 10 000 Services in iptables-legacy) outlasts its 30 s answer timeout.
     pub fn status(&self, ferry: &Path) -> anyhow::Result<Value> {
-        let out = self
-            .net
-            .node
-            .exec(&ferry.display().to_string(), ["status", "--output", "json"])?;
+        let ferry = ferry.display().to_string();
+        let mut tries = 0;
+        let out = loop {
+            tries += 1;
+            match self.net.node.exec(&ferry, ["status", "--output", "json"]) {
+                Err(e) if tries < 3 && e.to_string().contains("answered 503") => continue,
+                result => break result?,
+            }
+        };
         serde_json::from_str(&out).context("ferry status --output json")
     }
 

@@ -179,12 +179,7 @@ fn run_one(o: &Options, name: &str) -> anyhow::Result<Vec<Row>> {
         "writers" => per_mode(drill::writers::run, "4. other rule writers"),
         "fuzz" => drill::fuzz::run(o),
         "limits" => drill::limits::run(o),
-        // The soak compares Ferry's nftables table with `ferry rules`.
-        "soak" => o
-            .table_modes()
-            .into_iter()
-            .map(|m| drill::soak::run(o, m).unwrap_or_else(|e| failed("7. soak", m.name(), &e)))
-            .collect(),
+        "soak" => per_mode(drill::soak::run, "7. soak"),
         other => anyhow::bail!("unknown drill {other:?} (drills: {})", DRILLS.join(", ")),
     })
 }

@@ -4,10 +4,13 @@
 //! snapshots (node views, rulesets), never a reference into it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::intern::Interner;
-use crate::{EndpointSlice, Node, ObjectRef, Pod, Service, ServiceName};
+use crate::{EndpointSlice, Node, ObjectRef, Pod, Protocol, Service, ServiceName};
+
+mod frontends;
 
 /// A validated object, as sources deliver it. Services and slices are shared (`Arc`): the
 /// manifest source's last good copy, the Pod stage's and the event passed on are one
@@ -150,6 +153,8 @@ pub struct ClusterState {
     nodes: BTreeMap<String, Node>,
     /// Namespaces and endpoint locations (node, zone, hints), one shared copy each.
     names: Interner,
+    /// External and load-balancer frontends with the Services claiming each.
+    frontends: frontends::Frontends,
 }
 
 impl ClusterState {
@@ -171,7 +176,13 @@ impl ClusterState {
                 }
                 if self.services.get(&svc.name) != Some(&svc) {
                     touched.services.insert(svc.name.clone());
-                    self.services.insert(svc.name.clone(), svc);
+                    let old = self.services.insert(svc.name.clone(), svc.clone());
+                    self.frontends.update(
+                        &svc.name,
+                        old.as_deref(),
+                        Some(&svc),
+                        &mut touched.services,
+                    );
                 }
             }
             Object::EndpointSlice(mut slice) => {
@@ -207,8 +218,10 @@ impl ClusterState {
         let mut touched = Touched::default();
         match key {
             ObjectKey::Service(name) => {
-                if self.services.remove(name).is_some() {
+                if let Some(old) = self.services.remove(name) {
                     touched.services.insert(name.clone());
+                    self.frontends
+                        .update(name, Some(&old), None, &mut touched.services);
                 }
             }
             ObjectKey::EndpointSlice { namespace, name } => {
@@ -286,6 +299,21 @@ impl ClusterState {
     /// One Service.
     pub fn service(&self, name: &ServiceName) -> Option<&Service> {
         self.services.get(name).map(|s| &**s)
+    }
+
+    /// Whether Service `name` serves `ip` with `protocol` and `port` as an external or
+    /// load-balancer IP: no Service before it in name order claims that too (see
+    /// `cluster/frontends.rs`).
+    pub fn serves_frontend(
+        &self,
+        name: &ServiceName,
+        ip: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> bool {
+        self.frontends
+            .holder(&(ip, protocol, port))
+            .is_none_or(|holder| holder == name)
     }
 
     /// The slices of one Service, sorted by slice name.

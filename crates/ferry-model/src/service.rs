@@ -206,4 +206,12 @@ impl Service {
             || !self.external_ips.is_empty()
             || !self.load_balancer_ips.is_empty()
     }
+
+    /// True when it gets a health-check server on `spec.healthCheckNodePort`: a LoadBalancer
+    /// Service with the Local external policy, the only kind the API server allocates that
+    /// port for. Upstream `NeedsHealthCheck()`.
+    pub fn needs_health_check(&self) -> bool {
+        self.service_type == ServiceType::LoadBalancer
+            && self.external_traffic_policy == TrafficPolicy::Local
+    }
 }

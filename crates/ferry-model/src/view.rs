@@ -14,7 +14,7 @@ use ipnet::IpNet;
 
 use crate::{
     ClusterState, EndpointConditions, EndpointTarget, IpFamily, Node, Service, ServiceName,
-    ServicePortName, ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
+    ServicePort, ServicePortName, ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
 };
 
 mod categorize;
@@ -221,6 +221,20 @@ fn of_family(ips: &[IpAddr], family: IpFamily) -> Vec<IpAddr> {
         .collect()
 }
 
+/// The addresses of `ips` of `family` that `svc` serves with `port` (see
+/// [`ClusterState::serves_frontend`]).
+fn served(
+    state: &ClusterState,
+    svc: &Service,
+    port: &ServicePort,
+    ips: &[IpAddr],
+    family: IpFamily,
+) -> Vec<IpAddr> {
+    let mut ips = of_family(ips, family);
+    ips.retain(|ip| state.serves_frontend(&svc.name, *ip, port.protocol, port.port));
+    ips
+}
+
 fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<ServicePortView> {
     // A service without a ClusterIP of this family is not programmed for it (upstream skips
     // services whose IP family the proxier does not handle).
@@ -241,8 +255,10 @@ fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<
                 cluster_ip,
                 port: port.port,
                 node_port: port.node_port,
-                external_ips: of_family(&svc.external_ips, ctx.family),
-                load_balancer_ips: of_family(&svc.load_balancer_ips, ctx.family),
+                // Less any another Service before it in name order serves too (an API server
+                // does not prevent two Services on one external IP and port).
+                external_ips: served(state, svc, port, &svc.external_ips, ctx.family),
+                load_balancer_ips: served(state, svc, port, &svc.load_balancer_ips, ctx.family),
                 load_balancer_source_ranges: svc
                     .load_balancer_source_ranges
                     .iter()

@@ -21,9 +21,11 @@
 //!   the second is reported;
 //! - an EndpointSlice (or Endpoints) whose Service is not among the manifests is reported and
 //!   skipped (a Service written there counts even if it is invalid or ignored, e.g. headless);
-//! - a ClusterIP written twice: the first Service (in path, then document order) keeps it, the
-//!   second is reported and skipped, with no last-good fallback (that version claimed the same
-//!   address). The API server allocates each ClusterIP once; manifests are not checked by it.
+//! - a ClusterIP, a node port (whatever its protocol), or an external or load-balancer IP with
+//!   one protocol and port written in two Services: the first Service (in path, then document
+//!   order) keeps it, the second is reported and skipped, with no last-good fallback (that
+//!   version claimed the same). The API server allocates each ClusterIP and node port once;
+//!   manifests are not checked by it.
 //!
 //! A file that cannot be read or parsed contributes no objects and one error naming the file
 //! (with line and column). [`ManifestSource`] keeps the last good version of the objects it held,

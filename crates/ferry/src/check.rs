@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::cli::RunArgs;
 
+mod across;
 mod fields;
 mod manifests;
 
@@ -226,7 +227,7 @@ struct Read {
     file_errors: Vec<ferry_source::InvalidObject>,
     /// What [`manifests::check_document`] found, document by document.
     per_document: Vec<Finding>,
-    across: manifests::Across,
+    across: across::Across,
     objects: Vec<Object>,
     any_document: bool,
 }

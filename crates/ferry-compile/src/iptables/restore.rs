@@ -250,12 +250,29 @@ pub struct FullSync<'a> {
     /// Jumps from the built-in chains that are missing: inserted in the same transaction as
     /// their targets, so that no separate `iptables -I` has to read the table again.
     pub jumps: &'a [JumpRule],
-    /// Spread the per-service nat chains over transactions of about this many chains
-    /// (iptables-nft; see `sections`), or write one transaction per table.
-    pub per_section: Option<usize>,
-    /// Declare the nat chains of a single transaction in descending name order (iptables-nft,
-    /// whose `--noflush` restore is quadratic in hash-ordered chains; see `sections`).
-    pub descending: bool,
+    /// How the restore is cut into transactions (the backend's trade-off).
+    pub transactions: Transactions,
+}
+
+/// How a full sync is cut into transactions. A transaction is atomic: a process killed during
+/// the restore leaves the kernel with each transaction's old or new chains, never a mix.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Transactions {
+    /// One transaction per table, chains in the compiler's order (iptables-legacy: each
+    /// transaction rewrites its whole table, so one is cheapest).
+    #[default]
+    PerTable,
+    /// iptables-nft, whose `--noflush` restore is quadratic in the chains of one transaction
+    /// declared in hash order (see `sections`): up to `whole_up_to` nat chains, one
+    /// transaction per table with the nat chains declared in descending name order (the whole
+    /// ruleset changes at once); above it, transactions of about `per_section` nat chains
+    /// (whole services: each Service changes at once, not the whole ruleset).
+    Nft {
+        /// The most nat chains still written as one transaction.
+        whole_up_to: usize,
+        /// Nat chains per transaction above `whole_up_to`.
+        per_section: usize,
+    },
 }
 
 /// A full sync's sections: filter, nat (every chain, canary, `stale` deleted), mangle.
@@ -309,13 +326,15 @@ impl Restore {
     /// A full sync with missing jumps inserted and, for iptables-nft, the nat chains spread
     /// over several transactions.
     pub fn full_with(desired: &Ruleset, o: &FullSync<'_>) -> Restore {
-        match o.per_section {
-            Some(per_section) => sections::full_in_sections(desired, o, per_section),
-            None if o.descending => {
+        match o.transactions {
+            Transactions::PerTable => assemble(&full_sections(desired, o)),
+            Transactions::Nft { whole_up_to, .. } if desired.nat_chain_count() <= whole_up_to => {
                 let [filter, nat, mangle] = full_sections(desired, o);
                 assemble(&[filter, sections::descending(nat), mangle])
             }
-            None => assemble(&full_sections(desired, o)),
+            Transactions::Nft { per_section, .. } => {
+                sections::full_in_sections(desired, o, per_section)
+            }
         }
     }
 
@@ -376,6 +395,16 @@ impl Restore {
 }
 
 impl Ruleset {
+    /// How many nat chains a full sync writes (top-level and per-service).
+    pub fn nat_chain_count(&self) -> usize {
+        self.nat.len()
+            + self
+                .services
+                .values()
+                .map(|s| s.chains.len())
+                .sum::<usize>()
+    }
+
     /// Every nat chain Ferry owns in this state, except the canary.
     pub fn nat_chain_names(&self) -> BTreeSet<&str> {
         [KUBE_SERVICES, KUBE_NODEPORTS]

@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use ferry_model::fixtures::*;
 use ferry_model::{
-    ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName, TrafficPolicy,
+    ClusterState, IpFamily, NodeContext, NodeView, Object, ObjectKey, ServiceName, TrafficPolicy,
 };
 
 use super::*;
@@ -332,4 +332,55 @@ fn affinity_shapes_read_the_pin_map_before_the_random_choice() {
     assert!(plain
         .dispatch_chains()
         .all(|c| !c.name.contains("affinity")));
+}
+
+/// Services `dev/a` and `dev/b` (those of `names`) on one external IP and port.
+fn sharing_an_external_ip(names: &[&str]) -> ClusterState {
+    let mut state = ClusterState::new();
+    for name in names {
+        // Addresses of its own, whatever else is in the state.
+        let i = usize::from(name.as_bytes()[0] - b'a');
+        let mut svc = mk_service("dev", name, &format!("10.96.0.{}", 10 + i), 80);
+        svc.external_ips = vec![ip("192.0.2.1")];
+        state.apply(Object::from(svc));
+        state.apply(Object::from(mk_slice(
+            "dev",
+            name,
+            8080,
+            vec![mk_endpoint(&format!("192.168.169.{}", 10 + i), "k8s-node2")],
+        )));
+    }
+    state
+}
+
+#[test]
+fn an_external_ip_shared_by_two_services_passes_to_the_second_in_an_incremental_sync() {
+    // The API server lets two Services claim one external IP and port: the first by name
+    // serves it; when it goes, the state touches the second, and the delta hands it over.
+    let mut state = sharing_an_external_ip(&["a", "b"]);
+    let mut installed = ruleset(&state, "k8s-node2");
+    let touched = state.delete(&ObjectKey::Service(ServiceName::new("dev", "a")));
+    let after = ruleset(&state, "k8s-node2");
+    let changes: BTreeMap<_, _> = touched
+        .services
+        .iter()
+        .map(|name| (name.clone(), after.services.get(name).cloned()))
+        .collect();
+    assert_eq!(changes.len(), 2);
+    let tx = Transaction::delta(&installed, &changes);
+    assert!(
+        tx.text.contains(
+            "add element ip ferry service-ips { 192.0.2.1 . tcp . 80 comment \"dev/b:http\""
+        ),
+        "{}",
+        tx.text
+    );
+    for (name, rules) in changes {
+        installed.set_service(name, rules);
+    }
+    assert_eq!(installed.all_elements(), after.all_elements());
+    assert_eq!(
+        after.all_elements(),
+        ruleset(&sharing_an_external_ip(&["b"]), "k8s-node2").all_elements()
+    );
 }

@@ -145,9 +145,11 @@ fn ten_services() -> Ruleset {
 
 #[test]
 fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
-    let mut dp = IptablesDataplane::with_runner(Fake::default())
-        .with_chains_per_transaction(Some(3))
-        .with_one_transaction_up_to(0);
+    let mut dp =
+        IptablesDataplane::with_runner(Fake::default()).with_transactions(Transactions::Nft {
+            whole_up_to: 0,
+            per_section: 3,
+        });
     dp.apply_full(ten_services()).expect("sync");
     let text = &dp.runner().restores[0];
     assert_eq!(dp.runner().restores.len(), 1, "one run of the tool");
@@ -158,9 +160,11 @@ fn on_iptables_nft_a_full_sync_spreads_the_nat_chains_over_transactions() {
 fn on_iptables_nft_a_full_sync_of_a_small_ruleset_is_one_transaction() {
     // A process killed mid-sync must leave the old rules or the new ones, never some Services
     // of each (the kill drill found that with 100 × 10 split in 250-chain transactions).
-    let mut dp = IptablesDataplane::with_runner(Fake::default())
-        .with_chains_per_transaction(Some(3))
-        .with_one_transaction_up_to(super::NFT_ONE_TRANSACTION_UP_TO);
+    let mut dp =
+        IptablesDataplane::with_runner(Fake::default()).with_transactions(Transactions::Nft {
+            whole_up_to: super::NFT_ONE_TRANSACTION_UP_TO,
+            per_section: 3,
+        });
     dp.apply_full(ten_services()).expect("sync");
     let text = &dp.runner().restores[0];
     assert_eq!(text.matches("*nat\n").count(), 1, "{text}");

@@ -144,6 +144,9 @@ struct Outcome {
     converged_in: Option<Duration>,
 }
 
+/// One kill: `phase` chooses what Ferry is doing when it dies (its first sync after a
+/// cleanup, a restart's full sync over its own rules, or a partial sync of changed
+/// Services); then the kernel is judged, Ferry restarted and its convergence checked.
 fn repetition(
     o: &Options,
     stage: &mut Stage,
@@ -153,6 +156,92 @@ fn repetition(
     running: &mut Option<Ferry>,
     rng: &mut fastrand::Rng,
 ) -> anyhow::Result<Outcome> {
+    let n = stage.cluster.services;
+    let (changed, expect) = change(stage, phase, rng);
+    let (ferry, completed) = start_changes(o, stage, mode, phase, aim, running, &changed, rng)?;
+    ferry.kill()?;
+    // The kill leaves any tool Ferry had started (nft, iptables-restore) running: what it
+    // does to the kernel is part of the kill's aftermath.
+    wait_for_orphans(stage)?;
+    // In userspace mode the proxy is Ferry's process: with it dead nothing answers, by design;
+    // only the restart is judged.
+    let broken = if mode == Mode::Userspace {
+        None
+    } else {
+        let verdicts = stage
+            .net
+            .client
+            .block_on(async { Ok(served(&expect, ASKS).await) })?;
+        let whole = whole_full_sync(mode, n);
+        judge(phase, &expect, &verdicts, changed.len(), whole)
+    };
+    let (again, converged_in, after_restart) = restart(o, stage, mode, &expect)?;
+    *running = Some(again);
+    Ok(Outcome {
+        broken: broken.or(after_restart),
+        sync_completed: completed,
+        converged_in: Some(converged_in),
+    })
+}
+
+/// Brings Ferry to the moment of the kill: for a first or restart phase a new Ferry started
+/// `changed`'s new files in place, aimed at its first sync; for a partial phase the running
+/// Ferry (settled), `changed` written, at a random moment of the partial sync that follows.
+/// Returns Ferry and whether the sync aimed at had completed.
+#[allow(clippy::too_many_arguments)]
+fn start_changes(
+    o: &Options,
+    stage: &mut Stage,
+    mode: Mode,
+    phase: Phase,
+    aim: &Aim,
+    running: &mut Option<Ferry>,
+    changed: &[usize],
+    rng: &mut fastrand::Rng,
+) -> anyhow::Result<(Ferry, bool)> {
+    Ok(match phase {
+        Phase::First | Phase::Restart => {
+            if let Some(f) = running.take() {
+                f.kill()?;
+            }
+            if phase == Phase::First {
+                stage
+                    .net
+                    .node
+                    .exec(&o.ferry.display().to_string(), ["cleanup"])?;
+            }
+            for &i in changed {
+                stage.write(i)?;
+            }
+            let delay = aim_at(rng, aim.first, aim.first_sync);
+            let ferry = stage.start(&o.ferry, mode, &[])?;
+            std::thread::sleep(delay);
+            let done = !ferry.syncs().is_empty();
+            (ferry, done)
+        }
+        Phase::Partial => {
+            let mut ferry = match running.take() {
+                Some(f) => f,
+                None => stage.start(&o.ferry, mode, &[])?,
+            };
+            ferry.wait_syncs(1, SYNC_TIMEOUT)?;
+            settle(&mut ferry);
+            let before = ferry.syncs().len();
+            for &i in changed {
+                stage.write(i)?;
+            }
+            let window = aim.partial.mul_f64(1.5);
+            std::thread::sleep(window.mul_f64(rng.f64()));
+            let done = ferry.syncs().len() > before;
+            (ferry, done)
+        }
+    })
+}
+
+/// Picks the Services to change (a tenth, at most 50) and bumps them, and 10 others left
+/// alone; what each should answer with, changed ones first (old endpoints: `None` on the
+/// first sync, where nothing was programmed before).
+fn change(stage: &mut Stage, phase: Phase, rng: &mut fastrand::Rng) -> (Vec<usize>, Vec<Expect>) {
     let n = stage.cluster.services;
     let changed = stage.cluster.sample((n / 10).clamp(1, 50), rng);
     let mut others: Vec<usize> = stage.cluster.sample(changed.len() + 10, rng);
@@ -171,66 +260,18 @@ fn repetition(
         e.new = stage.cluster.endpoints_of(i).to_vec();
     }
     expect.extend(others.iter().map(|&i| stage.expect(i, old(stage, i))));
+    (changed, expect)
+}
 
-    let (ferry, completed) = match phase {
-        Phase::First | Phase::Restart => {
-            if let Some(f) = running.take() {
-                f.kill()?;
-            }
-            if phase == Phase::First {
-                stage
-                    .net
-                    .node
-                    .exec(&o.ferry.display().to_string(), ["cleanup"])?;
-            }
-            for &i in &changed {
-                stage.write(i)?;
-            }
-            let delay = aim_at(rng, aim.first, aim.first_sync);
-            let ferry = stage.start(&o.ferry, mode, &[])?;
-            std::thread::sleep(delay);
-            let done = !ferry.syncs().is_empty();
-            (ferry, done)
-        }
-        Phase::Partial => {
-            let mut ferry = match running.take() {
-                Some(f) => f,
-                None => stage.start(&o.ferry, mode, &[])?,
-            };
-            ferry.wait_syncs(1, SYNC_TIMEOUT)?;
-            settle(&mut ferry);
-            let before = ferry.syncs().len();
-            for &i in &changed {
-                stage.write(i)?;
-            }
-            let window = aim.partial.mul_f64(1.5);
-            std::thread::sleep(window.mul_f64(rng.f64()));
-            let done = ferry.syncs().len() > before;
-            (ferry, done)
-        }
-    };
-    ferry.kill()?;
-    // The kill leaves any tool Ferry had started (nft, iptables-restore) running: what it
-    // does to the kernel is part of the kill's aftermath.
-    wait_for_orphans(stage)?;
-    // In userspace mode the proxy is Ferry's process: with it dead nothing answers, by design;
-    // only the restart is judged.
-    let mut broken = if mode == Mode::Userspace {
-        None
-    } else {
-        let verdicts = stage
-            .net
-            .client
-            .block_on(async { Ok(served(&expect, ASKS).await) })?;
-        judge(
-            phase,
-            &expect,
-            &verdicts,
-            changed.len(),
-            whole_full_sync(mode, n),
-        )
-    };
-
+/// Starts Ferry again after a kill and waits for its first sync; then every expected
+/// Service must answer from its new endpoints and the kernel must hold the whole cluster.
+/// Returns the new Ferry, the time to its first sync, and what is wrong, if anything.
+fn restart(
+    o: &Options,
+    stage: &Stage,
+    mode: Mode,
+    expect: &[Expect],
+) -> anyhow::Result<(Ferry, Duration, Option<String>)> {
     let started = Instant::now();
     let mut again = stage.start(&o.ferry, mode, &[])?;
     again.wait_syncs(1, SYNC_TIMEOUT)?;
@@ -238,22 +279,19 @@ fn repetition(
     let after = stage
         .net
         .client
-        .block_on(async { Ok(served(&expect, ASKS).await) })?;
-    if let Some(i) = after.iter().position(|v| *v != Served::New) {
-        broken.get_or_insert(format!(
+        .block_on(async { Ok(served(expect, ASKS).await) })?;
+    let mut broken = after.iter().position(|v| *v != Served::New).map(|i| {
+        format!(
             "after the restart's first sync {} is served by {:?}",
             expect[i].target, after[i]
-        ));
+        )
+    });
+    if broken.is_none() {
+        if let Some(d) = stage.differences(&o.ferry, stage.cluster.all().len())? {
+            broken = Some(format!("after the restart's first sync: {d}"));
+        }
     }
-    if let Some(d) = stage.differences(&o.ferry, stage.cluster.all().len())? {
-        broken.get_or_insert(format!("after the restart's first sync: {d}"));
-    }
-    *running = Some(again);
-    Ok(Outcome {
-        broken,
-        sync_completed: completed,
-        converged_in: Some(converged_in),
-    })
+    Ok((again, converged_in, broken))
 }
 
 /// A kill delay: half the time anywhere up to just after the first sync's line, half the time

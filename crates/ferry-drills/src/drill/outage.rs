@@ -15,6 +15,7 @@ use crate::drill::{settle, Mode, Options, Stage};
 use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Expect, Served};
 use crate::lab::watch::Watch;
+use crate::lab::Ferry;
 use crate::report::{secs, Row};
 
 /// Runs the drill in `mode`.
@@ -22,116 +23,86 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(50, 1_000);
     let outage = Duration::from_secs(o.seconds(5, 60));
     let added = (n / 20).max(1);
-    let cluster = Cluster::new(n + added, 10, Layout::drill(false))?;
-    let mut stage = Stage::new(o, &format!("outage-{}", mode.name()), cluster)?;
+    let (mut stage, server, ferry, later) = start(o, mode, n, added)?;
     let mut row = Row::new("3. API outage and relist", mode.name());
-    let listener =
-        ferry_lab::netns::run_in(stage.net.node.name(), || TcpListener::bind("127.0.0.1:0"))??;
-    let server = FakeApiServer::start(listener)?;
-    let all = stage.cluster.objects();
-    // The last `added` Services (and their slices) only appear during the outage.
-    let initial = all.len() - 2 * added;
-    for object in &all[..initial] {
-        server.apply(object.clone());
-    }
-    let flags = stage.api_flags(mode, &server.url());
-    let mut ferry = crate::lab::Ferry::start(&o.ferry, stage.net.node.name(), &flags, &stage.log)?;
-    ferry.wait_syncs(1, Duration::from_secs(600))?;
-    settle(&mut ferry);
-
-    let mut rng = fastrand::Rng::with_seed(o.seed);
-    let mut picked = stage.cluster.sample(n / 5 + 3, &mut rng);
-    // Only Services the server had before the outage (the sample holds the last one).
-    picked.retain(|&i| i < n);
-    let (deleted, changed): (Vec<usize>, Vec<usize>) = {
-        let half = picked.len() / 2;
-        (picked[..half].to_vec(), picked[half..].to_vec())
-    };
+    let mut plan = Plan::pick(&stage, n, added, o.seed);
     let steady: Vec<Expect> = (0..n)
-        .filter(|i| !picked.contains(i))
+        .filter(|i| !plan.deleted.contains(i) && !plan.changed.contains(i))
         .take(3)
         .map(|i| stage.expect(i, None))
         .collect();
     let watch = Watch::start(stage.net.client.name(), steady, Duration::from_millis(50));
-    let before = rules(&stage, mode)?;
     let log_before = ferry.log().lines().count();
-    let refused_before = server.refused();
-
-    server.set_down(true);
-    let down = Instant::now();
-    for &i in &deleted {
-        let name = stage.cluster.name(i);
-        server.delete("Service", stage.cluster.namespace(), &name);
-        server.delete(
-            "EndpointSlice",
-            stage.cluster.namespace(),
-            &format!("{name}-x7k2q"),
-        );
-    }
-    let olds: Vec<u32> = changed
-        .iter()
-        .map(|&i| stage.cluster.generation(i))
-        .collect();
-    for &i in &changed {
-        stage.cluster.bump(i);
-        server.apply(stage.cluster.slice_object(i));
-    }
-    for object in &all[initial..] {
-        server.apply(object.clone());
-    }
-    let mut changed_rules = 0;
-    let mut snapshots = 0;
-    let mut refused_at = Vec::new();
-    while down.elapsed() < outage {
-        std::thread::sleep(Duration::from_secs(5).min(outage.saturating_sub(down.elapsed())));
-        refused_at.push((down.elapsed(), server.refused()));
-        snapshots += 1;
-        if rules(&stage, mode)? != before {
-            changed_rules += 1;
-        }
-    }
-    let attempts = server.refused() - refused_before;
+    let during = go_down(&mut stage, &server, &mut plan, &later, mode, outage)?;
     let log_lines = ferry.log().lines().count() - log_before;
-    let tail_rate = tail_rate(&refused_at, Duration::from_secs(30));
     server.compact();
     server.set_down(false);
-    let back = Instant::now();
+    let converged = converge(&stage, &plan)?;
+    let outage_window = watch.finish()?.failed(Duration::ZERO, Duration::MAX);
 
-    let mut expect: Vec<Expect> = deleted
-        .iter()
-        .map(|&i| Expect {
-            new: Vec::new(),
-            ..stage.expect(i, None)
-        })
-        .collect();
-    expect.extend(changed.iter().zip(&olds).map(|(&i, &g)| Expect {
-        old: Vec::new(),
-        ..stage.expect(i, Some(g))
-    }));
-    expect.extend((n..n + added).map(|i| stage.expect(i, None)));
-    let wanted = |v: &[Served]| {
-        v[..deleted.len()].iter().all(|s| *s == Served::Nothing)
-            && v[deleted.len()..].iter().all(|s| *s == Served::New)
-    };
-    let mut converged = None;
-    while back.elapsed() < Duration::from_secs(120) {
-        let v = stage
-            .net
-            .client
-            .block_on(async { Ok(served(&expect, 2).await) })?;
-        if wanted(&v) {
-            converged = Some(back.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let why = verdict(o, &stage, &plan, &during, outage_window, converged)?;
+    ferry.stop()?;
+    row.rep((!why.is_empty()).then(|| why.join("; ")));
+    row.figure = format!(
+        "rules changed during the outage: {}; converged {} after the return",
+        during.changed_rules,
+        converged.map_or("never".to_owned(), |d| secs(d.as_secs_f64()))
+    );
+    row.note(&format!(
+        "{n} × 10, {} s outage, {} deleted, {} changed, {added} added meanwhile; reconnect attempts: {} \
+         ({} in the outage's last 30 s); log lines during the outage: {log_lines}",
+        outage.as_secs(),
+        plan.deleted.len(),
+        plan.changed.len(),
+        during.attempts,
+        during
+            .tail_rate
+            .map_or("-".to_owned(), |r| r.to_string()),
+    ));
+    Ok(row)
+}
+
+/// The lab with `n` Services in the fake API server (and `added` more held back for the
+/// outage, returned), Ferry started on it and through its first sync.
+fn start(
+    o: &Options,
+    mode: Mode,
+    n: usize,
+    added: usize,
+) -> anyhow::Result<(Stage, FakeApiServer, Ferry, Vec<serde_json::Value>)> {
+    let cluster = Cluster::new(n + added, 10, Layout::drill(false))?;
+    let stage = Stage::new(o, &format!("outage-{}", mode.name()), cluster)?;
+    let listener =
+        ferry_lab::netns::run_in(stage.net.node.name(), || TcpListener::bind("127.0.0.1:0"))??;
+    let server = FakeApiServer::start(listener)?;
+    let mut all = stage.cluster.objects();
+    // The last `added` Services (and their slices) only appear during the outage.
+    let later = all.split_off(all.len() - 2 * added);
+    for object in all {
+        server.apply(object);
     }
-    let timeline = watch.finish()?;
-    let outage_window = timeline.failed(Duration::ZERO, Duration::MAX);
+    let flags = stage.api_flags(mode, &server.url());
+    let mut ferry = Ferry::start(&o.ferry, stage.net.node.name(), &flags, &stage.log)?;
+    ferry.wait_syncs(1, Duration::from_secs(600))?;
+    settle(&mut ferry);
+    Ok((stage, server, ferry, later))
+}
 
+/// What went wrong, if anything: rules changed during the outage, connections to untouched
+/// Services failed, no convergence, or a kernel state other than the new cluster's.
+fn verdict(
+    o: &Options,
+    stage: &Stage,
+    plan: &Plan,
+    during: &During,
+    outage_window: usize,
+    converged: Option<Duration>,
+) -> anyhow::Result<Vec<String>> {
     let mut why = Vec::new();
-    if changed_rules > 0 {
+    if during.changed_rules > 0 {
         why.push(format!(
-            "rules changed in {changed_rules} of {snapshots} snapshots during the outage"
+            "rules changed in {} of {} snapshots during the outage",
+            during.changed_rules, during.snapshots
         ));
     }
     if outage_window > 0 {
@@ -142,26 +113,141 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     match converged {
         None => why.push("never converged within 120 s".to_owned()),
         Some(_) => {
-            if let Some(d) = stage.differences(&o.ferry, n + added - deleted.len())? {
+            let left = plan.n + plan.added - plan.deleted.len();
+            if let Some(d) = stage.differences(&o.ferry, left)? {
                 why.push(format!("after the relist: {d}"));
             }
         }
     }
-    ferry.stop()?;
-    row.rep((!why.is_empty()).then(|| why.join("; ")));
-    row.figure = format!(
-        "rules changed during the outage: {changed_rules}; converged {} after the return",
-        converged.map_or("never".to_owned(), |d| secs(d.as_secs_f64()))
-    );
-    row.note(&format!(
-        "{n} × 10, {} s outage, {} deleted, {} changed, {added} added meanwhile; reconnect attempts: {attempts} \
-         ({} in the outage's last 30 s); log lines during the outage: {log_lines}",
-        outage.as_secs(),
-        deleted.len(),
-        changed.len(),
-        tail_rate.map_or("-".to_owned(), |r| r.to_string()),
-    ));
-    Ok(row)
+    Ok(why)
+}
+
+/// What the outage does to the cluster: Services deleted and Services given new endpoints
+/// (with their generations before), all among those the server had before, and the Services
+/// added meanwhile (the last `added`).
+struct Plan {
+    n: usize,
+    added: usize,
+    deleted: Vec<usize>,
+    changed: Vec<usize>,
+    olds: Vec<u32>,
+}
+
+impl Plan {
+    /// A fifth of the `n` Services, half to delete, half to change.
+    fn pick(stage: &Stage, n: usize, added: usize, seed: u64) -> Plan {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut picked = stage.cluster.sample(n / 5 + 3, &mut rng);
+        // Only Services the server had before the outage (the sample holds the last one).
+        picked.retain(|&i| i < n);
+        let changed = picked.split_off(picked.len() / 2);
+        Plan {
+            n,
+            added,
+            deleted: picked,
+            changed,
+            olds: Vec::new(),
+        }
+    }
+}
+
+/// What was seen while the server was away.
+struct During {
+    /// Snapshots of the rules that differed from the rules before the outage.
+    changed_rules: usize,
+    snapshots: usize,
+    /// Connections the server refused during the outage (Ferry's reconnects).
+    attempts: u64,
+    /// Of them, in the outage's last 30 s.
+    tail_rate: Option<u64>,
+}
+
+/// Takes the server away for `outage`, makes `plan`'s changes (and adds `added`) meanwhile,
+/// and snapshots the kernel's rules every 5 s.
+fn go_down(
+    stage: &mut Stage,
+    server: &FakeApiServer,
+    plan: &mut Plan,
+    added: &[serde_json::Value],
+    mode: Mode,
+    outage: Duration,
+) -> anyhow::Result<During> {
+    let before = rules(stage, mode)?;
+    let refused_before = server.refused();
+    server.set_down(true);
+    let down = Instant::now();
+    for &i in &plan.deleted {
+        let name = stage.cluster.name(i);
+        let namespace = stage.cluster.namespace();
+        server.delete("Service", namespace, &name);
+        server.delete("EndpointSlice", namespace, &format!("{name}-x7k2q"));
+    }
+    plan.olds = plan
+        .changed
+        .iter()
+        .map(|&i| stage.cluster.generation(i))
+        .collect();
+    for &i in &plan.changed {
+        stage.cluster.bump(i);
+        server.apply(stage.cluster.slice_object(i));
+    }
+    for object in added {
+        server.apply(object.clone());
+    }
+    let mut during = During {
+        changed_rules: 0,
+        snapshots: 0,
+        attempts: 0,
+        tail_rate: None,
+    };
+    let mut refused_at = Vec::new();
+    while down.elapsed() < outage {
+        std::thread::sleep(Duration::from_secs(5).min(outage.saturating_sub(down.elapsed())));
+        refused_at.push((down.elapsed(), server.refused()));
+        during.snapshots += 1;
+        if rules(stage, mode)? != before {
+            during.changed_rules += 1;
+        }
+    }
+    during.attempts = server.refused() - refused_before;
+    during.tail_rate = tail_rate(&refused_at, Duration::from_secs(30));
+    Ok(during)
+}
+
+/// Seconds from the server's return until the client sees `plan` done: deleted Services
+/// answer nothing, changed ones answer from their new endpoints, added ones answer (at most
+/// 120 s).
+fn converge(stage: &Stage, plan: &Plan) -> anyhow::Result<Option<Duration>> {
+    let back = Instant::now();
+    let mut expect: Vec<Expect> = plan
+        .deleted
+        .iter()
+        .map(|&i| Expect {
+            new: Vec::new(),
+            ..stage.expect(i, None)
+        })
+        .collect();
+    expect.extend(plan.changed.iter().zip(&plan.olds).map(|(&i, &g)| Expect {
+        old: Vec::new(),
+        ..stage.expect(i, Some(g))
+    }));
+    expect.extend((plan.n..plan.n + plan.added).map(|i| stage.expect(i, None)));
+    let gone = plan.deleted.len();
+    let wanted = |v: &[Served]| {
+        v[..gone].iter().all(|s| *s == Served::Nothing)
+            && v[gone..].iter().all(|s| *s == Served::New)
+    };
+    while back.elapsed() < Duration::from_secs(120) {
+        let v = stage
+            .net
+            .client
+            .block_on(async { Ok(served(&expect, 2).await) })?;
+        if wanted(&v) {
+            return Ok(Some(back.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(None)
 }
 
 /// Refused connections in the last `span` of the outage (from samples of the running count).

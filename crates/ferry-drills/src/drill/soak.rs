@@ -1,5 +1,5 @@
-//! Drill 7, soak: `ferry run` (nftables mode, or userspace mode when `--modes` has it;
-//! manifests; the default `minSyncPeriod` of 1 s)
+//! Drill 7, soak: `ferry run` (any mode but IPVS; manifests; the default `minSyncPeriod` of
+//! 1 s)
 //! takes 100 endpoint changes per second for a long while — 30 minutes at 10 000 Services × 10
 //! endpoints in the full mode. Each change replaces one endpoint of a Service (spread over the
 //! whole cluster) with an address never used before, written as a new manifest renamed into
@@ -8,11 +8,15 @@
 //! `VmRSS` of `ferry run` is read every few seconds: the figure is its growth from the end of
 //! the first sync to the end of the churn. Once the churn stops and Ferry has gone quiet, the
 //! kernel's table must equal what `ferry rules` renders for the final manifests (compared
-//! normalised, see [`crate::lab::ruleset`]): every change made it, none was missed. A sample
+//! normalised, see [`crate::lab::ruleset`]): every change made it, none was missed. In
+//! iptables mode, whose `iptables-save` writes rules in its own form, every ClusterIP's DNAT
+//! destinations in the nat table must be its Service's final endpoints instead. A sample
 //! of ClusterIPs, changed ones included, must then answer from their final endpoints only (in
 //! userspace mode the table holds one portal per Service and Ferry's process the endpoints:
 //! there the probes are what checks the changes).
 
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use crate::drill::{Mode, Options, Stage};
@@ -21,6 +25,8 @@ use crate::lab::probe::{served, Served};
 use crate::lab::ruleset::Ruleset;
 use crate::lab::Ferry;
 use crate::report::{secs, Row};
+
+mod iptables;
 
 /// Endpoint changes per second (the issue's figure).
 const RATE: u32 = 100;
@@ -44,8 +50,7 @@ struct Churn {
     took: Duration,
 }
 
-/// Runs the drill in `mode` (nftables or userspace: the comparison reads Ferry's nftables
-/// table).
+/// Runs the drill in `mode`.
 pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     let n = o.services(1_000, 10_000);
     let seconds = o.seconds(20, 1_800);
@@ -75,7 +80,10 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     // Userspace mode's kernel table holds one portal per Service, its endpoints are Ferry's:
     // there the probes check them.
     let per_service = if mode == Mode::Userspace { 1 } else { 10 };
-    let compared = compare(o, &stage, &flags, n * per_service, &mut row)?;
+    let compared = match mode.iptables() {
+        None => compare(o, &stage, &flags, n * per_service, &mut row)?,
+        Some(ipt) => compare_iptables(&stage, ipt, n, &mut row)?,
+    };
     if let Some(bad) = probe(&stage)? {
         row.rep(Some(bad));
     }
@@ -90,13 +98,12 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
     Ok(row)
 }
 
-/// What the comparison of the kernel's table with `ferry rules` found.
+/// What the comparison of the kernel's rules with the final state found.
 struct Compared {
-    /// Differing elements and rules.
+    /// Differing elements and rules (Services in iptables mode).
     missed: usize,
-    /// Elements and rules `ferry rules` rendered.
-    elements: usize,
-    rules: usize,
+    /// What was compared, and how much differed.
+    summary: String,
 }
 
 /// Compares the node's `ip ferry` table with what `ferry rules` renders for the manifests
@@ -132,8 +139,47 @@ fn compare(
     }
     Ok(Compared {
         missed,
-        elements,
-        rules,
+        summary: format!(
+            "kernel = ferry rules: {missed} of {elements} elements and {rules} rules differ"
+        ),
+    })
+}
+
+/// Compares each ClusterIP's DNAT destinations in the node's nat table (`ipt`: the backend's
+/// program) with its Service's final endpoints, for all `n` Services; each Service that
+/// differs is a missed change.
+fn compare_iptables(stage: &Stage, ipt: &str, n: usize, row: &mut Row) -> anyhow::Result<Compared> {
+    let save = stage.net.node.exec(&format!("{ipt}-save"), ["-t", "nat"])?;
+    let kernel = iptables::endpoints_by_cluster_ip(&save);
+    let mut differ = Vec::new();
+    let mut elements = 0;
+    for i in 0..n {
+        let want = stage.expect(i, None);
+        elements += want.new.len();
+        let endpoints: BTreeSet<Ipv4Addr> = want.new.iter().copied().collect();
+        let found = kernel.get(&want.target);
+        if found != Some(&endpoints) {
+            differ.push(format!(
+                "{} DNATs to {found:?}, want {endpoints:?}",
+                want.target
+            ));
+        }
+    }
+    row.rep((!differ.is_empty()).then(|| {
+        format!(
+            "kernel ≠ final endpoints for {} Services: {}",
+            differ.len(),
+            differ[..differ.len().min(3)].join("; ")
+        )
+    }));
+    let rules = save.lines().filter(|l| l.starts_with("-A ")).count();
+    Ok(Compared {
+        missed: differ.len(),
+        summary: format!(
+            "kernel = final endpoints (iptables-save): {} of {n} Services differ ({elements} \
+             endpoints, {rules} nat rules)",
+            differ.len()
+        ),
     })
 }
 
@@ -155,17 +201,14 @@ fn describe(row: &mut Row, n: usize, churn: &Churn, c: &Compared, after: (usize,
         "{n} × 10, {} of churn: {} changes ({:.0}/s), {syncs} syncs; VmRSS start {start:.1} \
          MiB, end {end:.1} MiB, max {max:.1} MiB, by quarter {} MiB (VmHWM {hwm:.1} MiB, {} \
          samples); quiet {} \
-         after the last change; kernel = ferry rules: {} of {} elements and {} rules differ; \
-         {PROBED} ClusterIPs probed",
+         after the last change; {}; {PROBED} ClusterIPs probed",
         secs(churn.took.as_secs_f64()),
         churn.changes,
         churn.changes as f64 / churn.took.as_secs_f64(),
         quarters.join(" / "),
         churn.rss.len(),
         secs(waited.as_secs_f64()),
-        c.missed,
-        c.elements,
-        c.rules,
+        c.summary,
     ));
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::drill::{settle, Mode, Options, Stage};
 use crate::lab::cluster::{Cluster, Layout};
 use crate::lab::probe::{served, Expect, Served};
-use crate::lab::watch::Watch;
+use crate::lab::watch::{Timeline, Watch};
 use crate::report::{secs, Row};
 
 /// The faults, in the order they are made.
@@ -74,21 +74,58 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         Duration::from_millis(20),
     );
     std::thread::sleep(Duration::from_millis(500));
+    let marks = inflict(
+        &stage,
+        mode,
+        &targets,
+        &watch,
+        (reps, period),
+        &cni,
+        &mut row,
+    )?;
+    let timeline = watch.finish()?;
+    ferry.stop()?;
+    score(&mut row, &timeline, &marks, period);
+    row.note(&format!("{n} × 10; {}", row_note_faults(&timeline, &marks)));
+    Ok(row)
+}
+
+/// One fault made: which, the watch's times around it (from the fault to a sync period after
+/// the repair), and whether it removed the stand-in CNI's rules too.
+struct Mark {
+    fault: &'static str,
+    from: Duration,
+    to: Duration,
+    cni_removed: bool,
+}
+
+/// Makes every fault `reps` times, each followed by the wait for the repair and a sync
+/// `period`; a fault not repaired within three periods, or one after which the CNI's rules
+/// differ from `cni` (taken before Ferry started), is a failed repetition of `row`.
+fn inflict(
+    stage: &Stage,
+    mode: Mode,
+    targets: &[Expect],
+    watch: &Watch,
+    (reps, period): (usize, u64),
+    cni: &str,
+    row: &mut Row,
+) -> anyhow::Result<Vec<Mark>> {
     let limit = Duration::from_secs(3 * period);
     let mut marks = Vec::new();
     for _ in 0..reps {
         for fault in FAULTS {
-            let t0 = watch.now();
-            make(&stage, mode, fault)?;
-            let cni_removed = cni_snapshot(&stage, mode)? != cni;
+            let from = watch.now();
+            make(stage, mode, fault)?;
+            let cni_removed = cni_snapshot(stage, mode)? != cni;
             if cni_removed {
-                install_cni(&stage, mode)?;
+                install_cni(stage, mode)?;
             }
-            let repaired = wait_repaired(&stage, &targets, limit)?;
+            let repaired = wait_repaired(stage, targets, limit)?;
             // Long enough for a periodic resync to have run over the repaired rules.
             std::thread::sleep(Duration::from_secs(period) + Duration::from_millis(500));
-            let t1 = watch.now();
-            let cni_after = cni_snapshot(&stage, mode)?;
+            let to = watch.now();
+            let cni_after = cni_snapshot(stage, mode)?;
             let mut why = Vec::new();
             if !repaired {
                 why.push(format!("not repaired within {}", secs(limit.as_secs_f64())));
@@ -96,27 +133,30 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
             if cni_after != cni {
                 why.push(format!("the CNI's rules changed:\n{cni_after}"));
             }
-            marks.push((fault, t0, t1, cni_removed));
+            marks.push(Mark {
+                fault,
+                from,
+                to,
+                cni_removed,
+            });
             row.rep((!why.is_empty()).then(|| format!("{fault}: {}", why.join("; "))));
         }
     }
-    let timeline = watch.finish()?;
-    ferry.stop()?;
+    Ok(marks)
+}
+
+/// The figure: the longest time without working Services after a fault; each fault that
+/// left them down longer than a sync period (and 2 s of slack) is a failure.
+fn score(row: &mut Row, timeline: &Timeline, marks: &[Mark], period: u64) {
     let mut worst = Duration::ZERO;
-    let mut per_fault = Vec::new();
-    for (fault, t0, t1, cni_removed) in &marks {
-        let out = timeline.outage(*t0, *t1);
+    for m in marks {
+        let out = timeline.outage(m.from, m.to);
         worst = worst.max(out);
-        let removed = if *cni_removed {
-            " (it removed the CNI's rules too)"
-        } else {
-            ""
-        };
-        per_fault.push(format!("{fault}: {}{removed}", secs(out.as_secs_f64())));
         if out > Duration::from_secs(period + 2) {
             row.failures += 1;
             row.note(&format!(
-                "{fault}: {} without Services, more than a sync period",
+                "{}: {} without Services, more than a sync period",
+                m.fault,
                 secs(out.as_secs_f64())
             ));
         }
@@ -125,11 +165,23 @@ pub fn run(o: &Options, mode: Mode) -> anyhow::Result<Row> {
         "seconds without working Services: max {} (syncPeriod {period} s)",
         secs(worst.as_secs_f64())
     );
-    row.note(&format!(
-        "{n} × 10; {}",
-        dedup_last(&per_fault, FAULTS.len())
-    ));
-    Ok(row)
+}
+
+/// Each fault's time without working Services (the last round's, see [`dedup_last`]).
+fn row_note_faults(timeline: &Timeline, marks: &[Mark]) -> String {
+    let per_fault: Vec<String> = marks
+        .iter()
+        .map(|m| {
+            let removed = if m.cni_removed {
+                " (it removed the CNI's rules too)"
+            } else {
+                ""
+            };
+            let out = timeline.outage(m.from, m.to);
+            format!("{}: {}{removed}", m.fault, secs(out.as_secs_f64()))
+        })
+        .collect();
+    dedup_last(&per_fault, FAULTS.len())
 }
 
 /// The last repetition's figure per fault (each repetition makes every fault once).

@@ -101,3 +101,58 @@ fn a_slice_a_source_also_holds_is_kept_as_given_and_one_it_alone_held_is_compact
     let (b, c) = (of("b").expect("b"), of("c").expect("c"));
     assert!(Arc::ptr_eq(&b.namespace, &c.namespace));
 }
+
+/// Service `dev/name` with external IP 192.0.2.1 on `port`/TCP.
+fn external(name: &str, cluster_ip: &str, port: u16) -> Object {
+    let mut svc = mk_service("dev", name, cluster_ip, port);
+    svc.external_ips = vec![ip("192.0.2.1")];
+    Object::from(svc)
+}
+
+/// The external IPs Service `dev/name`'s first port is programmed with.
+fn served(state: &ClusterState, name: &str) -> Vec<std::net::IpAddr> {
+    let ctx = crate::NodeContext {
+        node_name: "n1".into(),
+        family: crate::IpFamily::V4,
+    };
+    let ports = crate::NodeView::build_service_ports(state, &ctx, &ServiceName::new("dev", name));
+    ports
+        .first()
+        .map(|p| p.external_ips.clone())
+        .unwrap_or_default()
+}
+
+fn names(touched: &Touched) -> Vec<&str> {
+    touched.services.iter().map(|s| &*s.name).collect()
+}
+
+#[test]
+fn an_external_ip_and_port_claimed_twice_is_served_by_the_first_service_by_name() {
+    // Whatever order they come in: b first, then a, which takes the frontend and touches b.
+    let mut state = ClusterState::new();
+    state.apply(external("b", "10.96.0.11", 80));
+    let touched = state.apply(external("a", "10.96.0.10", 80));
+    assert_eq!(names(&touched), ["a", "b"]);
+    assert_eq!(served(&state, "a"), [ip("192.0.2.1")]);
+    assert!(served(&state, "b").is_empty());
+
+    let mut other_order = ClusterState::new();
+    other_order.apply(external("a", "10.96.0.10", 80));
+    other_order.apply(external("b", "10.96.0.11", 80));
+    assert!(served(&other_order, "b").is_empty());
+
+    // a goes: b serves it, and is touched so an incremental sync says so.
+    let touched = state.delete(&ObjectKey::Service(ServiceName::new("dev", "a")));
+    assert_eq!(names(&touched), ["a", "b"]);
+    assert_eq!(served(&state, "b"), [ip("192.0.2.1")]);
+}
+
+#[test]
+fn services_share_an_external_ip_on_different_ports() {
+    let mut state = ClusterState::new();
+    state.apply(external("a", "10.96.0.10", 80));
+    let touched = state.apply(external("b", "10.96.0.11", 443));
+    assert_eq!(names(&touched), ["b"]);
+    assert_eq!(served(&state, "a"), [ip("192.0.2.1")]);
+    assert_eq!(served(&state, "b"), [ip("192.0.2.1")]);
+}

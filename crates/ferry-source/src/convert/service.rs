@@ -190,10 +190,6 @@ fn ports(
             "must have at least one port",
         ));
     }
-    // A LoadBalancer port without a nodePort is programmed without one (its ClusterIP and
-    // load-balancer IPs still work), as kube-proxy does: the API server accepts it
-    // (`allocateLoadBalancerNodePorts: false`, or a manifest written before allocation).
-    let node_port_required = service_type == ServiceType::NodePort;
     let mut names: BTreeMap<&str, usize> = BTreeMap::new();
     let mut ports: Vec<ServicePort> = Vec::with_capacity(raw.len());
     for (i, p) in raw.iter().enumerate() {
@@ -240,27 +236,7 @@ fn ports(
                 ),
             ));
         }
-        let node_port = match p.node_port {
-            None | Some(0) => None,
-            Some(np) => Some(port(np, object, &at("nodePort"))?),
-        };
-        match (service_type, node_port) {
-            (ServiceType::ClusterIp, Some(_)) => {
-                return Err(InvalidObject::new(
-                    object,
-                    at("nodePort"),
-                    "may not be used when type is 'ClusterIP'",
-                ))
-            }
-            (_, None) if node_port_required => {
-                return Err(InvalidObject::new(
-                    object,
-                    at("nodePort"),
-                    "must be set: in standalone mode nothing allocates a node port",
-                ))
-            }
-            _ => {}
-        }
+        let node_port = node_port(p.node_port, proto, service_type, &ports, object, &at)?;
         // The API server defaults an unset (or zero, or empty) targetPort to the port.
         let target_port = match &p.target_port {
             None | Some(IntOrString::Int(0)) => ferry_model::PortRef::Number(number),
@@ -276,6 +252,46 @@ fn ports(
         });
     }
     Ok(ports)
+}
+
+/// `spec.ports[i].nodePort` (`at` names a field of that port), given the ports before it.
+/// One Service may use a node port for two protocols (TCP and UDP on one number), not twice
+/// for one protocol, as the API server checks.
+fn node_port(
+    value: Option<i32>,
+    proto: ferry_model::Protocol,
+    service_type: ServiceType,
+    before: &[ServicePort],
+    object: &ObjectRef,
+    at: &dyn Fn(&str) -> String,
+) -> Result<Option<u16>, InvalidObject> {
+    let node_port = match value {
+        None | Some(0) => None,
+        Some(np) => Some(port(np, object, &at("nodePort"))?),
+    };
+    let fail = |reason: String| Err(InvalidObject::new(object, at("nodePort"), reason));
+    match (service_type, node_port) {
+        (ServiceType::ClusterIp, Some(_)) => {
+            fail("may not be used when type is 'ClusterIP'".to_owned())
+        }
+        // A LoadBalancer port without a nodePort is programmed without one (its ClusterIP and
+        // load-balancer IPs still work), as kube-proxy does: the API server accepts it
+        // (`allocateLoadBalancerNodePorts: false`, or a manifest written before allocation).
+        (ServiceType::NodePort, None) => {
+            fail("must be set: in standalone mode nothing allocates a node port".to_owned())
+        }
+        (_, Some(np)) => match before
+            .iter()
+            .position(|q| q.node_port == Some(np) && q.protocol == proto)
+        {
+            Some(j) => fail(format!(
+                "duplicate nodePort {np}/{} (also spec.ports[{j}].nodePort)",
+                proto_name(proto)
+            )),
+            None => Ok(node_port),
+        },
+        (_, None) => Ok(None),
+    }
 }
 
 /// Kubernetes' spelling of a protocol, for messages.

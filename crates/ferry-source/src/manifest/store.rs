@@ -15,9 +15,9 @@
 //! - an identity without sources (its documents removed) is gone, and so are its objects;
 //! - of two identities giving objects the same key (a slice named like one mirrored from an
 //!   Endpoints object), the first written wins and the other is reported;
-//! - of two Services claiming one ClusterIP, the first written keeps it and the other is
-//!   refused whole and reported, until the address is free (`addresses`, with its index
-//!   address → Services).
+//! - of two Services claiming one ClusterIP, one node port, or one external or load-balancer
+//!   IP with the same protocol and port, the first written keeps it and the other is refused
+//!   whole and reported, until it is free (`claims`, with its index key → Services).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -29,7 +29,7 @@ use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
 use super::load::{Doc, FileRead};
 use crate::{InvalidObject, SourceEvent};
 
-mod addresses;
+mod claims;
 mod output;
 mod resolve;
 
@@ -64,8 +64,8 @@ struct Entry {
     good: Option<Arc<[Object]>>,
     /// The Services the first valid source's slices belong to (its pairs in `Store::refs`).
     refs: Box<[ServiceName]>,
-    /// A Service refused because a Service written before it holds one of its ClusterIPs:
-    /// it contributes nothing (see `addresses`).
+    /// A Service refused because a Service written before it holds one of its ClusterIPs,
+    /// node ports or external frontends: it contributes nothing (see `claims`).
     refused: bool,
 }
 
@@ -128,8 +128,9 @@ pub(super) struct Store {
     /// Keys of objects that are not their identity's own key (slices mirrored from Endpoints),
     /// with the identities giving them.
     foreign: BTreeMap<ObjectKey, Vec<Id>>,
-    /// The Services' ClusterIPs, with the Services claiming each.
-    addresses: addresses::Addresses,
+    /// The Services' ClusterIPs, node ports and external frontends, with the Services
+    /// claiming each.
+    claims: claims::Claims,
 }
 
 /// Errors tagged with where they were found, for sorting.
@@ -164,7 +165,7 @@ impl Store {
         for id in touched.keys() {
             self.resolve(id, &mut found);
         }
-        self.settle_addresses(&mut touched, &mut found);
+        self.settle_claims(&mut touched, &mut found);
         let was_foreign = output::foreign_before(&touched);
         self.reindex_foreign(&touched);
         let events = if emit {

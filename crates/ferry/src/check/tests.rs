@@ -50,6 +50,23 @@ fn duplicate_cluster_ips_and_node_ports_across_services_are_errors_naming_both()
 }
 
 #[test]
+fn a_node_port_of_a_service_named_like_the_start_of_the_holders_name_is_an_error() {
+    // The holder dev/ab, then dev/a: not the same Service, though one name starts the other.
+    let ab = SVC_A
+        .replace("name: a,", "name: ab,")
+        .replace("10.96.0.10", "10.96.0.12");
+    let (report, lines) = run_check(&[("svc.yaml", &format!("{ab}---\n{SVC_A}"))], |_| {});
+    assert!(
+        has(
+            &lines,
+            "Service dev/a: spec.ports[0].nodePort: 30080 is already a NodePort of Service dev/ab"
+        ),
+        "{lines:#?}"
+    );
+    assert_eq!(report.errors(), 1, "{lines:#?}");
+}
+
+#[test]
 fn misspelled_fields_name_the_likely_field_and_every_error_of_an_object_is_reported() {
     let bad = "apiVersion: v1\nkind: Service\nmetadata: {name: bad, namespace: dev}\nspec:\n  type: NodePort\n  clusterIP: 10.96.0.11\n  clusterIp: 10.96.0.11\n  externalTrafficPolicy: Sometimes\n  sessionAffinity: Sticky\n  ports: [{name: http, port: 80, nodePort: 30081, nodeport: 30081}]\n";
     let (_, lines) = run_check(&[("bad.yaml", bad)], |_| {});

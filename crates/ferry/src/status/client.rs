@@ -36,16 +36,20 @@ pub fn router(requests: mpsc::Sender<Request>) -> Router {
 async fn answer(requests: &mpsc::Sender<Request>) -> axum::response::Response {
     let (tx, rx) = oneshot::channel();
     let asked = requests.send(tx).await.is_ok();
-    match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
+    let error = match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
         Ok(Ok(status)) if asked => {
             let body = serde_json::to_string(&status).unwrap_or_default();
-            crate::health::json_response(200, body)
+            return crate::health::json_response(200, body);
         }
-        _ => crate::health::json_response(
-            503,
-            r#"{"error":"the agent did not answer (starting, or stopping)"}"#.to_owned(),
+        Ok(_) => "the agent is stopping".to_owned(),
+        // The agent answers between syncs; a long sync (a full sync of a large iptables
+        // ruleset, or a slow kernel) keeps it from answering.
+        Err(_) => format!(
+            "the agent did not answer within {ANSWER_TIMEOUT:?}: busy with a long sync, or \
+             still starting; ask again"
         ),
-    }
+    };
+    crate::health::json_response(503, serde_json::json!({ "error": error }).to_string())
 }
 
 /// `ferry status` flags.

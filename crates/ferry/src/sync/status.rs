@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName, ServiceType, TrafficPolicy};
+use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName, TrafficPolicy};
 
 /// A service's health-check NodePort and what it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,10 +108,7 @@ fn entry(state: &ClusterState, ctx: &NodeContext, name: &ServiceName) -> Entry {
             out.no_local.external += 1;
         }
     }
-    // Upstream `NeedsHealthCheck`: only LoadBalancer Services with the Local external policy
-    // get a health-check server; the API server allocates the port for exactly those.
-    let needs_health_check = svc.service_type == ServiceType::LoadBalancer
-        && svc.external_traffic_policy == TrafficPolicy::Local;
+    let needs_health_check = svc.needs_health_check();
     if let (true, Some(port), false) = (
         needs_health_check,
         svc.health_check_node_port,
@@ -136,7 +133,7 @@ fn entry(state: &ClusterState, ctx: &NodeContext, name: &ServiceName) -> Entry {
 #[cfg(test)]
 mod tests {
     use ferry_model::fixtures::*;
-    use ferry_model::{IpFamily, Object, Service};
+    use ferry_model::{IpFamily, Object, Service, ServiceType};
 
     use super::*;
 

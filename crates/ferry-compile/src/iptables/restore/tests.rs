@@ -3,7 +3,7 @@
 use ferry_model::fixtures::*;
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, TrafficPolicy};
 
-use super::{FullSync, Restore};
+use super::{FullSync, Restore, Transactions};
 use crate::config::{CompileConfig, LocalDetector};
 use crate::iptables::{render, Ruleset};
 use crate::plan::Plan;
@@ -38,7 +38,10 @@ fn ruleset(services: usize) -> Ruleset {
 fn sectioned(rs: &Ruleset, stale: &[String], per_section: usize) -> Restore {
     let o = FullSync {
         stale,
-        per_section: Some(per_section),
+        transactions: Transactions::Nft {
+            whole_up_to: 0,
+            per_section,
+        },
         ..FullSync::default()
     };
     Restore::full_with(rs, &o)
@@ -155,7 +158,10 @@ fn sectioned_chains_are_declared_in_descending_name_order() {
 fn one_descending_transaction_declares_every_nat_chain_in_descending_order() {
     let rs = ruleset(20);
     let o = FullSync {
-        descending: true,
+        transactions: Transactions::Nft {
+            whole_up_to: rs.nat_chain_count(),
+            per_section: 3,
+        },
         ..FullSync::default()
     };
     let one = Restore::full_with(&rs, &o);
@@ -183,4 +189,23 @@ fn one_descending_transaction_declares_every_nat_chain_in_descending_order() {
         l
     };
     assert_eq!(sorted_lines(&one.text), sorted_lines(&plain.text));
+}
+
+#[test]
+fn iptables_nft_splits_a_full_sync_only_above_its_whole_transaction_limit() {
+    let rs = ruleset(20);
+    let nat_transactions = |whole_up_to: usize| {
+        let o = FullSync {
+            transactions: Transactions::Nft {
+                whole_up_to,
+                per_section: 3,
+            },
+            ..FullSync::default()
+        };
+        Restore::full_with(&rs, &o).text.matches("*nat\n").count()
+    };
+    assert_eq!(nat_transactions(rs.nat_chain_count()), 1);
+    assert!(nat_transactions(rs.nat_chain_count() - 1) > 1);
+    let per_table = Restore::full_with(&rs, &FullSync::default());
+    assert_eq!(per_table.text.matches("*nat\n").count(), 1);
 }

@@ -296,6 +296,31 @@ fn duplicate_port_and_protocol_is_rejected() {
 }
 
 #[test]
+fn one_node_port_twice_for_one_protocol_is_rejected() {
+    let spec = spec_with(json!({"type": "NodePort", "ports": [
+        {"name": "a", "port": 80, "nodePort": 30080},
+        {"name": "b", "port": 81, "nodePort": 30080},
+    ]}));
+    rejected(
+        spec,
+        "spec.ports[1].nodePort",
+        "duplicate nodePort 30080/TCP (also spec.ports[0].nodePort)",
+    );
+}
+
+#[test]
+fn one_node_port_for_tcp_and_udp_is_accepted() {
+    // Upstream allows it (DNS on one number): the allocator hands the number to one Service.
+    let spec = spec_with(json!({"type": "NodePort", "ports": [
+        {"name": "dns-tcp", "port": 53, "nodePort": 30053},
+        {"name": "dns", "port": 53, "protocol": "UDP", "nodePort": 30053},
+    ]}));
+    let converted = service(&svc(spec)).expect("valid").expect("not ignored");
+    let node_ports: Vec<_> = converted.ports.iter().map(|p| p.node_port).collect();
+    assert_eq!(node_ports, [Some(30053), Some(30053)]);
+}
+
+#[test]
 fn service_without_ports_is_rejected() {
     rejected(
         spec_with(json!({"ports": []})),

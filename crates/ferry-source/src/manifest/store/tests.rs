@@ -7,7 +7,8 @@ use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
 
 use super::{Store, Update};
 
-mod addresses;
+mod cluster_ips;
+mod ports;
 use crate::manifest::load::{Doc, FileRead};
 use crate::{InvalidObject, SourceEvent};
 

@@ -1,5 +1,6 @@
 //! ClusterIPs written twice: the first Service keeps the address, the other is refused and
-//! named, and taken in as soon as the address is free.
+//! named, and taken in as soon as the address is free (node ports and external frontends:
+//! `ports`).
 
 use ferry_model::fixtures::mk_service;
 use ferry_model::Object;
