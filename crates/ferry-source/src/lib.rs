@@ -22,7 +22,8 @@
 //! - [`manifest`]: [`manifest::load`] reads a file or directory once;
 //!   [`manifest::ManifestSource`] remembers the last good objects file by file and watches the
 //!   files, re-reading only what changed ([`manifest::ManifestSource::run`]).
-//! - [`kube`]: [`kube::connect`] finds the API server (kubeconfig, `--master`, in-cluster);
+//! - [`kube`]: [`kube::connect`] finds the API server (kubeconfig, `--master`, in-cluster) and
+//!   waits until it answers;
 //!   [`kube::KubeSource::run`] watches Services, EndpointSlices and this node's Node.
 //! - [`pods`]: standalone mode's EndpointSlice controller, a stage between a source and the
 //!   cluster state that turns Pods into EndpointSlices ([`pods::EndpointController`], pure) and

@@ -49,8 +49,12 @@ fn init_logging(config: &config::Config) {
         4 | 5 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // kube-rs's HTTP layer logs every failed request as an ERROR of its own; Ferry's warning
+    // about the same failure (connecting, a watch retrying) names what failed and what happens
+    // next, so the default filter leaves kube-rs's line out (`RUST_LOG` brings it back).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{level},kube_client::client::builder=off"))
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -88,9 +88,11 @@ impl Source {
 }
 
 /// `ferry run`: runs until SIGTERM or SIGINT. The rules stay in the kernel on exit, so traffic
-/// keeps flowing while Ferry restarts; `ferry cleanup` removes them. An API server that cannot
-/// be used at start is a [`ferry_source::kube::ConnectError`] (the caller exits 64); a mode
-/// that cannot run here (a missing tool or capability) is an error naming what is missing.
+/// keeps flowing while Ferry restarts; `ferry cleanup` removes them. An API server
+/// configuration that cannot work is a [`ferry_source::kube::ConnectError`] (the caller exits
+/// 64); an API server that does not answer is waited for, with back-off (the health and metrics
+/// servers answer meanwhile). A mode that cannot run here (a missing tool or capability) is an
+/// error naming what is missing.
 pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,9 +1,19 @@
-//! `ferry run` without manifests: the Kubernetes API source's start-up errors exit 64 with one
-//! clear message. (Running against a fake API server is the lab test `lab_kube.rs`.)
+//! `ferry run` without manifests: the Kubernetes API source's configuration errors exit 64 with
+//! one clear message; an API server that does not answer yet is waited for. (Running against a
+//! fake API server in the example cluster is the lab test `lab_kube.rs`.)
 
+#[path = "support/node_ns.rs"]
+mod node_ns;
+
+use std::net::TcpListener;
 use std::process::Command;
 
+use ferry_lab::LabProcess;
+use ferry_testkit::{objects, FakeApiServer};
+
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
+/// The API server's port in the test's namespace (nothing else listens there).
+const PORT: u16 = 6443;
 
 /// Runs ferry outside any pod (no in-cluster service account environment). As root, in a
 /// network namespace of its own (`unshare --net`): should the agent ever start (a kubeconfig
@@ -41,20 +51,65 @@ fn run_without_manifests_or_an_api_server_exits_64_saying_what_to_pass() {
     );
 }
 
+/// An API server that is not up yet is waited for, as kube-proxy's informers do: `ferry run`
+/// keeps running and warns about each failed attempt, naming the URL; `/healthz` answers as
+/// upstream's does while the proxy starts (healthy: nothing is queued yet). Once a fake API
+/// server listens on that port, Ferry connects, lists and does its first sync. All in a
+/// namespace of the test's own (the server's socket is made in there too).
 #[test]
-fn an_unreachable_master_exits_64_naming_its_url() {
-    // A port that was free a moment ago: connection refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let url = format!("http://127.0.0.1:{port}");
-    let (code, stderr) = ferry(&["run", "--master", &url, "--hostname-override", "n"]);
-    assert_eq!(code, 64, "{stderr}");
-    assert!(
-        stderr.contains(&format!("cannot reach the Kubernetes API server at {url}")),
-        "{stderr}"
+#[ignore = "needs root: network namespaces"]
+fn an_unreachable_master_is_waited_for_then_synced_from() {
+    let ns = node_ns::NodeNs::new("ku");
+    // Nothing listens on the port in the new namespace yet: connection refused.
+    let bind = || ferry_lab::netns::run_in(&ns.name, || TcpListener::bind(("127.0.0.1", PORT)));
+    let url = format!("http://127.0.0.1:{PORT}");
+    let args = [
+        "run",
+        "--master",
+        &url,
+        "--hostname-override",
+        node_ns::NODE,
+    ];
+    let log = ns.dir.path().join("ferry.log");
+    // Dropped before `ns` (declared after it): stops ferry, also when an assert fails.
+    let ferry = LabProcess::spawn("ferry", &ns.name, node_ns::FERRY, args, &log).expect("spawn");
+    let warning = format!("cannot reach the Kubernetes API server at {url}");
+    node_ns::wait_log(&ferry, &warning, 2);
+    assert!(ferry.log().contains("trying again in"), "{}", ferry.log());
+    let health = ns.run(
+        "curl",
+        &[
+            "-s",
+            "-w",
+            "\n%{http_code}",
+            "http://127.0.0.1:10256/healthz",
+        ],
     );
+    let health = String::from_utf8_lossy(&health.stdout).into_owned();
+    assert!(
+        health.ends_with("\n200"),
+        "/healthz while waiting: {health}"
+    );
+
+    let listener = bind().expect("enter the namespace").expect("bind the port");
+    let server = FakeApiServer::start(listener).expect("fake API server");
+    server.apply(objects::service("dev", "web", "10.96.0.10", 80, 8080));
+    server.apply(objects::endpoint_slice(
+        "dev",
+        "web-abc",
+        "web",
+        8080,
+        &[("192.168.169.166", true, node_ns::NODE)],
+    ));
+    server.apply(objects::node(
+        node_ns::NODE,
+        "10.1.1.9",
+        "192.168.169.128/26",
+    ));
+    // The back-off may have grown to 4 s or 8 s meanwhile; wait_log allows 30 s.
+    node_ns::wait_log(&ferry, "connected to the Kubernetes API", 1);
+    let log = node_ns::wait_log(&ferry, "synced rules", 1);
+    assert!(log.contains("listed the Kubernetes API"), "{log}");
 }
 
 #[test]

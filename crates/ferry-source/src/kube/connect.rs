@@ -1,4 +1,10 @@
 //! Finding and reaching the API server: kubeconfig, `--master`, or the in-cluster service account.
+//!
+//! A configuration that cannot work (none found, a bad kubeconfig or `--master`, a client that
+//! cannot be built) is an error at once: waiting would not fix it. An API server that does not
+//! answer is waited for, as kube-proxy's informers do (kube-proxy never exits because the API
+//! server is away): `GET /version` is tried again after 1 s, 2 s, 4 s … up to 30 s, with one
+//! warning per failed attempt naming the URL, the reason and the delay before the next one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -6,8 +12,12 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-/// How long [`connect`] waits for the API server to answer `GET /version`.
+/// How long one attempt of [`connect`] waits for the API server to answer `GET /version`.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The delay after the first failed attempt; it doubles after each further one.
+pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest delay between two attempts (as the watches' back-off).
+pub const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// Where the API server is, as kube-proxy's `--kubeconfig` / `clientConnection.kubeconfig` and
 /// `--master` say. Both unset: the in-cluster service account (`KUBERNETES_SERVICE_HOST`/`PORT`
@@ -55,7 +65,7 @@ pub enum ConnectError {
         #[source]
         source: kube::Error,
     },
-    /// The API server did not answer.
+    /// The API server did not answer (one attempt; [`connect`] retries).
     #[error("cannot reach the Kubernetes API server at {url}: {reason}")]
     Unreachable {
         /// The API server's URL.
@@ -65,8 +75,9 @@ pub enum ConnectError {
     },
 }
 
-/// Builds a client and checks that the API server answers (`GET /version`, at most
-/// [`PROBE_TIMEOUT`]).
+/// Builds a client and waits until the API server answers `GET /version` (each attempt at most
+/// [`PROBE_TIMEOUT`], retried with [`retry_delays`]). Only a configuration error is returned;
+/// an API server that stays away is waited for as long as it takes.
 pub async fn connect(connection: &Connection) -> Result<Client, ConnectError> {
     let config = config(connection).await?;
     let url = config.cluster_url.to_string();
@@ -74,19 +85,44 @@ pub async fn connect(connection: &Connection) -> Result<Client, ConnectError> {
         url: url.clone(),
         source,
     })?;
-    match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
-        Ok(Ok(version)) => {
-            tracing::info!(%url, version = %version.git_version, "connected to the Kubernetes API");
-            Ok(client)
+    let mut delays = retry_delays();
+    let mut attempt: u32 = 1;
+    loop {
+        match probe(&client, &url).await {
+            Ok(version) => {
+                tracing::info!(%url, %version, "connected to the Kubernetes API");
+                return Ok(client);
+            }
+            Err(e) => {
+                let delay = delays.next().unwrap_or(MAX_RETRY);
+                tracing::warn!(
+                    %url,
+                    attempt,
+                    retry_in = ?delay,
+                    "{e}; trying again in {delay:?}"
+                );
+                tokio::time::sleep(delay).await;
+                attempt = attempt.saturating_add(1);
+            }
         }
-        Ok(Err(e)) => Err(ConnectError::Unreachable {
-            url,
-            reason: error_chain(&e),
-        }),
-        Err(_) => Err(ConnectError::Unreachable {
-            url,
-            reason: format!("no answer within {PROBE_TIMEOUT:?}"),
-        }),
+    }
+}
+
+/// The delays between attempts: [`FIRST_RETRY`], doubling, capped at [`MAX_RETRY`], forever.
+pub fn retry_delays() -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(FIRST_RETRY), |d| Some((*d * 2).min(MAX_RETRY)))
+}
+
+/// One `GET /version`: the server's version, or why there is none.
+async fn probe(client: &Client, url: &str) -> Result<String, ConnectError> {
+    let unreachable = |reason: String| ConnectError::Unreachable {
+        url: url.to_owned(),
+        reason,
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+        Ok(Ok(version)) => Ok(version.git_version),
+        Ok(Err(e)) => Err(unreachable(error_chain(&e))),
+        Err(_) => Err(unreachable(format!("no answer within {PROBE_TIMEOUT:?}"))),
     }
 }
 
