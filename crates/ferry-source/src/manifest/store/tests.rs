@@ -69,6 +69,10 @@ fn texts(errors: &[InvalidObject]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()
 }
 
+fn apply(object: &Object) -> SourceEvent {
+    SourceEvent::Apply(object.clone())
+}
+
 fn service_key(name: &str) -> ObjectKey {
     ObjectKey::Service(ServiceName::new("dev", name))
 }

@@ -5,7 +5,7 @@
 use ferry_model::fixtures::mk_service;
 use ferry_model::Object;
 
-use super::{file, gone, service_key, texts, update};
+use super::{apply, file, gone, service_key, texts, update};
 use crate::manifest::store::Store;
 use crate::SourceEvent;
 
@@ -14,10 +14,6 @@ fn on(name: &str, ips: &[&str]) -> Object {
     let mut service = mk_service("dev", name, ips[0], 80);
     service.cluster_ips = ips.iter().map(|ip| ip.parse().expect("an IP")).collect();
     Object::from(service)
-}
-
-fn apply(object: &Object) -> SourceEvent {
-    SourceEvent::Apply(object.clone())
 }
 
 #[test]

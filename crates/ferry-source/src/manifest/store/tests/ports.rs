@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ferry_model::{Object, Protocol, Service, ServiceType, TrafficPolicy};
 
-use super::{file, gone, service, service_key, texts, update};
+use super::{apply, file, gone, service, service_key, texts, update};
 use crate::manifest::store::Store;
 use crate::SourceEvent;
 
@@ -33,10 +33,6 @@ fn external(name: &str, ips: &[&str], port: u16) -> Object {
         s.ports[0].port = port;
         s.external_ips = ips.iter().map(|ip| ip.parse().expect("an IP")).collect();
     })
-}
-
-fn apply(object: &Object) -> SourceEvent {
-    SourceEvent::Apply(object.clone())
 }
 
 #[test]
