@@ -282,3 +282,6 @@ fn cleanup_other_modes(running: &ModeEntry) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
