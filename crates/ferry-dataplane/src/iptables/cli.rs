@@ -1,7 +1,7 @@
 //! Running the iptables tools of one backend.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{self, BufRead as _, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};
 
 use ferry_compile::iptables::Table;
@@ -14,6 +14,20 @@ use crate::Error;
 pub trait IptablesRunner: Send {
     /// `iptables-restore --noflush` with `input` (each table atomically).
     fn restore(&mut self, input: &str) -> Result<(), Error>;
+    /// Runs `iptables-restore --noflush` on what `write` writes, handed to the tool as it is
+    /// written (a full sync's text is not held whole). By default written into a buffer and
+    /// given to [`IptablesRunner::restore`].
+    fn restore_from(
+        &mut self,
+        write: &mut dyn FnMut(&mut dyn io::Write) -> io::Result<()>,
+    ) -> Result<(), Error> {
+        let mut buffer = Vec::new();
+        write(&mut buffer).map_err(|source| Error::Spawn {
+            program: "iptables-restore".into(),
+            source,
+        })?;
+        self.restore(&String::from_utf8_lossy(&buffer))
+    }
     /// Runs `iptables` with `args`: `Ok(true)` on success, `Ok(false)` when iptables says the
     /// rule or chain does not exist (exit status 1), an error otherwise.
     fn iptables(&mut self, args: &[&str]) -> Result<bool, Error>;
@@ -159,6 +173,30 @@ impl IptablesCli {
 const WAIT: &str = "5";
 
 impl IptablesRunner for IptablesCli {
+    fn restore_from(
+        &mut self,
+        write: &mut dyn FnMut(&mut dyn io::Write) -> io::Result<()>,
+    ) -> Result<(), Error> {
+        let args = ["-w", WAIT, "--noflush"];
+        let tool = "-restore";
+        let mut child = self.spawn(tool, &args, true)?;
+        let written = match child.stdin.take() {
+            Some(pipe) => {
+                let mut pipe = io::BufWriter::with_capacity(1 << 16, pipe);
+                write(&mut pipe).and_then(|()| pipe.flush())
+            }
+            None => Ok(()),
+        };
+        let out = child.wait_with_output().map_err(self.io_err(tool))?;
+        if !out.status.success() {
+            // A tool that stopped reading (it refused a line) also breaks the pipe: its
+            // status and stderr say why.
+            return Err(self.rejected(tool, &args, &out));
+        }
+        // The input was cut short (a section without its COMMIT is not applied).
+        written.map_err(self.io_err(tool))
+    }
+
     fn restore(&mut self, input: &str) -> Result<(), Error> {
         let args = ["-w", WAIT, "--noflush"];
         let out = self.run("-restore", &args, Some(input))?;

@@ -23,7 +23,7 @@
 //! iptables-legacy gains nothing from this (each transaction rewrites its whole table), so
 //! its full sync stays one transaction.
 
-use super::{assemble, top_level, FullSync, Restore, Rules, Section};
+use super::{top_level, FullSync, Rules, Section};
 use crate::iptables::model::{Ruleset, ServiceRules, Table};
 use crate::iptables::names::{CANARY, KUBE_NODEPORTS, KUBE_SERVICES};
 
@@ -35,7 +35,11 @@ pub(super) fn descending(mut section: Section<'_>) -> Section<'_> {
 
 /// A full sync (see [`Restore::full_with`]) whose per-service nat chains are spread over
 /// transactions of about `per_section` chains each (whole services).
-pub(super) fn full_in_sections(desired: &Ruleset, o: &FullSync<'_>, per_section: usize) -> Restore {
+pub(super) fn full_in_sections<'a>(
+    desired: &'a Ruleset,
+    o: &FullSync<'a>,
+    per_section: usize,
+) -> Vec<Section<'a>> {
     let mut sections = Vec::new();
     let mut filter = Section::new(Table::Filter);
     top_level(&mut filter, desired);
@@ -80,5 +84,5 @@ pub(super) fn full_in_sections(desired: &Ruleset, o: &FullSync<'_>, per_section:
     let mut mangle = Section::new(Table::Mangle);
     mangle.declared.push(CANARY);
     sections.push(mangle);
-    assemble(&sections)
+    sections
 }

@@ -209,3 +209,37 @@ fn iptables_nft_splits_a_full_sync_only_above_its_whole_transaction_limit() {
     let per_table = Restore::full_with(&rs, &FullSync::default());
     assert_eq!(per_table.text.matches("*nat\n").count(), 1);
 }
+
+#[test]
+fn a_full_sync_written_as_it_goes_is_the_same_text_with_the_same_counts() {
+    let rs = ruleset(20);
+    for transactions in [
+        Transactions::PerTable,
+        Transactions::Nft {
+            whole_up_to: rs.nat_chain_count(),
+            per_section: 3,
+        },
+        Transactions::Nft {
+            whole_up_to: 0,
+            per_section: 3,
+        },
+    ] {
+        let o = FullSync {
+            transactions,
+            ..FullSync::default()
+        };
+        let held = Restore::full_with(&rs, &o);
+        let mut streamed = String::new();
+        let counted = Restore::write_full_with(&rs, &o, &mut streamed).expect("write");
+        assert_eq!(streamed, held.text, "{transactions:?}");
+        assert_eq!(
+            (
+                counted.chains_written,
+                counted.rules_written,
+                counted.chains_deleted
+            ),
+            (held.chains_written, held.rules_written, held.chains_deleted)
+        );
+        assert!(counted.text.is_empty());
+    }
+}
