@@ -29,6 +29,7 @@ mod detect;
 mod kernel;
 mod live;
 mod mode;
+mod pipe;
 
 pub use crate::mode::IptablesBackend;
 pub use cleanup::{cleanup, leftovers};
@@ -36,6 +37,7 @@ pub(crate) use cleanup::{iptables_mode_ran, shared};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
 pub(crate) use mode::MODE;
+use pipe::Counted;
 
 /// Chains per nat transaction of a full sync on iptables-nft: its `--noflush` restore spends
 /// time quadratic in the chains of one transaction (see `ferry_compile::iptables::Restore::
@@ -355,46 +357,6 @@ fn report(
         script_bytes,
         netlink: false,
         apply_time,
-    }
-}
-
-/// A `fmt::Write` into a pipe, counting the bytes and keeping the pipe's error (a
-/// `fmt::Error` says nothing).
-struct Counted<'a> {
-    pipe: &'a mut dyn std::io::Write,
-    bytes: usize,
-    error: Option<std::io::Error>,
-}
-
-impl<'a> Counted<'a> {
-    fn new(pipe: &'a mut dyn std::io::Write) -> Self {
-        Self {
-            pipe,
-            bytes: 0,
-            error: None,
-        }
-    }
-
-    /// Why a write failed.
-    fn error(&mut self) -> std::io::Error {
-        self.error
-            .take()
-            .unwrap_or_else(|| std::io::Error::other("the restore text could not be written"))
-    }
-}
-
-impl std::fmt::Write for Counted<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        match self.pipe.write_all(s.as_bytes()) {
-            Ok(()) => {
-                self.bytes += s.len();
-                Ok(())
-            }
-            Err(e) => {
-                self.error = Some(e);
-                Err(std::fmt::Error)
-            }
-        }
     }
 }
 
