@@ -206,7 +206,7 @@ impl ClusterSpec {
             .map(|n| {
                 let ip = format!("172.18.0.{}", n + 2);
                 let cidr = format!("10.{}.0.0/14", 64 + 4 * n);
-                Object::Node(mk_node(&format!("node-{n}"), &ip, &cidr))
+                Object::from(mk_node(&format!("node-{n}"), &ip, &cidr))
             })
             .collect()
     }

@@ -38,12 +38,12 @@ fn state(policy: TrafficPolicy, ranges: &[&str], node_port: bool, endpoints: boo
         Vec::new()
     };
     state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node(
+    state.apply(Object::from(mk_node(
         "node-a",
         "192.168.0.2",
         "10.0.1.0/24",
     )));
-    state.apply(Object::Node(mk_node(
+    state.apply(Object::from(mk_node(
         "node-b",
         "192.168.0.3",
         "10.0.2.0/24",

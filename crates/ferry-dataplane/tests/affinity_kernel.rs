@@ -69,7 +69,7 @@ fn ruleset(net: &Net, endpoints: &[u8], affinity: bool) -> Ruleset {
         IpFamily::V4 => ("10.1.1.9", "10.0.0.0/24"),
         IpFamily::V6 => ("fd00:1::9", "fd00:10::/64"),
     };
-    state.apply(Object::Node(mk_node("n1", node_ip, pod_cidr)));
+    state.apply(Object::from(mk_node("n1", node_ip, pod_cidr)));
     let ctx = NodeContext {
         node_name: "n1".into(),
         family: net.family,

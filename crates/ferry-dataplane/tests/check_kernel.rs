@@ -24,7 +24,7 @@ fn state(endpoint: &str) -> ClusterState {
     state.apply(Object::from(mk_service("dev", "web", "10.96.0.10", 80)));
     let slice = mk_slice("dev", "web", 8080, vec![mk_endpoint(endpoint, "n1")]);
     state.apply(Object::from(slice));
-    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
+    state.apply(Object::from(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
     state
 }
 

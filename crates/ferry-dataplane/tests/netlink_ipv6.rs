@@ -32,7 +32,7 @@ fn ruleset(endpoints: &[&str]) -> Ruleset {
     );
     slice.family = IpFamily::V6;
     state.apply(Object::from(slice));
-    state.apply(Object::Node(mk_node(
+    state.apply(Object::from(mk_node(
         "n1",
         "fd00:10:1::9",
         "fd00:10:244:1::/64",

@@ -39,7 +39,7 @@ fn ruleset_with(endpoints: &[&str], policy: TrafficPolicy, cfg: &CompileConfig) 
         slice.family = cfg.family;
         state.apply(Object::from(slice));
     }
-    state.apply(Object::Node(mk_node("n1", node_ip, pod_cidr)));
+    state.apply(Object::from(mk_node("n1", node_ip, pod_cidr)));
     let ctx = NodeContext {
         node_name: "n1".into(),
         family: cfg.family,

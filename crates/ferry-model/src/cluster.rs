@@ -22,10 +22,10 @@ pub enum Object {
     /// An EndpointSlice (also what a legacy `v1 Endpoints` is converted to).
     EndpointSlice(Arc<EndpointSlice>),
     /// A Node.
-    Node(Node),
+    Node(Arc<Node>),
     /// A Pod (standalone mode only). The state does not store Pods: the EndpointSlice
     /// controller stage between the source and the state turns them into EndpointSlices.
-    Pod(Pod),
+    Pod(Arc<Pod>),
 }
 
 impl From<Service> for Object {
@@ -54,7 +54,13 @@ impl From<Arc<EndpointSlice>> for Object {
 
 impl From<Node> for Object {
     fn from(node: Node) -> Self {
-        Object::Node(node)
+        Object::Node(Arc::new(node))
+    }
+}
+
+impl From<Pod> for Object {
+    fn from(pod: Pod) -> Self {
+        Object::Pod(Arc::new(pod))
     }
 }
 
@@ -203,6 +209,7 @@ impl ClusterState {
                 self.slices.insert(key, slice);
             }
             Object::Node(node) => {
+                let node = Arc::unwrap_or_clone(node);
                 if self.nodes.get(&node.name) != Some(&node) {
                     touched.nodes.insert(node.name.clone());
                     self.nodes.insert(node.name.clone(), node);

@@ -219,7 +219,7 @@ pub fn seed_web_state(policy: TrafficPolicy) -> crate::ClusterState {
         ("192.168.169.168", "k8s-node2"),
     ];
     add_seed_web(&mut state, policy, &eps);
-    state.apply(crate::Object::Node(seed_node("k8s-node1")));
+    state.apply(crate::Object::from(seed_node("k8s-node1")));
     state
 }
 
@@ -231,12 +231,12 @@ pub fn two_node_web_state(policy: TrafficPolicy, endpoints: &[&str]) -> crate::C
     state.apply(crate::Object::from(svc));
     let eps = endpoints.iter().map(|a| mk_endpoint(a, "node-b")).collect();
     state.apply(crate::Object::from(mk_slice("dev", "web", 8080, eps)));
-    state.apply(crate::Object::Node(mk_node(
+    state.apply(crate::Object::from(mk_node(
         "node-a",
         "10.1.1.17",
         "10.244.1.0/24",
     )));
-    state.apply(crate::Object::Node(mk_node(
+    state.apply(crate::Object::from(mk_node(
         "node-b",
         "10.1.1.9",
         "10.244.2.0/24",

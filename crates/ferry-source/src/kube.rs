@@ -236,7 +236,7 @@ impl Convert for core::Node {
     fn convert(&self) -> Converted {
         Converted {
             key: ObjectKey::Node(self.metadata.name.clone().unwrap_or_default()),
-            result: convert::node(self).map(|n| Some(Object::Node(n))),
+            result: convert::node(self).map(|n| Some(Object::from(n))),
         }
     }
 }

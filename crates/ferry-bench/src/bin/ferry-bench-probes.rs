@@ -129,7 +129,7 @@ fn serve() -> anyhow::Result<()> {
 
 /// S Services of `per_service` probed Pods each, on one Node.
 fn cluster(endpoints: usize, period: u64, per_service: usize) -> Vec<Object> {
-    let mut objects = vec![Object::Node(mk_node(
+    let mut objects = vec![Object::from(mk_node(
         "node-a",
         "192.168.0.1",
         "127.0.0.0/8",
@@ -149,7 +149,7 @@ fn cluster(endpoints: usize, period: u64, per_service: usize) -> Vec<Object> {
         pod.containers[0].ready = None;
         // The seed's probe, without initial delay.
         pod.containers[0].readiness_probe = Some(mk_http_probe("/hello", PORT, 0, period as u32));
-        objects.push(Object::Pod(pod));
+        objects.push(Object::from(pod));
     }
     objects
 }

@@ -22,7 +22,7 @@ fn seed_state(policy: TrafficPolicy, endpoints: &[&str]) -> ClusterState {
         .map(|a| mk_endpoint(a, "k8s-node2"))
         .collect();
     state.apply(Object::from(mk_slice("dev", "url-analysis", 56010, eps)));
-    state.apply(Object::Node(mk_node(
+    state.apply(Object::from(mk_node(
         "k8s-node2",
         "10.1.1.9",
         "192.168.169.128/26",

@@ -16,7 +16,7 @@ fn seed(policy: TrafficPolicy, eps: &[(&str, &str)]) -> ClusterState {
     let mut state = ClusterState::new();
     add_seed_web(&mut state, policy, eps);
     for n in ["k8s-master", "k8s-node1", "k8s-node2"] {
-        state.apply(Object::Node(seed_node(n)));
+        state.apply(Object::from(seed_node(n)));
     }
     state
 }

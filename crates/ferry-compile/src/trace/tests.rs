@@ -23,7 +23,7 @@ fn seed(policy: TrafficPolicy) -> ClusterState {
         ("k8s-node1", "10.1.1.17", "192.168.36.64/26"),
         ("k8s-node2", "10.1.1.9", "192.168.169.128/26"),
     ] {
-        state.apply(Object::Node(mk_node(n, ip, cidr)));
+        state.apply(Object::from(mk_node(n, ip, cidr)));
     }
     state
 }

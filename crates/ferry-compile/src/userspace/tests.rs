@@ -101,7 +101,7 @@ fn seed(policy: TrafficPolicy, endpoints_on: &[&str]) -> ClusterState {
         .collect();
     add_seed_web(&mut state, policy, &eps);
     for n in ["k8s-node1", "k8s-node2"] {
-        state.apply(Object::Node(seed_node(n)));
+        state.apply(Object::from(seed_node(n)));
     }
     state
 }

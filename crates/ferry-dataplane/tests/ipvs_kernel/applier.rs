@@ -48,7 +48,7 @@ fn state(endpoints: &[u8], policy: TrafficPolicy) -> ClusterState {
         kind: NodeAddressType::InternalIp,
         address: ip("fd00:10::17"),
     });
-    state.apply(Object::Node(node));
+    state.apply(Object::from(node));
     state
 }
 

@@ -22,7 +22,7 @@ fn state() -> ClusterState {
     state.apply(Object::from(svc));
     let eps = vec![mk_endpoint("10.0.1.5", "n2")];
     state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node("n1", "10.1.1.17", "10.0.0.0/16")));
+    state.apply(Object::from(mk_node("n1", "10.1.1.17", "10.0.0.0/16")));
     state
 }
 

@@ -101,7 +101,7 @@ impl Svc {
             kind: ferry_model::NodeAddressType::InternalIp,
             address: "fd00:10:1::9".parse().expect("ip"),
         });
-        state.apply(Object::Node(node));
+        state.apply(Object::from(node));
         state
     }
 

@@ -35,7 +35,7 @@ fn bad(name: &str) -> Converted {
 }
 
 fn node() -> Object {
-    Object::Node(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26"))
+    Object::from(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26"))
 }
 
 /// Feeds events, collecting what is emitted and what is reported invalid.

@@ -287,8 +287,8 @@ fn convert_value(
             .into_iter()
             .map(Object::from)
             .collect(),
-        Kind::Node => vec![Object::Node(convert::node(&typed(value, object)?)?)],
-        Kind::Pod => vec![Object::Pod(convert::pod(&typed(value, object)?)?)],
+        Kind::Node => vec![Object::from(convert::node(&typed(value, object)?)?)],
+        Kind::Pod => vec![Object::from(convert::pod(&typed(value, object)?)?)],
     })
 }
 

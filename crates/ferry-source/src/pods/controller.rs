@@ -217,7 +217,7 @@ impl EndpointController {
             }
             Object::Node(node) => {
                 let touched = self.services_on_node(&node.name);
-                self.nodes.insert(node.name.clone(), node.clone());
+                self.nodes.insert(node.name.clone(), Node::clone(&node));
                 passed.push(Object::Node(node));
                 touched
             }
@@ -225,7 +225,7 @@ impl EndpointController {
                 let key = PodKey::of(&pod);
                 self.targets_changed = true;
                 let touched = self.selection.set_pod(&key, Some(&pod), &self.services);
-                self.pods.insert(key, Arc::new(pod));
+                self.pods.insert(key, pod);
                 touched
             }
         }

@@ -15,7 +15,7 @@ fn web() -> Object {
 }
 
 fn node() -> Object {
-    Object::Node(mk_node("node-a", "192.168.0.1", "10.0.1.0/24"))
+    Object::from(mk_node("node-a", "192.168.0.1", "10.0.1.0/24"))
 }
 
 fn pod(name: &str, ip: &str) -> Pod {
@@ -93,8 +93,8 @@ fn web_with_two_pods() -> Vec<Object> {
     vec![
         web(),
         node(),
-        Object::Pod(pod("a", "10.0.1.1")),
-        Object::Pod(pod("b", "10.0.1.2")),
+        Object::from(pod("a", "10.0.1.1")),
+        Object::from(pod("b", "10.0.1.2")),
     ]
 }
 
@@ -130,7 +130,7 @@ fn hand_written_slices_are_used_until_pods_are_selected_then_reported() {
     let out = resync(&mut c, vec![web(), node(), hand()]);
     assert_eq!(slices(&out.events), ["web-abc: 10.0.9.9(ready)"]);
     // A Pod it selects appears: the Pods win, the slice is reported and withdrawn.
-    let out = c.handle(SourceEvent::Apply(Object::Pod(pod("a", "10.0.1.1"))));
+    let out = c.handle(SourceEvent::Apply(Object::from(pod("a", "10.0.1.1"))));
     assert_eq!(web_slice(&out.events), "10.0.1.1(ready)");
     assert_eq!(deleted(&out.events), ["web-abc"]);
     let [problem] = &out.new_problems[..] else {
@@ -171,7 +171,7 @@ fn services_without_a_selector_keep_their_slices_whatever_the_pods() {
             Object::from(plain),
             node(),
             hand,
-            Object::Pod(pod("a", "10.0.1.1")),
+            Object::from(pod("a", "10.0.1.1")),
         ],
     );
     assert_eq!(slices(&out.events), ["web-abc: 10.0.9.9(ready)"]);
@@ -183,7 +183,7 @@ fn probe_verdicts_move_a_pod_in_and_out_of_the_ready_set() {
     let mut c = EndpointController::new();
     let out = resync(
         &mut c,
-        vec![web(), node(), Object::Pod(probed("a", "10.0.1.1"))],
+        vec![web(), node(), Object::from(probed("a", "10.0.1.1"))],
     );
     // Before its first verdict, a probed container without a running status is not ready.
     assert_eq!(web_slice(&out.events), "10.0.1.1(not ready)");
@@ -223,7 +223,7 @@ fn pods_follow_their_labels_and_services_their_selectors() {
     resync(&mut c, web_with_two_pods());
     let mut moved = pod("b", "10.0.1.2");
     moved.labels = Labels::new([("app", "db")]);
-    let out = c.handle(SourceEvent::Apply(Object::Pod(moved)));
+    let out = c.handle(SourceEvent::Apply(Object::from(moved)));
     assert_eq!(web_slice(&out.events), "10.0.1.1(ready)");
     // The Service itself goes: its derived slice goes with it.
     let out = c.handle(SourceEvent::Delete(ObjectKey::Service(
@@ -239,7 +239,7 @@ fn pods_follow_their_labels_and_services_their_selectors() {
 #[test]
 fn a_node_change_updates_the_zone_and_an_unknown_node_is_reported_once() {
     let mut c = EndpointController::new();
-    let out = resync(&mut c, vec![web(), Object::Pod(pod("a", "10.0.1.1"))]);
+    let out = resync(&mut c, vec![web(), Object::from(pod("a", "10.0.1.1"))]);
     assert_eq!(slices(&out.events), ["web-ipv4: "], "the placeholder");
     assert_eq!(out.new_problems.len(), 1);
     assert_eq!(out.new_problems[0].field, "spec.nodeName");
@@ -247,7 +247,7 @@ fn a_node_change_updates_the_zone_and_an_unknown_node_is_reported_once() {
     zoned
         .labels
         .insert("topology.kubernetes.io/zone".into(), "zone-a".into());
-    let out = c.handle(SourceEvent::Apply(Object::Node(zoned)));
+    let out = c.handle(SourceEvent::Apply(Object::from(zoned)));
     assert!(matches!(
         &out.events[0],
         SourceEvent::Apply(Object::Node(_))
@@ -264,7 +264,7 @@ fn verdicts_in_one_batch_recompute_each_service_once() {
     let mut c = EndpointController::new();
     let pods = [probed("a", "10.0.1.1"), probed("b", "10.0.1.2")];
     let mut objects = vec![web(), node()];
-    objects.extend(pods.into_iter().map(Object::Pod));
+    objects.extend(pods.into_iter().map(Object::from));
     resync(&mut c, objects);
     let ready = |name: &str| ReadinessUpdate {
         pod: PodKey::new("dev", name),
@@ -282,8 +282,8 @@ fn a_batch_is_taken_whole_and_each_service_derived_once() {
     resync(&mut c, vec![node()]);
     let out = c.handle(SourceEvent::Batch(vec![
         SourceEvent::Apply(web()),
-        SourceEvent::Apply(Object::Pod(pod("a", "10.0.1.1"))),
-        SourceEvent::Apply(Object::Pod(pod("b", "10.0.1.2"))),
+        SourceEvent::Apply(Object::from(pod("a", "10.0.1.1"))),
+        SourceEvent::Apply(Object::from(pod("b", "10.0.1.2"))),
     ]));
     assert_eq!(
         out.events.len(),
@@ -318,7 +318,7 @@ async fn the_stage_sends_a_service_and_its_derived_slice_as_one_batch() {
     assert!(matches!(first, SourceEvent::Resync(_)), "{first:?}");
     let batch = SourceEvent::Batch(vec![
         SourceEvent::Apply(web()),
-        SourceEvent::Apply(Object::Pod(pod("a", "10.0.1.1"))),
+        SourceEvent::Apply(Object::from(pod("a", "10.0.1.1"))),
     ]);
     source.send(batch).await.expect("send");
     let Some(SourceEvent::Batch(events)) = state.recv().await else {

@@ -242,8 +242,8 @@ async fn the_stage_turns_probe_verdicts_into_slice_updates() {
     pod.containers[0].ready = None;
     let objects = vec![
         Object::from(svc),
-        Object::Node(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
-        Object::Pod(pod),
+        Object::from(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
+        Object::from(pod),
     ];
     source
         .send(SourceEvent::Resync(objects))

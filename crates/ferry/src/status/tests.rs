@@ -28,7 +28,7 @@ fn state() -> ClusterState {
         mk_endpoint_with("192.168.169.170", "k8s-node2", false, true, true),
     ];
     state.apply(Object::from(mk_slice("dev", "web", 56010, eps)));
-    state.apply(Object::Node(mk_node(
+    state.apply(Object::from(mk_node(
         "k8s-node2",
         "10.1.1.9",
         "192.168.169.128/26",

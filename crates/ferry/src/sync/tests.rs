@@ -63,7 +63,7 @@ fn seed_objects(endpoints: &[&str]) -> Vec<Object> {
         Object::from(svc),
         Object::from(mk_service("dev", "other", "10.96.0.20", 80)),
         Object::from(mk_slice("dev", "web", 56010, eps)),
-        Object::Node(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
+        Object::from(mk_node("k8s-node2", "10.1.1.9", "192.168.169.128/26")),
     ]
 }
 
@@ -172,7 +172,7 @@ fn a_change_to_this_nodes_node_object_forces_a_full_sync() {
     let (mut s, _rec) = syncer();
     s.handle(SourceEvent::Resync(seed_objects(&["192.168.169.166"])));
     sync(&mut s).expect("sync");
-    assert!(s.handle(SourceEvent::Apply(Object::Node(mk_node(
+    assert!(s.handle(SourceEvent::Apply(Object::from(mk_node(
         "k8s-node2",
         "10.1.1.99",
         "192.168.169.128/26"

@@ -104,7 +104,7 @@ pub fn plan() -> Plan {
         let ep = mk_endpoint(SERVER, "node-b");
         state.apply(Object::from(mk_slice("bench", name, port, vec![ep])));
     }
-    state.apply(Object::Node(mk_node("node-a", "10.1.1.9", "10.2.0.0/24")));
+    state.apply(Object::from(mk_node("node-a", "10.1.1.9", "10.2.0.0/24")));
     let cfg = CompileConfig {
         local_detector: LocalDetector::ClusterCidr(vec!["10.2.0.0/16".parse().expect("cidr")]),
         ..CompileConfig::default()

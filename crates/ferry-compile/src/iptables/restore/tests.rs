@@ -23,7 +23,7 @@ fn ruleset(services: usize) -> Ruleset {
             .collect();
         state.apply(Object::from(mk_slice("dev", &name, 8080, eps)));
     }
-    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.64.0.0/16")));
+    state.apply(Object::from(mk_node("n1", "10.1.1.9", "10.64.0.0/16")));
     let cfg = CompileConfig {
         local_detector: LocalDetector::ClusterCidr(vec!["10.64.0.0/12".parse().expect("cidr")]),
         ..CompileConfig::default()

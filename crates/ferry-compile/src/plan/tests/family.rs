@@ -70,7 +70,7 @@ fn state(dual_node: bool) -> ClusterState {
         });
         node.pod_cidrs.push(net("fd00:10:244:1::/64"));
     }
-    s.apply(Object::Node(node));
+    s.apply(Object::from(node));
     s
 }
 

@@ -25,7 +25,7 @@ fn explain(eps: Vec<Endpoint>) -> Trace {
     state.apply(Object::from(mk_slice("shop", "web", 8080, eps)));
     let mut node = mk_node("node-a1", "192.168.0.2", "10.0.1.0/24");
     node.labels = BTreeMap::from([("topology.kubernetes.io/zone".into(), "zone-a".into())]);
-    state.apply(Object::Node(node));
+    state.apply(Object::from(node));
     let ctx = NodeContext {
         node_name: "node-a1".into(),
         family: IpFamily::V4,

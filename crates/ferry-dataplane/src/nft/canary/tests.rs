@@ -9,7 +9,7 @@ fn ruleset() -> Ruleset {
     state.apply(Object::from(mk_service("dev", "web", "10.96.0.10", 80)));
     let eps = vec![mk_endpoint("10.0.0.5", "n1")];
     state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
+    state.apply(Object::from(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
     let ctx = NodeContext {
         node_name: "n1".into(),
         family: IpFamily::V4,

@@ -98,7 +98,7 @@ fn affinity_ruleset(endpoints: &[&str]) -> Ruleset {
     state.apply(Object::from(svc));
     let eps = endpoints.iter().map(|a| mk_endpoint(a, "n1")).collect();
     state.apply(Object::from(mk_slice("dev", "web", 8080, eps)));
-    state.apply(Object::Node(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
+    state.apply(Object::from(mk_node("n1", "10.1.1.9", "10.0.0.0/24")));
     let ctx = NodeContext {
         node_name: "n1".into(),
         family: IpFamily::V4,

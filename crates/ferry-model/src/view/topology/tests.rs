@@ -123,7 +123,7 @@ fn run(case: &Case) -> (Vec<SocketAddr>, Vec<SocketAddr>, Topology, bool) {
         node.labels = BTreeMap::from([("topology.kubernetes.io/zone".into(), zone.into())]);
     }
     let mut state = ClusterState::new();
-    state.apply(Object::Node(node));
+    state.apply(Object::from(node));
     state.apply(Object::from(mk_slice("dev", "web", PORT, endpoints)));
     state.apply(Object::from(svc));
     let ctx = NodeContext {
@@ -182,7 +182,7 @@ fn endpoint_selection_follows_upstream_categorize_endpoints() {
 fn two_zone_view(state: &mut ClusterState, zone: &str) -> crate::ServicePortView {
     let mut node = mk_node(THIS_NODE, "192.168.0.2", "10.0.0.0/24");
     node.labels = BTreeMap::from([("topology.kubernetes.io/zone".into(), zone.into())]);
-    state.apply(Object::Node(node));
+    state.apply(Object::from(node));
     let ctx = NodeContext {
         node_name: THIS_NODE.into(),
         family: IpFamily::V4,
@@ -222,7 +222,7 @@ fn a_zone_label_change_touches_the_node_and_moves_the_set() {
     let mut node = state.node(THIS_NODE).cloned().expect("node");
     node.labels
         .insert("topology.kubernetes.io/zone".into(), "zone-b".into());
-    let touched = state.apply(Object::Node(node));
+    let touched = state.apply(Object::from(node));
     assert!(
         touched.nodes.contains(THIS_NODE),
         "a label change is a change of this node (the sync loop then rebuilds every service)"

@@ -315,7 +315,7 @@ fn an_update_lists_every_changed_object_of_its_files_and_only_those() {
 #[test]
 fn pods_are_reported_and_removed_like_other_objects() {
     let mut store = Store::default();
-    let pod = Object::Pod(ferry_model::fixtures::mk_pod(
+    let pod = Object::from(ferry_model::fixtures::mk_pod(
         "dev", "web-1", "web", "10.0.0.7", "n1",
     ));
     let first = update(&mut store, vec![file("/m/pod.yaml", vec![pod.clone()])]);

@@ -20,7 +20,7 @@ fn probed(name: &str, running_and_ready: bool) -> Pod {
 
 fn controller(pods: Vec<Pod>) -> EndpointController {
     let mut c = EndpointController::new();
-    let objects = pods.into_iter().map(Object::Pod).collect();
+    let objects = pods.into_iter().map(Object::from).collect();
     c.handle(SourceEvent::Resync(objects));
     c
 }

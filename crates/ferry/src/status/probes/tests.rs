@@ -69,9 +69,9 @@ fn frontends(book: Option<&ProbeBook>) -> Vec<super::super::Frontend> {
     let mut controller = EndpointController::new();
     let objects = vec![
         Object::from(web()),
-        Object::Node(mk_node("k8s-node2", "192.168.0.2", "10.0.1.0/24")),
-        Object::Pod(probed("web-a", "10.0.1.1")),
-        Object::Pod(probed("web-b", "10.0.1.2")),
+        Object::from(mk_node("k8s-node2", "192.168.0.2", "10.0.1.0/24")),
+        Object::from(probed("web-a", "10.0.1.1")),
+        Object::from(probed("web-b", "10.0.1.2")),
     ];
     let mut events = controller.handle(SourceEvent::Resync(objects)).events;
     for (pod, ready) in [("web-a", true), ("web-b", false)] {

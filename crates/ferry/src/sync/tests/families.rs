@@ -71,7 +71,7 @@ pub(crate) fn objects(with_v6: bool) -> Vec<Object> {
         Object::from(mk_service("dev", "v4", "10.96.0.30", 80)),
         Object::from(v4),
         Object::from(v6),
-        Object::Node(mk_node("node-a", "10.1.1.9", "10.244.1.0/24")),
+        Object::from(mk_node("node-a", "10.1.1.9", "10.244.1.0/24")),
     ]
 }
 
