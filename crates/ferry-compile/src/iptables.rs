@@ -19,7 +19,7 @@ mod node;
 mod render;
 mod restore;
 
-pub use model::{Chain, JumpRule, Ruleset, ServiceRules, Table};
+pub use model::{Chain, ChainDigest, JumpRule, Ruleset, ServiceRules, Table};
 pub use names::{
     endpoint_chain, port_proto_hash, service_chain, CANARY, EXTERNAL_PREFIX, FIREWALL_PREFIX,
     KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING,
@@ -28,9 +28,10 @@ pub use names::{
 };
 pub use node::NodeRules;
 pub use render::{
-    jump_rules, render, render_base, render_service, RenderContext, LARGE_CLUSTER_ENDPOINTS,
+    jump_rules, render, render_base, render_service, render_slim, RenderContext,
+    LARGE_CLUSTER_ENDPOINTS,
 };
-pub use restore::{FullSync, Restore, Transactions, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
+pub use restore::{FullSync, Rerender, Restore, Transactions, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
 
 #[cfg(test)]
 mod tests;

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::iptables::{
-    jump_rules, FullSync, JumpRule, NodeRules, Restore, Ruleset, ServiceRules, Table, Transactions,
-    LARGE_CLUSTER_ENDPOINTS, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
+    jump_rules, FullSync, JumpRule, NodeRules, Rerender, Restore, Ruleset, ServiceRules, Table,
+    Transactions, LARGE_CLUSTER_ENDPOINTS, NON_POD_MASQ, SERVICE_CHAIN_PREFIXES,
 };
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, ServiceName};
@@ -83,7 +83,15 @@ impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
         // before the new rules are compiled, the old rules and the new (~30 MiB of text
         // each at 10 000 Services × 10 endpoints) are never held at once.
         let existing = self.forget_installed();
-        self.apply_full_over(NodeRules::new(compiler).full(state), existing)
+        // Each service's chains' rules are let go as soon as it is rendered, and rendered
+        // again when they are written: the whole ruleset's rules (~40 MB at 10 000 Services ×
+        // 10 endpoints) are never held at once, only their names, digests and the top-level
+        // rules.
+        let rules = NodeRules::new(compiler);
+        let desired = rules.full_slim(state);
+        let large = desired.large_cluster;
+        let mut again = |name: &ServiceName| rules.service(state, name, large);
+        self.apply_full_over(desired, existing, &mut Rerender::new(&mut again))
     }
 
     fn sync_partial(
@@ -238,19 +246,24 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     /// Makes Ferry's chains equal to `desired` and ensures the jumps into them.
     pub fn apply_full(&mut self, desired: Ruleset) -> Result<SyncReport, Error> {
         let existing = self.forget_installed();
-        self.apply_full_over(desired, existing)
+        let mut again = |_: &ServiceName| None;
+        self.apply_full_over(desired, existing, &mut Rerender::new(&mut again))
     }
 
     /// [`apply_full`](Self::apply_full) over the nat chains `existing` (see
     /// [`stale_chains`](Self::stale_chains)). What was installed is forgotten first, so after
     /// a failure nothing is known and the next sync is full again.
+    /// `desired` may be slim: `again` renders its services' chains again as they are written.
+    /// What is kept as installed is slim either way.
     fn apply_full_over(
         &mut self,
-        desired: Ruleset,
+        mut desired: Ruleset,
         existing: Option<Vec<String>>,
+        again: &mut Rerender<'_>,
     ) -> Result<SyncReport, Error> {
         let start = Instant::now();
-        let (restore, bytes) = self.full(&desired, existing)?;
+        let (restore, bytes) = self.full(&desired, existing, again)?;
+        desired.services.values_mut().for_each(ServiceRules::slim);
         self.installed = Some(desired);
         Ok(report(SyncKind::Full, &restore, bytes, start.elapsed()))
     }
@@ -260,6 +273,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         &mut self,
         desired: &Ruleset,
         existing: Option<Vec<String>>,
+        again: &mut Rerender<'_>,
     ) -> Result<(Restore, usize), Error> {
         let stale = self.stale_chains(desired, existing)?;
         let jumps = self.missing_jumps()?;
@@ -274,9 +288,13 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         let mut bytes = 0;
         self.runner.restore_from(&mut |pipe| {
             let mut out = Counted::new(pipe);
-            let written = Restore::write_full_with(desired, &sync, &mut out);
+            let written = Restore::write_full_with(desired, &sync, &mut out, again);
             bytes = out.bytes;
-            restore = Some(written.map_err(|_| out.error())?);
+            let written = written.map_err(|_| match again.mismatch.take() {
+                Some(why) => std::io::Error::other(why),
+                None => out.error(),
+            })?;
+            restore = Some(written);
             Ok(())
         })?;
         Ok((restore.unwrap_or_default(), bytes))
@@ -309,7 +327,11 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         let mut previous = BTreeMap::new();
         for (name, rules) in changes {
             let old = installed.services.get(&name).cloned();
-            if old == rules {
+            let same = match (&old, &rules) {
+                (Some(old), Some(new)) => old.same_as(new),
+                (old, new) => old.is_none() && new.is_none(),
+            };
+            if same {
                 continue;
             }
             installed.set_service(name.clone(), rules);
@@ -324,6 +346,12 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             ));
         }
         let restore = Restore::partial(installed, &previous);
+        // Kept slim, like the rest (see `sync_full`).
+        for name in previous.keys() {
+            if let Some(rules) = installed.services.get_mut(name) {
+                rules.slim();
+            }
+        }
         if restore.text.is_empty() {
             return Ok(report(SyncKind::Partial, &restore, 0, start.elapsed()));
         }

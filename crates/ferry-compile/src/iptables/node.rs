@@ -2,7 +2,9 @@
 
 use ferry_model::{ClusterState, ServiceName};
 
-use super::{render, render_base, render_service, RenderContext, Ruleset, ServiceRules};
+use super::{
+    render, render_base, render_service, render_slim, RenderContext, Ruleset, ServiceRules,
+};
 use crate::plan::ServicePlan;
 use crate::NodeCompiler;
 
@@ -27,6 +29,12 @@ impl<'a> NodeRules<'a> {
     /// endpoints, so this compiles the whole plan at once.
     pub fn full(&self, state: &ClusterState) -> Ruleset {
         render(&self.compiler.plan(state))
+    }
+
+    /// [`full`](Self::full) with every service's chains' rules let go as it is rendered
+    /// ([`ServiceRules::slim`]); [`service`](Self::service) renders them again.
+    pub fn full_slim(&self, state: &ClusterState) -> Ruleset {
+        render_slim(&self.compiler.plan(state))
     }
 
     /// One service's chains, in or out of large-cluster mode; `None` when it has nothing to

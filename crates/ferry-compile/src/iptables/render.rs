@@ -57,6 +57,18 @@ fn endpoint_count(sp: &ServicePlan) -> usize {
 
 /// Renders a whole plan.
 pub fn render(plan: &Plan) -> Ruleset {
+    render_each(plan, |_| {})
+}
+
+/// [`render`], with each service's chains' rules let go as soon as they are rendered
+/// ([`ServiceRules::slim`]): what a full sync holds while it writes the rules out, rendering
+/// each service again ([`NodeRules::service`](super::NodeRules::service)) when its chains
+/// are written.
+pub fn render_slim(plan: &Plan) -> Ruleset {
+    render_each(plan, ServiceRules::slim)
+}
+
+fn render_each(plan: &Plan, mut each: impl FnMut(&mut ServiceRules)) -> Ruleset {
     let ctx = RenderContext::of(plan);
     let mut ruleset = render_base(plan);
     ruleset.large_cluster = ctx.large_cluster;
@@ -65,7 +77,9 @@ pub fn render(plan: &Plan) -> Ruleset {
         by_service.entry(&sp.name.service).or_default().push(sp);
     }
     for (name, ports) in by_service {
-        ruleset.set_service(name.clone(), Some(render_service(&ports, &ctx)));
+        let mut rules = render_service(&ports, &ctx);
+        each(&mut rules);
+        ruleset.set_service(name.clone(), Some(rules));
     }
     ruleset
 }
@@ -95,6 +109,7 @@ fn shrink(rules: &mut ServiceRules) {
         filter_external,
         filter_firewall,
         endpoints: _,
+        slimmed: _,
     } = rules;
     let lists = chains.iter_mut().map(|c| &mut c.rules).chain([
         nat_services,

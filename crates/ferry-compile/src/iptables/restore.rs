@@ -14,7 +14,7 @@ use std::fmt;
 
 use ferry_model::ServiceName;
 
-use super::model::{Chain, JumpRule, Ruleset, ServiceRules, Table};
+use super::model::{Chain, ChainDigest, JumpRule, Ruleset, ServiceRules, Table};
 use super::names::{
     KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING,
     KUBE_PROXY_FIREWALL, KUBE_SERVICES, NON_POD_MASQ,
@@ -56,8 +56,9 @@ pub struct Restore {
     pub chains_deleted: usize,
 }
 
-/// The rules of one chain: its own, or those of a shared top-level chain: `head`, then
-/// assembled from every service, then `tail`.
+/// The rules of one chain: its own, those of a shared top-level chain (`head`, then
+/// assembled from every service, then `tail`), or those of a per-service chain of a slim
+/// ruleset, rendered again when written.
 #[derive(Clone, Copy)]
 enum Rules<'a> {
     Own(&'a [String]),
@@ -67,9 +68,16 @@ enum Rules<'a> {
         pick: fn(&ServiceRules) -> &Vec<String>,
         tail: &'a [String],
     },
+    /// The `chain`th chain of `service`, whose rules were let go ([`ServiceRules::slim`]).
+    Rendered {
+        service: &'a ServiceName,
+        chain: usize,
+        digest: ChainDigest,
+    },
 }
 
 impl<'a> Rules<'a> {
+    /// The rules, when they are at hand (not for [`Rules::Rendered`]).
     fn iter(self) -> Box<dyn Iterator<Item = &'a String> + 'a> {
         match self {
             Rules::Own(rules) => Box::new(rules.iter()),
@@ -83,6 +91,62 @@ impl<'a> Rules<'a> {
                     .chain(ruleset.services.values().flat_map(move |s| pick(s).iter()))
                     .chain(tail),
             ),
+            Rules::Rendered { .. } => Box::new(std::iter::empty()),
+        }
+    }
+
+    fn count(self) -> usize {
+        match self {
+            Rules::Rendered { digest, .. } => digest.rules,
+            rules => rules.iter().count(),
+        }
+    }
+}
+
+/// Renders the chains of a slim ruleset's services again as they are written, one service at
+/// a time (each service's chains are written together), and checks that each is what the slim
+/// ruleset says it is (name, rule count, digest).
+pub struct Rerender<'r> {
+    render: &'r mut dyn FnMut(&ServiceName) -> Option<ServiceRules>,
+    last: Option<(ServiceName, Option<ServiceRules>)>,
+    /// Why a chain could not be written, if one could not.
+    pub mismatch: Option<String>,
+}
+
+impl<'r> Rerender<'r> {
+    /// Renders a service's rules with `render` when its chains are written.
+    pub fn new(render: &'r mut dyn FnMut(&ServiceName) -> Option<ServiceRules>) -> Self {
+        Self {
+            render,
+            last: None,
+            mismatch: None,
+        }
+    }
+
+    fn chain(
+        &mut self,
+        service: &ServiceName,
+        i: usize,
+        name: &str,
+        digest: ChainDigest,
+    ) -> Result<&[String], fmt::Error> {
+        if self.last.as_ref().map(|(n, _)| n) != Some(service) {
+            self.last = Some((service.clone(), (self.render)(service)));
+        }
+        let chain = self
+            .last
+            .as_ref()
+            .and_then(|(_, rules)| rules.as_ref())
+            .and_then(|rules| rules.chains.get(i))
+            .filter(|c| c.name == name && c.digest() == digest);
+        match chain {
+            Some(c) => Ok(&c.rules),
+            None => {
+                self.mismatch = Some(format!(
+                    "{service}: chain {name} rendered again differs from the full render"
+                ));
+                Err(fmt::Error)
+            }
         }
     }
 }
@@ -98,6 +162,9 @@ struct Section<'a> {
     deleted: Vec<&'a str>,
     /// Jumps inserted at the top of built-in chains, after every chain is filled.
     jumps: Vec<String>,
+    /// Chains declared in descending name order (see `sections`); their rules are written
+    /// in `chains` order all the same.
+    descending: bool,
 }
 
 impl<'a> Section<'a> {
@@ -108,6 +175,7 @@ impl<'a> Section<'a> {
             declared: Vec::new(),
             deleted: Vec::new(),
             jumps: Vec::new(),
+            descending: false,
         }
     }
 
@@ -126,20 +194,61 @@ impl<'a> Section<'a> {
         self.chain(&chain.name, Rules::Own(&chain.rules));
     }
 
+    /// Every chain of one service: its own rules, or rendered again when it is slim.
+    fn service(&mut self, name: &'a ServiceName, rules: &'a ServiceRules) {
+        for (i, chain) in rules.chains.iter().enumerate() {
+            let what = if rules.is_slim() {
+                Rules::Rendered {
+                    service: name,
+                    chain: i,
+                    digest: rules.chain_digest(i),
+                }
+            } else {
+                Rules::Own(&chain.rules)
+            };
+            self.chain(&chain.name, what);
+        }
+    }
+
     /// Every chain declared, in order.
     fn declarations(&self) -> impl Iterator<Item = &'a str> + '_ {
-        let chains = self.chains.iter().map(|(name, _)| *name);
+        let mut chains: Vec<&'a str> = self.chains.iter().map(|(name, _)| *name).collect();
+        if self.descending {
+            chains.sort_by(|a, b| b.cmp(a));
+        }
         chains
+            .into_iter()
             .chain(self.declared.iter().copied())
             .chain(self.deleted.iter().copied())
     }
 
     fn write(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        self.write_rendering(out, None)
+    }
+
+    /// [`write`](Self::write), rendering the chains of slim services again with `again`.
+    fn write_rendering(
+        &self,
+        out: &mut impl fmt::Write,
+        mut again: Option<&mut Rerender<'_>>,
+    ) -> fmt::Result {
         writeln!(out, "*{}", self.table.as_str())?;
         for name in self.declarations() {
             writeln!(out, ":{name} - [0:0]")?;
         }
         for (name, rules) in &self.chains {
+            if let Rules::Rendered {
+                service,
+                chain,
+                digest,
+            } = *rules
+            {
+                let again = again.as_deref_mut().ok_or(fmt::Error)?;
+                for rule in again.chain(service, chain, name, digest)? {
+                    writeln!(out, "-A {name} {rule}")?;
+                }
+                continue;
+            }
             for rule in rules.iter() {
                 writeln!(out, "-A {name} {rule}")?;
             }
@@ -246,11 +355,7 @@ fn count(sections: &[Section<'_>]) -> Restore {
     let mut out = Restore::default();
     for s in sections {
         out.chains_written += s.chains.len();
-        out.rules_written += s
-            .chains
-            .iter()
-            .map(|(_, r)| r.iter().count())
-            .sum::<usize>();
+        out.rules_written += s.chains.iter().map(|(_, r)| r.count()).sum::<usize>();
         out.chains_deleted += s.deleted.len();
     }
     out
@@ -294,14 +399,19 @@ impl Restore {
     /// [`full_with`](Restore::full_with), written to `out` as it is produced rather than
     /// held (about 30 MiB of text at 10 000 Services × 10 endpoints, besides the ruleset it
     /// is written from). The returned restore counts what was written; its `text` is empty.
+    ///
+    /// `desired` may be slim ([`NodeRules::full_slim`](super::NodeRules::full_slim)): the
+    /// chains of its slim services are rendered again by `again` as they are written, one
+    /// service at a time, so that the whole text is never held, nor every chain's rules.
     pub fn write_full_with(
         desired: &Ruleset,
         o: &FullSync<'_>,
         out: &mut impl fmt::Write,
+        again: &mut Rerender<'_>,
     ) -> Result<Restore, fmt::Error> {
         let sections = full_transactions(desired, o);
         for s in &sections {
-            s.write(out)?;
+            s.write_rendering(out, Some(again))?;
         }
         Ok(count(&sections))
     }
@@ -342,12 +452,17 @@ impl Restore {
                 .services
                 .get(name)
                 .map_or(&[], |s| s.chains.as_slice());
-            let old: &[Chain] = old.as_ref().map_or(&[], |s| s.chains.as_slice());
+            // The old rules may be slim: chains are compared by name and digest.
             for c in new {
-                if !old.contains(c) {
+                let same = old
+                    .as_ref()
+                    .and_then(|o| o.digest_of(&c.name))
+                    .is_some_and(|d| d == c.digest());
+                if !same {
                     nat.own(c);
                 }
             }
+            let old: &[Chain] = old.as_ref().map_or(&[], |s| s.chains.as_slice());
             for c in old {
                 if !new.iter().any(|n| n.name == c.name) {
                     stale.insert(c.name.as_str());

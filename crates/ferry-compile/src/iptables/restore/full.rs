@@ -46,8 +46,8 @@ pub(super) fn full_sections<'a>(desired: &'a Ruleset, o: &FullSync<'a>) -> [Sect
     filter.insert_jumps(o.jumps);
     let mut nat = Section::new(Table::Nat);
     top_level(&mut nat, desired);
-    for c in desired.services.values().flat_map(|s| &s.chains) {
-        nat.own(c);
+    for (name, rules) in &desired.services {
+        nat.service(name, rules);
     }
     nat.declared.push(CANARY);
     nat.insert_jumps(o.jumps);

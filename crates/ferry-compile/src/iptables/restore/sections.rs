@@ -6,7 +6,8 @@
 //! 10 000 × 10 it did not finish in 30 minutes. The same chains split into transactions of a
 //! few hundred chains each, in one run of the tool, load in about the time of a plain restore.
 //!
-//! Within a transaction, chains are declared in descending name order. iptables-nft keeps its
+//! Within a transaction, chains are declared in descending name order (their rules follow
+//! in the order of their services). iptables-nft keeps its
 //! cache of a table's chains in a list sorted by name and inserts each chain by walking that
 //! list from its smallest name, so chains created in ascending (or hash, that is random)
 //! order cost a walk over all chains each, and so does every later reading of the table
@@ -29,7 +30,7 @@ use crate::iptables::names::{CANARY, KUBE_NODEPORTS, KUBE_SERVICES};
 
 /// `section` with its chains in descending name order (see the module documentation).
 pub(super) fn descending(mut section: Section<'_>) -> Section<'_> {
-    section.chains.sort_by(|a, b| b.0.cmp(a.0));
+    section.descending = true;
     section
 }
 
@@ -51,16 +52,14 @@ pub(super) fn full_in_sections<'a>(
     for c in &desired.nat {
         nat.own(c);
     }
-    for service in desired.services.values() {
+    for (name, service) in &desired.services {
         if nat.chains.len() + service.chains.len() > per_section && !nat.chains.is_empty() {
             sections.push(descending(std::mem::replace(
                 &mut nat,
                 Section::new(Table::Nat),
             )));
         }
-        for c in &service.chains {
-            nat.own(c);
-        }
+        nat.service(name, service);
     }
     sections.push(descending(nat));
 

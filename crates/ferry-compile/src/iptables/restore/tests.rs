@@ -1,15 +1,24 @@
 //! Restore inputs: exact sizes, `Display`, and the sectioned full sync.
 
 use ferry_model::fixtures::*;
-use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, Object, TrafficPolicy};
+use ferry_model::{
+    ClusterState, IpFamily, NodeContext, NodeView, Object, ServiceName, TrafficPolicy,
+};
 
-use super::{FullSync, Restore, Transactions};
+use super::{FullSync, Rerender, Restore, Transactions};
 use crate::config::{CompileConfig, LocalDetector};
-use crate::iptables::{render, Ruleset};
+use crate::iptables::{render, NodeRules, Ruleset, ServiceRules};
 use crate::plan::Plan;
+use crate::NodeCompiler;
 
 /// `services` services of three endpoints each, every third a NodePort service.
 fn ruleset(services: usize) -> Ruleset {
+    let (state, ctx, cfg) = cluster(services);
+    render(&Plan::build(&NodeView::build(&state, &ctx), &cfg))
+}
+
+/// [`ruleset`]'s cluster, node and configuration.
+fn cluster(services: usize) -> (ClusterState, NodeContext, CompileConfig) {
     let mut state = ClusterState::new();
     for i in 0..services {
         let name = format!("svc-{i}");
@@ -32,7 +41,12 @@ fn ruleset(services: usize) -> Ruleset {
         node_name: "n1".into(),
         family: IpFamily::V4,
     };
-    render(&Plan::build(&NodeView::build(&state, &ctx), &cfg))
+    (state, ctx, cfg)
+}
+
+/// A re-renderer that must not be asked (the ruleset is not slim).
+fn never(_: &ServiceName) -> Option<ServiceRules> {
+    panic!("a ruleset that is not slim was rendered again")
 }
 
 fn sectioned(rs: &Ruleset, stale: &[String], per_section: usize) -> Restore {
@@ -230,16 +244,99 @@ fn a_full_sync_written_as_it_goes_is_the_same_text_with_the_same_counts() {
         };
         let held = Restore::full_with(&rs, &o);
         let mut streamed = String::new();
-        let counted = Restore::write_full_with(&rs, &o, &mut streamed).expect("write");
+        let mut again = never;
+        let counted =
+            Restore::write_full_with(&rs, &o, &mut streamed, &mut Rerender::new(&mut again))
+                .expect("write");
         assert_eq!(streamed, held.text, "{transactions:?}");
-        assert_eq!(
-            (
-                counted.chains_written,
-                counted.rules_written,
-                counted.chains_deleted
-            ),
-            (held.chains_written, held.rules_written, held.chains_deleted)
-        );
+        assert_eq!(counts(&counted), counts(&held));
         assert!(counted.text.is_empty());
     }
+}
+
+fn counts(r: &Restore) -> (usize, usize, usize) {
+    (r.chains_written, r.rules_written, r.chains_deleted)
+}
+
+#[test]
+fn a_slim_full_sync_renders_each_service_again_into_the_same_text() {
+    let (state, ctx, cfg) = cluster(20);
+    let compiler = NodeCompiler::new(&state, &ctx, &cfg);
+    let rules = NodeRules::new(&compiler);
+    let full = rules.full(&state);
+    let slim = rules.full_slim(&state);
+    assert!(slim.services.values().all(|s| s.is_slim()));
+    assert!(slim
+        .services
+        .values()
+        .all(|s| s.chains.iter().all(|c| c.rules.is_empty())));
+    assert_eq!(slim.rule_count(), full.rule_count());
+    for transactions in [
+        Transactions::PerTable,
+        Transactions::Nft {
+            whole_up_to: full.nat_chain_count(),
+            per_section: 3,
+        },
+        Transactions::Nft {
+            whole_up_to: 0,
+            per_section: 3,
+        },
+    ] {
+        let o = FullSync {
+            transactions,
+            ..FullSync::default()
+        };
+        let held = Restore::full_with(&full, &o);
+        let mut rendered = 0;
+        let mut again = |name: &ServiceName| {
+            rendered += 1;
+            rules.service(&state, name, slim.large_cluster)
+        };
+        let mut streamed = String::new();
+        let counted =
+            Restore::write_full_with(&slim, &o, &mut streamed, &mut Rerender::new(&mut again))
+                .expect("write");
+        assert_eq!(streamed, held.text, "{transactions:?}");
+        assert_eq!(counts(&counted), counts(&held));
+        // Each service's chains are written together: rendered once each.
+        assert_eq!(rendered, slim.services.len(), "{transactions:?}");
+    }
+}
+
+#[test]
+fn a_service_rendered_again_differently_stops_the_write_and_says_which() {
+    let (state, ctx, cfg) = cluster(3);
+    let compiler = NodeCompiler::new(&state, &ctx, &cfg);
+    let rules = NodeRules::new(&compiler);
+    let slim = rules.full_slim(&state);
+    let mut again = |name: &ServiceName| {
+        let mut r = rules.service(&state, name, false)?;
+        r.chains[0].rules.push("-j RETURN".into());
+        Some(r)
+    };
+    let mut rerender = Rerender::new(&mut again);
+    let mut out = String::new();
+    let written = Restore::write_full_with(&slim, &FullSync::default(), &mut out, &mut rerender);
+    assert!(written.is_err());
+    let why = rerender.mismatch.expect("the reason");
+    assert!(why.contains("dev/svc-0"), "{why}");
+}
+
+#[test]
+fn a_partial_sync_over_slim_rules_rewrites_only_changed_chains() {
+    let rs = ruleset(4);
+    let name = rs.services.keys().next().expect("a service").clone();
+    let mut old = rs.services[&name].clone();
+    old.slim();
+    // Unchanged: nothing to write.
+    let previous = std::collections::BTreeMap::from([(name.clone(), Some(old.clone()))]);
+    assert_eq!(Restore::partial(&rs, &previous).chains_written, 0);
+    // One chain changed: that chain only.
+    let mut changed = rs.clone();
+    let rules = changed.services.get_mut(&name).expect("service");
+    rules.chains[0].rules.push("-j RETURN".into());
+    let chain = rules.chains[0].name.clone();
+    let restore = Restore::partial(&changed, &previous);
+    assert_eq!(restore.chains_written, 1, "{}", restore.text);
+    assert!(restore.text.contains(&format!("-A {chain} -j RETURN")));
 }
