@@ -14,6 +14,7 @@ mod node;
 mod render;
 mod rule;
 mod script;
+mod shared;
 mod text;
 
 pub use model::{

@@ -8,6 +8,7 @@ use ferry_model::{IpFamily, ServiceName};
 
 pub use super::element::{Element, Key, Value, Verdict};
 use super::rule::DispatchChain;
+use super::shared::SharedCounts;
 
 /// A chain and its rules (rule bodies in nft syntax).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,11 +112,11 @@ pub struct Ruleset {
     /// Per-service chains and elements.
     pub services: BTreeMap<ServiceName, ServiceRules>,
     /// How many services contribute each element of a shared set: one entry per endpoint
-    /// address, the largest index Ferry keeps. A B-tree, not a hash map: under endpoint churn
-    /// (keys removed, new ones added) a hash table near its load factor fills with tombstones
-    /// and doubles once (~10 000 replaced endpoints at 10 000 × 10: +14 MiB RSS a minute into
+    /// address, the largest index Ferry keeps (18-byte keys: see `SharedCounts`). B-trees,
+    /// not a hash map: under endpoint churn (keys removed, new ones added) a hash table near
+    /// its load factor fills with tombstones and doubles once (~10 000 replaced endpoints at 10 000 × 10: +14 MiB RSS a minute into
     /// the soak drill, kept for good); a B-tree's size follows its entries.
-    pub(crate) shared: BTreeMap<(&'static str, Key), u32>,
+    pub(crate) shared: SharedCounts,
     /// Dispatch chains in use, with the number of services using each.
     pub(crate) dispatch: BTreeMap<String, (usize, Arc<DispatchChain>)>,
 }
@@ -163,13 +164,8 @@ impl Ruleset {
     /// Replaces (or removes, with `None`) one service's rules, keeping shared counts.
     pub fn set_service(&mut self, name: ServiceName, rules: Option<ServiceRules>) {
         if let Some(old) = self.services.remove(&name) {
-            for key in shared_keys(&old) {
-                if let Some(n) = self.shared.get_mut(&key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.shared.remove(&key);
-                    }
-                }
+            for (set, key) in shared_keys(&old) {
+                self.shared.remove(set, key);
             }
             for c in &old.chains {
                 if let Some((n, _)) = self.dispatch.get_mut(&c.name) {
@@ -181,8 +177,8 @@ impl Ruleset {
             }
         }
         if let Some(mut new) = rules {
-            for key in shared_keys(&new) {
-                *self.shared.entry(key).or_default() += 1;
+            for (set, key) in shared_keys(&new) {
+                self.shared.add(set, key);
             }
             for c in &mut new.chains {
                 let (users, shared) = self
@@ -199,9 +195,7 @@ impl Ruleset {
 
     /// How many services contribute a shared element.
     pub fn shared_count(&self, set: &'static str, key: &Key) -> usize {
-        self.shared
-            .get(&(set, key.clone()))
-            .map_or(0, |n| *n as usize)
+        self.shared.count(set, key) as usize
     }
 
     /// How many services use a dispatch chain.
@@ -236,7 +230,7 @@ impl Ruleset {
                 self.shared
                     .keys()
                     .filter(move |(s, _)| *s == set)
-                    .map(move |(_, k)| Cow::Owned(Element::new(set, k.clone(), None))),
+                    .map(move |(_, k)| Cow::Owned(Element::new(set, k, None))),
             );
         }
         let node = self.elements.iter().filter(move |e| e.set == set);
@@ -271,7 +265,7 @@ impl Ruleset {
         for (set, key) in self.shared.keys() {
             out.entry(set)
                 .or_default()
-                .push(Cow::Owned(Element::new(set, key.clone(), None)));
+                .push(Cow::Owned(Element::new(set, key, None)));
         }
         out
     }
