@@ -110,6 +110,17 @@ pub trait Renderer: Sync {
     /// what `ferry rules` prints.
     fn render(&self, compiler: &NodeCompiler, state: &ClusterState) -> String;
 
+    /// [`render`](Self::render), written into `out` (a mode whose text is large writes it as
+    /// it is produced).
+    fn write(
+        &self,
+        compiler: &NodeCompiler,
+        state: &ClusterState,
+        out: &mut dyn std::fmt::Write,
+    ) -> std::fmt::Result {
+        out.write_str(&self.render(compiler, state))
+    }
+
     /// Where NodePorts answer when `nodePortAddresses` is not set: upstream's per-mode default.
     /// Unless the mode says otherwise, the unset value itself, which the plan reads as the
     /// node's primary IPs (KEP-3866, nftables mode; every local address while the node's

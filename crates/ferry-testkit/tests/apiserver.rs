@@ -91,3 +91,52 @@ fn a_watch_from_a_compacted_resource_version_gets_410_gone() {
     assert_eq!(error["object"]["reason"], "Expired");
     assert_eq!(chunk(&mut w), None);
 }
+
+/// One list page: its names and its continue token ("" when it is the last).
+fn page(server: &FakeApiServer, path: &str) -> (Vec<String>, String) {
+    let (status, mut r) = get(server, path);
+    assert!(status.contains("200"), "{status}");
+    let mut body = String::new();
+    r.read_line(&mut body).expect("list body");
+    let list: Value = serde_json::from_str(&body).expect("json");
+    let names = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().expect("name").to_owned())
+        .collect();
+    let token = list["metadata"]["continue"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    (names, token)
+}
+
+#[test]
+fn a_list_in_pages_resumes_after_the_last_object_of_each_page() {
+    let server = FakeApiServer::start_local().expect("start");
+    for (i, name) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+        let ip = format!("10.96.0.{}", 10 + i);
+        server.apply(objects::service("dev", name, &ip, 80, 8080));
+    }
+    let (names, token) = page(&server, "/api/v1/services?limit=2");
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(token, "5:dev/b", "resourceVersion, then the last key");
+    // A page is read from the current state: an object added before the resume point is not
+    // listed, one after it is.
+    server.apply(objects::service("dev", "aa", "10.96.0.20", 80, 8080));
+    server.apply(objects::service("dev", "cc", "10.96.0.21", 80, 8080));
+    let (names, token) = page(
+        &server,
+        &format!("/api/v1/services?limit=2&continue={token}"),
+    );
+    assert_eq!(names, ["c", "cc"]);
+    let (names, token) = page(
+        &server,
+        &format!("/api/v1/services?limit=2&continue={token}"),
+    );
+    assert_eq!(names, ["d", "e"]);
+    assert_eq!(token, "", "no continue token on the last page");
+    let (status, _) = get(&server, "/api/v1/services?limit=2&continue=5:7");
+    assert!(status.contains("400"), "{status}");
+}

@@ -98,8 +98,21 @@ fn main() -> ExitCode {
             if let Some(w) = check::unknown_node_warning(&config.node_name, nodes) {
                 eprintln!("warning: {w}");
             }
-            print!("{}", rules::render(&config, &state));
-            ExitCode::SUCCESS
+            // Written as it is produced: at 10 000 Services the text is tens of MiB.
+            let mut out = rules::Stdout::new();
+            let written = rules::write(&config, &state, &mut out);
+            match written
+                .map_err(|_| out.error.take())
+                .and_then(|()| out.flush().map_err(Some))
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    if let Some(e) = e.filter(|e| e.kind() != std::io::ErrorKind::BrokenPipe) {
+                        eprintln!("ferry rules: cannot write the rules: {e}");
+                    }
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Check(args) => check::main(&args),
         Command::Explain(args) => explain::run(args),

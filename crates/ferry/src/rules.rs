@@ -1,6 +1,7 @@
 //! `ferry rules`: what `ferry run` would program on a node, as the mode's renderer writes it.
 //! Never touches the kernel: no root, no netlink.
 
+use std::fmt;
 use std::path::Path;
 
 use ferry_compile::NodeCompiler;
@@ -66,9 +67,17 @@ fn take(state: &mut ClusterState, event: SourceEvent) {
 
 /// The node's rules: the primary family's, then each other family's when it has a service to
 /// program (a cluster without IPv6 services prints only IPv4), under the renderer's header.
+#[cfg(test)]
 pub fn render(config: &Config, state: &ClusterState) -> String {
-    let renderer = entry(config.mode).renderer;
     let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = write(config, state, &mut out);
+    out
+}
+
+/// [`render`], written into `out` as it is produced (`ferry rules` writes to stdout).
+pub fn write(config: &Config, state: &ClusterState, out: &mut dyn fmt::Write) -> fmt::Result {
+    let renderer = entry(config.mode).renderer;
     for (i, family) in [IpFamily::V4, IpFamily::V6].into_iter().enumerate() {
         let context = NodeContext {
             node_name: config.node_name.clone(),
@@ -79,11 +88,50 @@ pub fn render(config: &Config, state: &ClusterState) -> String {
             if compiler.plan(state).services.is_empty() {
                 continue;
             }
-            out.extend(renderer.family_header(family));
+            if let Some(header) = renderer.family_header(family) {
+                out.write_str(&header)?;
+            }
         }
-        out.push_str(&renderer.render(&compiler, state));
+        renderer.write(&compiler, state, out)?;
     }
-    out
+    Ok(())
+}
+
+/// Standard output as a [`fmt::Write`], buffered; keeps the first error (a closed pipe).
+pub struct Stdout {
+    out: std::io::BufWriter<std::io::Stdout>,
+    /// Why a write failed.
+    pub error: Option<std::io::Error>,
+}
+
+impl Default for Stdout {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stdout {
+    /// Buffered standard output.
+    pub fn new() -> Self {
+        Self {
+            out: std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()),
+            error: None,
+        }
+    }
+
+    /// Writes out what is buffered.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        std::io::Write::flush(&mut self.out)
+    }
+}
+
+impl fmt::Write for Stdout {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        std::io::Write::write_all(&mut self.out, s.as_bytes()).map_err(|e| {
+            self.error.get_or_insert(e);
+            fmt::Error
+        })
+    }
 }
 
 #[cfg(test)]

@@ -139,20 +139,21 @@ fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-/// A list, paged by `limit` and `continue` (the token is `<resourceVersion>:<offset>`; pages
-/// after the first are read from the current state, not a snapshot).
+/// A list, paged by `limit` and `continue` (the token is `<resourceVersion>:<namespace>/<name>`
+/// of the page's last object; pages after the first are read from the current state, not a
+/// snapshot).
 fn list_response(
     store: &Store,
     resource: Resource,
     selector: &Selector,
     query: &HashMap<String, String>,
 ) -> Response<Body> {
-    let (rv, offset) = match query.get("continue").filter(|c| !c.is_empty()) {
-        None => (store.rv(), 0),
-        Some(token) => match token
-            .split_once(':')
-            .and_then(|(rv, off)| Some((rv.parse().ok()?, off.parse().ok()?)))
-        {
+    let (rv, after) = match query.get("continue").filter(|c| !c.is_empty()) {
+        None => (store.rv(), None),
+        Some(token) => match token.split_once(':').and_then(|(rv, key)| {
+            let (namespace, name) = key.split_once('/')?;
+            Some((rv.parse().ok()?, Some((namespace.into(), name.into()))))
+        }) {
             Some(parsed) => parsed,
             None => {
                 let s = status(400, "BadRequest", "invalid continue token");
@@ -165,11 +166,10 @@ fn list_response(
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let (page, total) = store.list_page(resource, selector, offset, limit);
-    let next = offset.saturating_add(page.len());
+    let (page, next) = store.list_page(resource, selector, after, limit);
     let mut metadata = json!({ "resourceVersion": rv.to_string() });
-    if next < total {
-        metadata["continue"] = json!(format!("{rv}:{next}"));
+    if let Some((namespace, name)) = next {
+        metadata["continue"] = json!(format!("{rv}:{namespace}/{name}"));
     }
     let list = json!({
         "kind": format!("{}List", resource.kind()),

@@ -261,33 +261,38 @@ impl Store {
 
     /// The matching objects of a resource, sorted by namespace and name.
     pub fn list(&self, resource: Resource, selector: &Selector) -> Vec<Value> {
-        self.list_page(resource, selector, 0, usize::MAX).0
+        self.list_page(resource, selector, None, usize::MAX).0
     }
 
-    /// One page of [`Store::list`] (`limit` objects from `offset`), and how many objects match
-    /// in all. Only the page is copied, so listing 10 000 objects in pages stays linear.
+    /// One page of [`Store::list`]: up to `limit` objects after the object `after` (namespace,
+    /// name; `None`: from the first), and the key of the page's last object when more match
+    /// after it. A page resumes from its key, as the API server's continue token resumes from
+    /// an etcd key: each page costs its own objects, not the whole list.
     pub fn list_page(
         &self,
         resource: Resource,
         selector: &Selector,
-        offset: usize,
+        after: Option<(String, String)>,
         limit: usize,
-    ) -> (Vec<Value>, usize) {
-        let first = (resource, String::new(), String::new());
-        let matching = self
+    ) -> (Vec<Value>, Option<(String, String)>) {
+        use std::ops::Bound;
+        let from = match after {
+            None => Bound::Included((resource, String::new(), String::new())),
+            Some((namespace, name)) => Bound::Excluded((resource, namespace, name)),
+        };
+        let mut matching = self
             .objects
-            .range(first..)
+            .range((from, Bound::Unbounded))
             .take_while(|((r, _, _), _)| *r == resource)
             .filter(|(_, o)| selector.matches(o));
         let mut page = Vec::new();
-        let mut total = 0;
-        for (_, object) in matching {
-            if total >= offset && page.len() < limit {
-                page.push(object.clone());
-            }
-            total += 1;
+        let mut last = None;
+        for ((_, namespace, name), object) in matching.by_ref().take(limit) {
+            page.push(object.clone());
+            last = Some((namespace.clone(), name.clone()));
         }
-        (page, total)
+        let more = matching.next().is_some();
+        (page, last.filter(|_| more))
     }
 
     /// Watch events after resourceVersion `from` (`None`: the current objects as `ADDED`, as
