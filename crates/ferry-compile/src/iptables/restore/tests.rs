@@ -227,17 +227,7 @@ fn iptables_nft_splits_a_full_sync_only_above_its_whole_transaction_limit() {
 #[test]
 fn a_full_sync_written_as_it_goes_is_the_same_text_with_the_same_counts() {
     let rs = ruleset(20);
-    for transactions in [
-        Transactions::PerTable,
-        Transactions::Nft {
-            whole_up_to: rs.nat_chain_count(),
-            per_section: 3,
-        },
-        Transactions::Nft {
-            whole_up_to: 0,
-            per_section: 3,
-        },
-    ] {
+    for transactions in every_cut(&rs) {
         let o = FullSync {
             transactions,
             ..FullSync::default()
@@ -252,6 +242,22 @@ fn a_full_sync_written_as_it_goes_is_the_same_text_with_the_same_counts() {
         assert_eq!(counts(&counted), counts(&held));
         assert!(counted.text.is_empty());
     }
+}
+
+/// Every way a full sync of `rs` is cut: one transaction per table, the whole nat table in
+/// one (descending), and sections of three chains.
+fn every_cut(rs: &Ruleset) -> [Transactions; 3] {
+    [
+        Transactions::PerTable,
+        Transactions::Nft {
+            whole_up_to: rs.nat_chain_count(),
+            per_section: 3,
+        },
+        Transactions::Nft {
+            whole_up_to: 0,
+            per_section: 3,
+        },
+    ]
 }
 
 fn counts(r: &Restore) -> (usize, usize, usize) {
@@ -271,17 +277,7 @@ fn a_slim_full_sync_renders_each_service_again_into_the_same_text() {
         .values()
         .all(|s| s.chains.iter().all(|c| c.rules.is_empty())));
     assert_eq!(slim.rule_count(), full.rule_count());
-    for transactions in [
-        Transactions::PerTable,
-        Transactions::Nft {
-            whole_up_to: full.nat_chain_count(),
-            per_section: 3,
-        },
-        Transactions::Nft {
-            whole_up_to: 0,
-            per_section: 3,
-        },
-    ] {
+    for transactions in every_cut(&full) {
         let o = FullSync {
             transactions,
             ..FullSync::default()
