@@ -41,7 +41,7 @@ mod suggest;
 mod sync;
 mod version;
 
-use cli::{resolve, resolve_with_warnings, Cli, Command, RunArgs, EXIT_USAGE};
+use cli::{resolve_with_warnings, Cli, Command, RunArgs, EXIT_USAGE};
 
 fn init_logging(config: &config::Config) {
     let level = match config.verbosity {
@@ -88,32 +88,7 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_USAGE)
         }
         Command::Run(args) => run_command(&args),
-        Command::Rules(args) => {
-            let Some((config, Some(manifests))) = resolve(&args, |w| eprintln!("warning: {w}"))
-            else {
-                return ExitCode::from(EXIT_USAGE);
-            };
-            let state = rules::load(&manifests);
-            let nodes = state.nodes().map(|n| n.name.as_str());
-            if let Some(w) = check::unknown_node_warning(&config.node_name, nodes) {
-                eprintln!("warning: {w}");
-            }
-            // Written as it is produced: at 10 000 Services the text is tens of MiB.
-            let mut out = rules::Stdout::new();
-            let written = rules::write(&config, &state, &mut out);
-            match written
-                .map_err(|_| out.error.take())
-                .and_then(|()| out.flush().map_err(Some))
-            {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    if let Some(e) = e.filter(|e| e.kind() != std::io::ErrorKind::BrokenPipe) {
-                        eprintln!("ferry rules: cannot write the rules: {e}");
-                    }
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Rules(args) => rules::main(&args),
         Command::Check(args) => check::main(&args),
         Command::Explain(args) => explain::run(args),
         Command::Lab(cmd) => lab_cmd::run(cmd),

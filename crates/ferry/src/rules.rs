@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::process::ExitCode;
 
 use ferry_compile::NodeCompiler;
 use ferry_dataplane::modes::entry;
@@ -10,7 +11,35 @@ use ferry_model::{ClusterState, IpFamily, NodeContext};
 use ferry_source::pods::{EndpointController, ReadinessUpdate};
 use ferry_source::SourceEvent;
 
+use crate::cli::{resolve, RunArgs, EXIT_USAGE};
 use crate::config::Config;
+
+/// `ferry rules`: loads the manifests and prints the node's rules, written to stdout as they
+/// are produced (at 10 000 Services the text is tens of MiB). A closed pipe (`| head`) ends it
+/// quietly, with a failure status.
+pub fn main(args: &RunArgs) -> ExitCode {
+    let Some((config, Some(manifests))) = resolve(args, |w| eprintln!("warning: {w}")) else {
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let state = load(&manifests);
+    let nodes = state.nodes().map(|n| n.name.as_str());
+    if let Some(w) = crate::check::unknown_node_warning(&config.node_name, nodes) {
+        eprintln!("warning: {w}");
+    }
+    let mut out = Stdout::new();
+    let written = write(&config, &state, &mut out)
+        .map_err(|_| out.error.take())
+        .and_then(|()| out.flush().map_err(Some));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(e) = e.filter(|e| e.kind() != std::io::ErrorKind::BrokenPipe) {
+                eprintln!("ferry rules: cannot write the rules: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// The cluster state the manifests describe, read once; a warning on stderr for each bad
 /// object (which is left out). Pods become EndpointSlices as in `ferry run`, without running
