@@ -79,9 +79,7 @@ impl<R: IptablesRunner> Applier for IptablesDataplane<R> {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<SyncReport, Error> {
-        // Only the installed chains' names are needed (to delete the stale ones): dropped
-        // before the new rules are compiled, the old rules and the new (~30 MiB of text
-        // each at 10 000 Services × 10 endpoints) are never held at once.
+        // Of the installed rules only the chains' names are needed (to delete the stale ones).
         let existing = self.forget_installed();
         // Each service's chains' rules are let go as soon as it is rendered, and rendered
         // again when they are written: the whole ruleset's rules (~40 MB at 10 000 Services ×
