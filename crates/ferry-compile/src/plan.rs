@@ -108,6 +108,12 @@ pub struct ServicePlan {
     /// `IsLocal`): where a pod may reach itself through the service (IPVS mode's
     /// `KUBE-LOOP-BACK`).
     pub node_endpoints: Vec<SocketAddr>,
+    /// The endpoint addresses a connection DNATed on this node may come from (hairpin):
+    /// those on this node and those whose node is not known, sorted. A pod on another node
+    /// reaches the service through its own node's rules, so only these are ever both the
+    /// sender and the endpoint here (nftables mode masquerades these alone; upstream's IPVS
+    /// mode likewise lists only the node's endpoints in `KUBE-LOOP-BACK`).
+    pub hairpin_sources: Vec<IpAddr>,
     /// Traffic to the ClusterIP.
     pub internal: Dispatch,
     /// When ClusterIP traffic is masqueraded.
@@ -380,12 +386,26 @@ impl ServicePlan {
                 .filter(|e| e.is_local)
                 .map(|e| e.addr)
                 .collect(),
+            hairpin_sources: hairpin_sources(sp),
             affinity: match sp.session_affinity {
                 SessionAffinity::None => None,
                 SessionAffinity::ClientIp { timeout_seconds } => Some(timeout_seconds),
             },
         }
     }
+}
+
+/// See [`ServicePlan::hairpin_sources`].
+fn hairpin_sources(sp: &ServicePortView) -> Vec<IpAddr> {
+    let mut ips: Vec<IpAddr> = sp
+        .endpoints
+        .iter()
+        .filter(|e| e.is_local || e.node_name.is_none())
+        .map(|e| e.addr.ip())
+        .collect();
+    ips.sort_unstable();
+    ips.dedup();
+    ips
 }
 
 #[cfg(test)]

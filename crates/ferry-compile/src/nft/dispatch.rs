@@ -192,7 +192,7 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
     };
     let els = &mut out.elements;
     els.push(Element::new("cluster-ips", Key::Addr(sp.cluster_ip), None));
-    // `hairpin` is derived from the endpoint elements by the ruleset (model::shared_keys).
+    // `hairpin`: from the endpoint elements, by render_service (model::shared_keys).
     let dispatch_el = |set, key, value: Value| Element {
         set,
         key,

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use ferry_model::{IpFamily, ServiceName};
@@ -91,9 +92,13 @@ pub struct ServiceRules {
     /// and, once a service is in a ruleset, its chains are the ruleset's one shared copy.
     pub chains: Vec<Arc<DispatchChain>>,
     /// Elements, sorted. Elements of the shared sets may also be contributed by other
-    /// services; the ruleset counts them. `hairpin` is not stored: it holds `ip . ip` for
-    /// every endpoint of the endpoint maps (see [`shared_keys`]).
+    /// services; the ruleset counts them. `hairpin` is not stored as elements: see
+    /// `hairpin`.
     pub elements: Vec<Element>,
+    /// The endpoint addresses of its endpoint maps that may be the sender of a connection
+    /// DNATed here ([`ServicePlan::hairpin_sources`](crate::plan::ServicePlan)), sorted: each
+    /// is `address . address` in the shared `hairpin` set (see [`shared_keys`]).
+    pub hairpin: Vec<IpAddr>,
 }
 
 /// The whole desired table for one family.
@@ -128,19 +133,19 @@ pub(crate) const SHARED_SETS: [&str; 2] = ["cluster-ips", "hairpin"];
 /// them with the table's skeleton; every other set and map is written over netlink.
 pub const NODE_LEVEL_SETS: [&str; 1] = ["nodeport-ips"];
 
-/// The shared-set keys one service contributes, each once: its `cluster-ips` elements and,
-/// derived from its endpoint-map elements, `hairpin` (`endpoint . endpoint`: a pod reaching
-/// itself through a service is masqueraded). Deriving `hairpin` instead of storing it keeps
-/// one element per endpoint out of every service's rules.
+/// The shared-set keys one service contributes, each once: its `cluster-ips` elements and
+/// `hairpin` (`endpoint . endpoint`: a pod reaching itself through a service is masqueraded)
+/// for each of its hairpin addresses. Keeping those as addresses instead of elements keeps
+/// an element (128 bytes) per endpoint out of every service's rules.
 pub(crate) fn shared_keys(rules: &ServiceRules) -> BTreeSet<(&'static str, Key)> {
     let mut keys = BTreeSet::new();
     for e in &rules.elements {
         if SHARED_SETS.contains(&e.set) {
             keys.insert((e.set, e.key.clone()));
         }
-        if let Some(Value::Endpoint(ep)) = &e.value {
-            keys.insert(("hairpin", Key::AddrPair(ep.ip(), ep.ip())));
-        }
+    }
+    for ip in &rules.hairpin {
+        keys.insert(("hairpin", Key::AddrPair(*ip, *ip)));
     }
     keys
 }

@@ -1,6 +1,7 @@
 //! Plan → [`Ruleset`].
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 
@@ -8,7 +9,7 @@ use ferry_model::{IpFamily, ServiceName};
 
 use super::affinity;
 use super::dispatch::render_port;
-use super::model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef};
+use super::model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value};
 use crate::plan::{NodePortScope, Plan, ServicePlan};
 
 /// What rendering one service needs from the node-wide plan.
@@ -352,8 +353,30 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
     out.chains.dedup_by(|a, b| a.name == b.name);
     out.elements.sort();
     out.elements.dedup();
+    out.hairpin = hairpin(ports, &out.elements);
     // Held for as long as the service is installed: no growth slack.
     out.elements.shrink_to_fit();
     out.chains.shrink_to_fit();
     out
+}
+
+/// The addresses of the endpoint-map elements that may be a sender here (the ports' hairpin
+/// sources), sorted, each once.
+fn hairpin(ports: &[&ServicePlan], elements: &[Element]) -> Vec<IpAddr> {
+    let may_send = |ip: &IpAddr| {
+        ports
+            .iter()
+            .any(|sp| sp.hairpin_sources.binary_search(ip).is_ok())
+    };
+    let mut ips: Vec<IpAddr> = elements
+        .iter()
+        .filter_map(|e| match &e.value {
+            Some(Value::Endpoint(ep)) => Some(ep.ip()).filter(may_send),
+            _ => None,
+        })
+        .collect();
+    ips.sort_unstable();
+    ips.dedup();
+    ips.shrink_to_fit();
+    ips
 }

@@ -254,6 +254,7 @@ impl<'a> Delta<'a> {
         static EMPTY: ServiceRules = ServiceRules {
             chains: Vec::new(),
             elements: Vec::new(),
+            hairpin: Vec::new(),
         };
         let empty = &EMPTY;
         let mut chain_delta: BTreeMap<&str, (isize, &DispatchChain)> = BTreeMap::new();

@@ -63,19 +63,20 @@ fn rendering_is_deterministic() {
 
 #[test]
 fn an_endpoint_change_that_keeps_the_count_changes_endpoint_elements_only() {
+    // On the endpoints' node, where they are in `hairpin`.
     let before = ruleset(
         &seed_state(
             TrafficPolicy::Cluster,
             &["192.168.169.166", "192.168.169.168"],
         ),
-        "k8s-node1",
+        "k8s-node2",
     );
     let after = ruleset(
         &seed_state(
             TrafficPolicy::Cluster,
             &["192.168.169.166", "192.168.169.170"],
         ),
-        "k8s-node1",
+        "k8s-node2",
     );
     let changes = BTreeMap::from([(svc(), after.services.get(&svc()).cloned())]);
     let tx = Transaction::delta(&before, &changes);
@@ -160,6 +161,43 @@ fn random_choice_is_uniform_over_the_slots() {
 }
 
 #[test]
+fn hairpin_holds_the_endpoints_that_may_send_from_this_node() {
+    // 166 on k8s-node2, 168 on k8s-node1, 170 without a node name.
+    let mut state = seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]);
+    let mut unknown = mk_endpoint("192.168.169.170", "k8s-node2");
+    unknown.location = None;
+    state.apply(Object::from(mk_slice(
+        "dev",
+        "url-analysis",
+        56010,
+        vec![
+            mk_endpoint("192.168.169.166", "k8s-node2"),
+            mk_endpoint("192.168.169.168", "k8s-node1"),
+            unknown,
+        ],
+    )));
+    let on_node2 = ruleset(&state, "k8s-node2");
+    let hairpin = |r: &Ruleset, ip: &str| r.shared_count("hairpin", &hairpin_key(ip));
+    assert_eq!(hairpin(&on_node2, "192.168.169.166"), 1);
+    assert_eq!(
+        hairpin(&on_node2, "192.168.169.168"),
+        0,
+        "a pod of k8s-node1"
+    );
+    assert_eq!(hairpin(&on_node2, "192.168.169.170"), 1, "node not known");
+    let on_node1 = ruleset(&state, "k8s-node1");
+    assert_eq!(hairpin(&on_node1, "192.168.169.166"), 0);
+    assert_eq!(hairpin(&on_node1, "192.168.169.168"), 1);
+    // Every endpoint is still a DNAT target on both nodes.
+    for r in [&on_node2, &on_node1] {
+        let text = r.to_string();
+        for ep in ["192.168.169.166", "192.168.169.168", "192.168.169.170"] {
+            assert!(text.contains(&format!(": {ep} . 56010")), "{text}");
+        }
+    }
+}
+
+#[test]
 fn removing_a_service_deletes_its_elements_before_its_chains() {
     let before = ruleset(
         &seed_state(TrafficPolicy::Cluster, &["192.168.169.166"]),
@@ -185,7 +223,7 @@ fn shared_elements_stay_while_another_service_uses_them() {
         56010,
         vec![mk_endpoint("192.168.169.166", "k8s-node2")],
     )));
-    let before = ruleset(&state, "k8s-node1");
+    let before = ruleset(&state, "k8s-node2");
     assert_eq!(
         before.shared_count("hairpin", &hairpin_key("192.168.169.166")),
         2

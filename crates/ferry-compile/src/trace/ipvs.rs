@@ -101,9 +101,11 @@ impl Trace {
                 vec![format!("ipvsadm: {}", service_line(&va, &vs.server))],
             ));
         }
+        // `KUBE-LOOP-BACK` holds the node's own endpoints only (upstream's `IsLocal`).
+        let hairpin = sp.node_endpoints.iter().any(|e| e.ip() == p.src);
         let targets: Vec<Target> = reals
             .iter()
-            .map(|r| Target::new(r.address, p.src, masquerade.as_deref()))
+            .map(|r| Target::new(r.address, p.src, masquerade.as_deref(), hairpin))
             .collect();
         self.steps.push(step(
             StepKind::Forward(set),
@@ -118,7 +120,11 @@ impl Trace {
             ),
             reals.iter().map(|r| format!("ipvsadm: {}", real_server_line(r).trim())).collect(),
         ));
-        if let Some(me) = targets.iter().map(|t| t.addr).find(|a| a.ip() == p.src) {
+        if let Some(me) = targets
+            .iter()
+            .map(|t| t.addr)
+            .find(|a| hairpin && a.ip() == p.src)
+        {
             let entry = SetEntry::IpPortIp(me.ip(), p.protocol, me.port(), me.ip());
             self.steps.push(step(
                 StepKind::Hairpin,

@@ -25,11 +25,12 @@ pub struct Target {
 
 impl Target {
     /// `addr` for a connection from `src`, masqueraded for `always` whatever the target (the
-    /// policy or the source), otherwise only when the target is the sender (hairpin).
-    pub(super) fn new(addr: SocketAddr, src: IpAddr, always: Option<&str>) -> Self {
+    /// policy or the source), otherwise only when the target is the sender and the mode's
+    /// hairpin rule covers the sender here (`hairpin`).
+    pub(super) fn new(addr: SocketAddr, src: IpAddr, always: Option<&str>, hairpin: bool) -> Self {
         let masquerade = match always {
             Some(why) => Some(why.to_owned()),
-            None if addr.ip() == src => Some(HAIRPIN.to_owned()),
+            None if hairpin && addr.ip() == src => Some(HAIRPIN.to_owned()),
             None => None,
         };
         Self { addr, masquerade }
@@ -117,18 +118,23 @@ mod tests {
             addr("192.168.1.5:80"),
             ip("192.168.1.5"),
             Some("masqueradeAll"),
+            true,
         );
         assert_eq!(t.masquerade.as_deref(), Some("masqueradeAll"));
     }
 
     #[test]
     fn hairpin_masquerades_only_the_target_that_is_the_sender() {
-        let me = Target::new(addr("192.168.1.5:80"), ip("192.168.1.5"), None);
-        let other = Target::new(addr("192.168.1.6:80"), ip("192.168.1.5"), None);
+        let me = Target::new(addr("192.168.1.5:80"), ip("192.168.1.5"), None, true);
+        let other = Target::new(addr("192.168.1.6:80"), ip("192.168.1.5"), None, true);
         assert_eq!(me.masquerade.as_deref(), Some(HAIRPIN));
         assert_eq!(other.masquerade, None);
         // Same address, another port: still the sender (the rules compare addresses only).
-        let me_too = Target::new(addr("192.168.1.5:81"), ip("192.168.1.5"), None);
+        let me_too = Target::new(addr("192.168.1.5:81"), ip("192.168.1.5"), None, true);
         assert!(me_too.masquerade.is_some());
+        // A sender the mode's hairpin rule does not cover here (nftables: a pod known to be
+        // on another node) keeps its address.
+        let elsewhere = Target::new(addr("192.168.1.5:80"), ip("192.168.1.5"), None, false);
+        assert_eq!(elsewhere.masquerade, None);
     }
 }

@@ -37,7 +37,7 @@ pub(super) fn proxy_step(
     let targets: Vec<Target> = sp
         .endpoints(set)
         .iter()
-        .map(|ep| Target::new(*ep, t.packet.src, Some(PROXIED)))
+        .map(|ep| Target::new(*ep, t.packet.src, Some(PROXIED), false))
         .collect();
     if let Some(timeout) = sp.affinity {
         affinity(sp, set, timeout, t);

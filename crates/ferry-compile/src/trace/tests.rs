@@ -210,6 +210,46 @@ fn hairpin_masquerades_only_the_target_that_is_the_sender() {
 }
 
 #[test]
+fn a_sender_on_another_node_is_not_hairpinned_by_nftables_but_is_by_iptables() {
+    // Both endpoints are pods of k8s-node2; asked on k8s-node1, where no rule of nftables
+    // mode masquerades them (their own node does), while iptables mode's KUBE-SEP- chain does.
+    let t = explain(
+        TrafficPolicy::Cluster,
+        "k8s-node1",
+        "192.168.169.166",
+        "10.96.198.86",
+        8080,
+    );
+    assert_eq!(
+        targets(&t),
+        [
+            ("192.168.169.166:56010".into(), None),
+            ("192.168.169.168:56010".into(), None),
+        ]
+    );
+    assert!(!t.steps.iter().any(|s| s.kind == StepKind::Hairpin));
+    let ipt = t.for_iptables();
+    assert_eq!(
+        targets(&ipt),
+        [
+            ("192.168.169.166:56010".into(), Some(HAIRPIN.into())),
+            ("192.168.169.168:56010".into(), None),
+        ]
+    );
+    let text = ipt.to_text();
+    assert!(
+        text.contains("(-s 192.168.169.166 -j KUBE-MARK-MASQ)"),
+        "{text}"
+    );
+    let forward = ipt
+        .steps
+        .iter()
+        .position(|s| matches!(s.kind, StepKind::Forward(_)));
+    let hairpin = ipt.steps.iter().position(|s| s.kind == StepKind::Hairpin);
+    assert_eq!(hairpin, forward.map(|i| i + 1), "{text}");
+}
+
+#[test]
 fn hairpin_to_the_only_endpoint_is_always_masqueraded() {
     let mut state = seed(TrafficPolicy::Cluster);
     let eps = vec![mk_endpoint("192.168.169.166", "k8s-node2")];

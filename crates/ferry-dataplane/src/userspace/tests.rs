@@ -45,6 +45,7 @@ fn plan(policy: TrafficPolicy, local: &[&str]) -> ServicePlan {
             sa("10.0.3.5:8080"),
         ],
         node_endpoints: local.clone(),
+        hairpin_sources: local.iter().map(SocketAddr::ip).collect(),
         local_endpoints: local,
         internal: Dispatch::Forward(EndpointSet::Cluster),
         cluster_ip_masquerade: ClusterIpMasquerade::Never,

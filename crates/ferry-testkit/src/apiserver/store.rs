@@ -261,7 +261,11 @@ impl Store {
 
     /// The matching objects of a resource, sorted by namespace and name.
     pub fn list(&self, resource: Resource, selector: &Selector) -> Vec<Value> {
-        self.list_page(resource, selector, None, usize::MAX).0
+        self.list_page(resource, selector, None, usize::MAX)
+            .0
+            .into_iter()
+            .cloned()
+            .collect()
     }
 
     /// One page of [`Store::list`]: up to `limit` objects after the object `after` (namespace,
@@ -274,7 +278,7 @@ impl Store {
         selector: &Selector,
         after: Option<(String, String)>,
         limit: usize,
-    ) -> (Vec<Value>, Option<(String, String)>) {
+    ) -> (Vec<&Value>, Option<(String, String)>) {
         use std::ops::Bound;
         let from = match after {
             None => Bound::Included((resource, String::new(), String::new())),
@@ -288,7 +292,7 @@ impl Store {
         let mut page = Vec::new();
         let mut last = None;
         for ((_, namespace, name), object) in matching.by_ref().take(limit) {
-            page.push(object.clone());
+            page.push(object);
             last = Some((namespace.clone(), name.clone()));
         }
         let more = matching.next().is_some();
