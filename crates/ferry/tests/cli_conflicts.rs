@@ -60,6 +60,11 @@ fn a_node_port_or_external_frontend_written_twice_is_named_and_the_first_kept() 
             "e.yaml",
             service("e", "10.96.0.14", "type: NodePort, ports: [{name: dns-tcp, port: 53, nodePort: 30053}, {name: dns, port: 53, protocol: UDP, nodePort: 30053}]", ""),
         ),
+        // e's ClusterIP and port as an external IP (which the API server lets through).
+        (
+            "f.yaml",
+            service("f", "10.96.0.15", "externalIPs: [10.96.0.14], ports: [{name: dns-tcp, port: 53}]", ""),
+        ),
     ];
     for (name, text) in &files {
         std::fs::write(dir.path().join(name), text).expect("write");
@@ -70,10 +75,12 @@ fn a_node_port_or_external_frontend_written_twice_is_named_and_the_first_kept() 
     assert_eq!(code, 1, "{stdout}{stderr}");
     for needle in [
         "Service dev/b: spec.externalIPs[0]: 192.0.2.1 with port 80/TCP (spec.ports[0]) is \
-         already an external or load-balancer IP and port of Service dev/a (",
+         already a ClusterIP, external or load-balancer IP and port of Service dev/a (",
         "Service dev/c: spec.ports[0].nodePort: 30080 is already a NodePort of Service dev/a",
         "Service dev/d: status.loadBalancer.ingress[1].ip: 192.0.2.1 with port 80/TCP",
-        "ferry check: 3 problem(s)",
+        "Service dev/f: spec.externalIPs[0]: 10.96.0.14 with port 53/TCP (spec.ports[0]) is \
+         already a ClusterIP, external or load-balancer IP and port of Service dev/e (",
+        "ferry check: 4 problem(s)",
     ] {
         assert!(stdout.contains(needle), "{needle}\n{stdout}");
     }
@@ -88,6 +95,8 @@ fn a_node_port_or_external_frontend_written_twice_is_named_and_the_first_kept() 
          dev/a's (in ",
         "d.yaml: Service dev/d: status.loadBalancer.ingress: load-balancer IP 192.0.2.1 with \
          port 80/TCP (spec.ports[0]) is already Service dev/a's (in ",
+        "f.yaml: Service dev/f: spec.externalIPs[0]: external IP 10.96.0.14 with port 53/TCP \
+         (spec.ports[0]) is already Service dev/e's (in ",
     ] {
         assert!(stderr.contains(needle), "{needle}\n{stderr}");
     }
@@ -97,6 +106,7 @@ fn a_node_port_or_external_frontend_written_twice_is_named_and_the_first_kept() 
         ("10.96.0.12", false),
         ("10.96.0.13", false),
         ("10.96.0.14", true),
+        ("10.96.0.15", false),
     ] {
         assert_eq!(stdout.contains(ip), rendered, "{ip}\n{stdout}");
     }

@@ -1,6 +1,7 @@
 //! `ferry check`'s checks across objects: conflicts the API server would have refused (two
 //! Services with one ClusterIP, one node port, or one external or load-balancer IP with the
-//! same protocol and port) and slice port names no port of their Service has, which leave
+//! same protocol and port), an external or load-balancer IP on another Service's ClusterIP
+//! and port (which the API server lets through), and slice port names no port of their Service has, which leave
 //! endpoints unused. The manifest source refuses the same conflicts when it runs (the first
 //! Service written keeps what it claims).
 
@@ -68,6 +69,8 @@ enum Key {
 #[derive(Debug, Clone, Copy)]
 enum At {
     ClusterIp(usize),
+    /// A ClusterIP with one of the Service's ports: `spec.clusterIPs[i]`, `spec.ports[j]`.
+    ClusterIpPort(usize, usize),
     NodePort(usize),
     HealthCheckNodePort,
     ExternalIp(usize, usize),
@@ -78,7 +81,7 @@ enum At {
 impl At {
     fn field(self) -> String {
         match self {
-            At::ClusterIp(i) => format!("spec.clusterIPs[{i}]"),
+            At::ClusterIp(i) | At::ClusterIpPort(i, _) => format!("spec.clusterIPs[{i}]"),
             At::NodePort(i) => format!("spec.ports[{i}].nodePort"),
             At::HealthCheckNodePort => "spec.healthCheckNodePort".to_owned(),
             At::ExternalIp(i, _) => format!("spec.externalIPs[{i}]"),
@@ -92,9 +95,12 @@ impl At {
         match (key, self) {
             (Key::ClusterIp(ip), _) => format!("{ip} is already the ClusterIP of {first}"),
             (Key::NodePort(np), _) => format!("{np} is already a NodePort of {first}"),
-            (Key::Frontend(ip, proto, port), At::ExternalIp(_, j) | At::Ingress(_, j)) => format!(
-                "{ip} with port {port}/{} (spec.ports[{j}]) is already an external or \
-                 load-balancer IP and port of {first}",
+            (
+                Key::Frontend(ip, proto, port),
+                At::ExternalIp(_, j) | At::Ingress(_, j) | At::ClusterIpPort(_, j),
+            ) => format!(
+                "{ip} with port {port}/{} (spec.ports[{j}]) is already a ClusterIP, external \
+                 or load-balancer IP and port of {first}",
                 proto.as_str().to_uppercase()
             ),
             (Key::Frontend(ip, ..), _) => format!("{ip} is already taken by {first}"),
@@ -110,6 +116,16 @@ fn claims_of(svc: &Service, doc: &Document) -> Vec<(Key, At)> {
         .enumerate()
         .map(|(i, ip)| (Key::ClusterIp(*ip), At::ClusterIp(i)))
         .collect();
+    // Each ClusterIP with each port is a frontend too: another Service's external or
+    // load-balancer IP there would take it.
+    for (i, ip) in svc.cluster_ips.iter().enumerate() {
+        for (j, p) in svc.ports.iter().enumerate() {
+            claims.push((
+                Key::Frontend(*ip, p.protocol, p.port),
+                At::ClusterIpPort(i, j),
+            ));
+        }
+    }
     for (i, p) in svc.ports.iter().enumerate() {
         claims.extend(p.node_port.map(|np| (Key::NodePort(np), At::NodePort(i))));
     }

@@ -12,7 +12,10 @@
 //!   `spec.healthCheckNodePort` comes from the same allocator (only a LoadBalancer Service
 //!   with `externalTrafficPolicy: Local` gets one);
 //! - each external IP and load-balancer IP with each of its ports' protocol and port: Services
-//!   sharing an external IP on different ports are legal and common.
+//!   sharing an external IP on different ports are legal and common;
+//! - each ClusterIP with each of its ports' protocol and port, too: another Service's external
+//!   or load-balancer IP on that address and port would take the same frontend (the
+//!   ClusterIP-interception case of CVE-2020-8554, which the API server does not check either).
 //!
 //! A Service never conflicts with itself (one address in `spec.externalIPs` and in its
 //! load-balancer ingress, one node port for TCP and UDP).
@@ -222,6 +225,16 @@ fn keys_of(service: &Service) -> Vec<Key> {
         .iter()
         .map(|ip| Key::ClusterIp(*ip))
         .collect();
+    // Its ClusterIPs with each port, as frontends: an external or load-balancer IP of another
+    // Service on one of them would take the same address, protocol and port.
+    for ip in &service.cluster_ips {
+        keys.extend(
+            service
+                .ports
+                .iter()
+                .map(|p| Key::Frontend(*ip, p.protocol, p.port)),
+        );
+    }
     keys.extend(
         service
             .ports
@@ -279,6 +292,13 @@ fn describe(service: &Service, key: &Key) -> (String, String) {
                 "{ip} with port {port}/{} (spec.ports[{j}])",
                 protocol.as_str().to_uppercase()
             );
+            if let Some(i) = service.cluster_ips.iter().position(|c| *c == ip) {
+                let field = match i {
+                    0 => "spec.clusterIP".to_owned(),
+                    i => format!("spec.clusterIPs[{i}]"),
+                };
+                return (field, format!("ClusterIP {with}"));
+            }
             match service.external_ips.iter().position(|e| *e == ip) {
                 Some(i) => (
                     format!("spec.externalIPs[{i}]"),

@@ -187,6 +187,62 @@ fn a_load_balancer_ip_on_another_services_external_ip_and_port_is_refused() {
 }
 
 #[test]
+fn an_external_ip_on_another_services_cluster_ip_and_port_is_refused() {
+    // `service(name, 80)` gives dev/a the ClusterIP 10.96.x.y of its name; b's external IP
+    // is that address.
+    let Object::Service(a) = service("a", 80) else {
+        unreachable!()
+    };
+    let cluster_ip = a.cluster_ips[0].to_string();
+    let a = Object::Service(a);
+    let b = external("b", &[&cluster_ip], 80);
+    let mut store = Store::default();
+    let first = update(
+        &mut store,
+        vec![
+            file("/m/a.yaml", vec![a.clone()]),
+            file("/m/b.yaml", vec![b.clone()]),
+        ],
+    );
+    assert_eq!(first.events, [apply(&a)]);
+    assert_eq!(
+        texts(&first.errors),
+        [format!(
+            "/m/b.yaml: Service dev/b: spec.externalIPs[0]: external IP {cluster_ip} with port \
+             80/TCP (spec.ports[0]) is already Service dev/a's (in /m/a.yaml); this one is \
+             skipped"
+        )]
+    );
+    // Written the other way round, the first still keeps it: the ClusterIP's Service is named.
+    let mut store = Store::default();
+    let first = update(
+        &mut store,
+        vec![
+            file("/m/a.yaml", vec![b.clone()]),
+            file("/m/b.yaml", vec![a.clone()]),
+        ],
+    );
+    assert_eq!(first.events, [apply(&b)]);
+    assert_eq!(
+        texts(&first.errors),
+        [format!(
+            "/m/b.yaml: Service dev/a: spec.clusterIP: ClusterIP {cluster_ip} with port \
+             80/TCP (spec.ports[0]) is already Service dev/b's (in /m/a.yaml); this one is \
+             skipped"
+        )]
+    );
+    // Another port on the same address is another frontend.
+    let mut store = Store::default();
+    let c = external("c", &[&cluster_ip], 443);
+    let first = update(
+        &mut store,
+        vec![file("/m/all.yaml", vec![a.clone(), c.clone()])],
+    );
+    assert_eq!(first.events, [apply(&a), apply(&c)]);
+    assert!(first.errors.is_empty(), "{:?}", first.errors);
+}
+
+#[test]
 fn the_verdict_after_changes_is_the_verdict_of_a_fresh_read() {
     // b alone holds its node port and external frontend; a, written before it, comes and
     // takes the node port, then gives it up for the frontend: b stays refused, named for
