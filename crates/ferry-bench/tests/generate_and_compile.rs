@@ -114,7 +114,8 @@ fn a_tiny_cluster_compiles_to_the_expected_counts() {
     //   included) + 3 shared dispatch chains: `cluster-ip-cluster-3` (all ten
     //   ClusterIPs), `nodeport-cluster-3` (service 0), `nodeport-local-3-1` (service 5 has one
     //   endpoint on node-1: pod 16);
-    // - elements: 10 cluster-ips + 30 hairpin + 10 service-ips + 2 service-nodeports
+    // - elements: 10 cluster-ips + 10 hairpin (node-1's pods 1, 4, … 28) + 10 service-ips
+    //   + 2 service-nodeports
     //   + 1 nodeport-ips (node-1's InternalIP) + 30 cluster-endpoints (10 × 3 slots)
     //   + 6 nodeport-cluster-endpoints (2 × 3) + 1 nodeport-local-endpoints;
     // - rules: 29 base/fixed + 2 (ClusterIP: masquerade, DNAT) + 2 (NodePort, Cluster:
@@ -125,13 +126,13 @@ fn a_tiny_cluster_compiles_to_the_expected_counts() {
     assert_eq!(size.chains, 22);
     assert_eq!(size.service_chains, 3);
     assert_eq!(size.sets, 17);
-    assert_eq!(size.elements, 90);
+    assert_eq!(size.elements, 70);
     assert_eq!(size.rules, 37);
     assert!(size.script_bytes > 0);
     let els = rs.all_elements();
     let count = |set: &str| els.get(set).map_or(0, Vec::len);
     assert_eq!(count("cluster-ips"), 10);
-    assert_eq!(count("hairpin"), 30);
+    assert_eq!(count("hairpin"), 10);
     assert_eq!(count("service-ips"), 10);
     assert_eq!(count("service-nodeports"), 2);
     assert_eq!(count("nodeport-ips"), 1);
@@ -145,7 +146,8 @@ fn a_tiny_cluster_compiles_to_the_expected_counts() {
 fn counts_scale_as_the_formula_says() {
     // chains = 19 + `cluster-ip-cluster-M` + `nodeport-cluster-M` + one `nodeport-local-M-L`
     // per distinct local endpoint count L of the Local-policy NodePorts;
-    // elements = 2N (cluster-ips, service-ips) + N×M (hairpin) + N×M (cluster-endpoints)
+    // elements = 2N (cluster-ips, service-ips) + node-1's pods (hairpin: pods p with
+    //   p mod 3 = 1 of the N×M) + N×M (cluster-endpoints)
     //   + NodePort × (1 + M) (service-nodeports, nodeport-cluster-endpoints)
     //   + Σ L (nodeport-local-endpoints) + 1.
     for (n, m) in [(100, 10), (250, 4)] {
@@ -173,7 +175,7 @@ fn counts_scale_as_the_formula_says() {
         let local: usize = local_counts.iter().sum();
         assert_eq!(
             size.elements,
-            2 * n + 2 * n * m + node_ports * (1 + m) + local + 1,
+            2 * n + (n * m + 1) / 3 + n * m + node_ports * (1 + m) + local + 1,
             "N={n}"
         );
     }
@@ -181,13 +183,21 @@ fn counts_scale_as_the_formula_says() {
 
 #[test]
 fn an_endpoint_change_recompiles_one_service_and_changes_elements_only() {
+    // Change 0 moves pod 15 (node-0) to pod 30 (node-0); change 1 pod 13 (node-1) to pod 31
+    // (node-1): only this node's pods are in `hairpin`.
+    for (k, hairpin) in [(0, false), (1, true)] {
+        endpoint_change(k, hairpin);
+    }
+}
+
+fn endpoint_change(k: usize, hairpin: bool) {
     let spec = spec(10, 3);
     let ctx = node_context();
     let cfg = compile_config().expect("config");
     let mut state = build_state(spec.objects());
     let (installed, _) = compile(&state, &ctx, &cfg);
 
-    let (i, slice) = spec.changed_slice(0);
+    let (i, slice) = spec.changed_slice(k);
     let touched = state.apply(Object::from(slice));
     assert_eq!(touched.services.len(), 1);
     let compiler = NodeCompiler::new(&state, &ctx, &cfg);
@@ -214,16 +224,16 @@ fn an_endpoint_change_recompiles_one_service_and_changes_elements_only() {
     let tx = Transaction::delta(&installed, &changes);
     assert_eq!(tx.chains_written, 0, "{}", tx.text);
     assert!(!tx.text.contains("chain"), "no chain or rule: {}", tx.text);
-    assert!(
-        tx.text.contains("delete element ip ferry hairpin"),
-        "{}",
-        tx.text
-    );
-    assert!(
-        tx.text.contains("add element ip ferry hairpin"),
-        "{}",
-        tx.text
-    );
+    assert!(tx.text.contains("cluster-endpoints"), "{}", tx.text);
+    for verb in ["delete", "add"] {
+        assert_eq!(
+            tx.text
+                .contains(&format!("{verb} element ip ferry hairpin")),
+            hairpin,
+            "change {k}: {}",
+            tx.text
+        );
+    }
 }
 
 /// The whole benchmark at N=100, end to end (needs root: it creates network namespaces).
