@@ -192,7 +192,16 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     crate::startup::preflight(mode.as_ref()).map_err(anyhow::Error::msg)?;
     tracing::info!("{}", mode.describe());
     let families = supported_families(mode.as_ref());
-    crate::startup::log_leftovers(mode_entry);
+    // Beside the source's first read, not before it (the cleanup after the first sync
+    // waits for it).
+    let leftovers = std::thread::Builder::new()
+        .name("leftovers".into())
+        .spawn(move || crate::startup::log_leftovers(mode_entry))
+        .map_err(|e| tracing::debug!("looking for leftovers in line: {e}"))
+        .ok();
+    if leftovers.is_none() {
+        crate::startup::log_leftovers(mode_entry);
+    }
 
     let metrics = Metrics::new(mode_entry.sync_failures);
     metrics.serve_proxy_metrics(mode.proxy_metrics());
@@ -228,6 +237,7 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
         presence,
         source: described,
         probes,
+        leftovers,
     }
     .start();
     let result = agent.run(rx, status_rx).await;

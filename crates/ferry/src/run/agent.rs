@@ -50,6 +50,10 @@ pub struct Parts {
     pub source: String,
     /// The readiness probes' results (standalone mode).
     pub probes: Option<SharedBook>,
+    /// The look for kube-proxy's leftovers, running beside the source's first read (it reads
+    /// every table: seconds on a node kube-proxy programmed for a large cluster); joined
+    /// before the first cleanup of the other modes, so it reports what was there.
+    pub leftovers: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Parts {
@@ -167,6 +171,9 @@ impl Agent {
         round.log(changed);
         if !self.other_modes_cleaned {
             self.other_modes_cleaned = true;
+            if let Some(look) = self.parts.leftovers.take() {
+                let _ = look.join();
+            }
             cleanup_other_modes(self.parts.mode_entry);
         }
     }

@@ -153,6 +153,7 @@ async fn a_change_is_synced_while_a_status_waits_for_the_kernel() {
         presence: None,
         source: "a test".into(),
         probes: None,
+        leftovers: None,
     };
     let mut agent = parts.start();
     // Never clean up after other modes: that would touch this machine's rules.
