@@ -170,7 +170,7 @@ fn forward(
     }
     // A pod known to be on another node: its own node masquerades it if it ever reaches
     // itself; iptables mode (as upstream's) still has the rule in its `KUBE-SEP-` chain.
-    t.iptables_hairpin = sender_is_target && !hairpin && masquerade.is_none();
+    t.iptables_hairpin = sender_is_target && !hairpin;
     t.verdict = Verdict::Forwarded { targets };
 }
 
