@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::Context as _;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
@@ -104,8 +105,7 @@ impl Agent {
         mut events: mpsc::Receiver<SourceEvent>,
         mut status: mpsc::Receiver<Request>,
     ) -> anyhow::Result<()> {
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
+        let mut signals = Signals::new()?;
         // No sync before the source has delivered its first complete view: a half-programmed
         // node would reject traffic to services it has not read yet. Both sources send a
         // Resync first: the manifests after the first scan, the API once every watch has
@@ -113,7 +113,7 @@ impl Agent {
         let mut viewed = false;
         loop {
             let due = viewed.then(|| self.schedule.due(Instant::now()));
-            match next(&mut events, &mut status, &mut sigterm, due).await {
+            match next(&mut events, &mut status, &mut signals, due).await {
                 Wake::Event(Some(ev)) => {
                     if self.parts.syncer.handle(ev) || !viewed {
                         self.schedule.changed();
@@ -250,19 +250,45 @@ impl Agent {
     }
 }
 
+/// SIGTERM and SIGINT, listened to for the agent's whole life: a signal that arrives while a
+/// round holds the agent (a long sync, the removal of another mode's rules) is kept until the
+/// agent looks again. (A listener made afresh at each look, as `tokio::signal::ctrl_c()` is,
+/// misses what came before it: Ferry went on running after a Ctrl-C sent during the 13 s
+/// removal of kube-proxy's rules for 3 000 Services.)
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
+    }
+
+    /// The next SIGTERM or SIGINT, or one that came since the last.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+}
+
 /// Waits for whatever comes first; `due`: when a round is due (`None`: none yet).
 async fn next(
     events: &mut mpsc::Receiver<SourceEvent>,
     status: &mut mpsc::Receiver<Request>,
-    sigterm: &mut tokio::signal::unix::Signal,
+    signals: &mut Signals,
     due: Option<Instant>,
 ) -> Wake {
     tokio::select! {
         ev = events.recv() => Wake::Event(ev),
         Some(reply) = status.recv() => Wake::Status(reply),
         () = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => Wake::Due,
-        _ = sigterm.recv() => Wake::Stop,
-        _ = tokio::signal::ctrl_c() => Wake::Stop,
+        () = signals.recv() => Wake::Stop,
     }
 }
 

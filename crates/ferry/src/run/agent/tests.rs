@@ -20,6 +20,27 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::sync::FamilySync;
 
+/// Held by the tests that run an agent or send this process a signal: a SIGINT reaches every
+/// listener in the process, so those tests do not overlap.
+static SIGNALS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test]
+async fn a_signal_that_comes_while_the_agent_is_busy_is_kept() {
+    let _serial = SIGNALS.lock().await;
+    let mut signals = Signals::new().expect("signal handlers");
+    // As during a round that holds the agent: SIGINT comes, and the runtime's signal driver
+    // takes it in (as the other worker thread does meanwhile), while nothing waits for it.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &std::process::id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::timeout(Duration::from_secs(10), signals.recv())
+        .await
+        .expect("the SIGINT that came before the look is seen");
+}
+
 /// When each sync was made; the kernel is never touched.
 #[derive(Default, Clone)]
 struct Counting(Arc<Mutex<Vec<Instant>>>);
@@ -132,6 +153,7 @@ async fn a_change_is_synced_while_a_status_waits_for_the_kernel() {
         Default::default(),
         Box::new(syncs.clone()) as Box<dyn Applier>,
     );
+    let _serial = SIGNALS.lock().await;
     let (release, released) = std_mpsc::channel();
     let returned = Arc::new(Mutex::new(None));
     let config = Config {
