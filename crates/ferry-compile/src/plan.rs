@@ -386,26 +386,13 @@ impl ServicePlan {
                 .filter(|e| e.is_local)
                 .map(|e| e.addr)
                 .collect(),
-            hairpin_sources: hairpin_sources(sp),
+            hairpin_sources: sp.hairpin_sources(),
             affinity: match sp.session_affinity {
                 SessionAffinity::None => None,
                 SessionAffinity::ClientIp { timeout_seconds } => Some(timeout_seconds),
             },
         }
     }
-}
-
-/// See [`ServicePlan::hairpin_sources`].
-fn hairpin_sources(sp: &ServicePortView) -> Vec<IpAddr> {
-    let mut ips: Vec<IpAddr> = sp
-        .endpoints
-        .iter()
-        .filter(|e| e.is_local || e.node_name.is_none())
-        .map(|e| e.addr.ip())
-        .collect();
-    ips.sort_unstable();
-    ips.dedup();
-    ips
 }
 
 #[cfg(test)]

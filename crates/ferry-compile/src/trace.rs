@@ -195,11 +195,6 @@ pub struct Trace {
     /// Where the iptables backend sends the packet when it differs from nftables (the node's
     /// own traffic to an external IP of a Local-policy service without local endpoints).
     pub iptables_variant: Option<Box<Trace>>,
-    /// The sender is an endpoint known to be on another node, among the targets: nftables
-    /// mode does not masquerade it here (its `hairpin` set holds only the addresses that may
-    /// send from this node), iptables mode does (the sender's `KUBE-SEP-` chain, as
-    /// upstream's).
-    pub iptables_hairpin: bool,
 }
 
 fn step(
@@ -249,7 +244,6 @@ pub fn trace_at(
         verdict: Verdict::NotAService,
         firewall_without_endpoints: false,
         iptables_variant: None,
-        iptables_hairpin: false,
     };
     let Some((sp, frontend)) = frontend::find(plan, &local, &packet) else {
         frontend::not_a_service(view, plan, &local, &mut t);

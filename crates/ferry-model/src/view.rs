@@ -148,6 +148,21 @@ impl ServicePortView {
             .collect()
     }
 
+    /// The endpoint addresses a connection DNATed on this node may come from (hairpin): those
+    /// on this node and those whose node is not known, sorted, each once. A pod on another
+    /// node reaches the service through its own node's rules.
+    pub fn hairpin_sources(&self) -> Vec<IpAddr> {
+        let mut ips: Vec<IpAddr> = self
+            .endpoints
+            .iter()
+            .filter(|e| e.is_local || e.node_name.is_none())
+            .map(|e| e.addr.ip())
+            .collect();
+        ips.sort_unstable();
+        ips.dedup();
+        ips
+    }
+
     /// Upstream `hasAnyEndpoints`: a ready (or serving-and-terminating) endpoint exists
     /// anywhere in the cluster, whichever sets the policies use. When false, all traffic to the
     /// service is rejected; when true but a policy's set is empty, that traffic is dropped.

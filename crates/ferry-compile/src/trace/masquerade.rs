@@ -8,7 +8,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::{Trace, Verdict};
+use super::{step, Packet, Step, StepKind, Trace, Verdict};
 
 /// Why a pod reaching itself is masqueraded.
 pub const HAIRPIN: &str = "hairpin: this endpoint is the sender itself";
@@ -98,6 +98,58 @@ impl Trace {
             }
         })
     }
+}
+
+impl Trace {
+    /// iptables mode (as upstream's) has the hairpin rule in every endpoint's `KUBE-SEP-`
+    /// chain, wherever the endpoint's node; nftables mode's `hairpin` set holds only the
+    /// addresses that may send from this node, so its trace has no hairpin step for a sender
+    /// known to be on another node. Adds that step, and the masquerade it causes, back.
+    pub(super) fn hairpin_for_iptables(&mut self) {
+        let proxied_or_hairpin = self.steps.iter().any(|s| {
+            matches!(
+                s.kind,
+                StepKind::Hairpin | StepKind::Proxied(_) | StepKind::LocalhostNodePort
+            )
+        });
+        let src = self.packet.src;
+        let Verdict::Forwarded { targets } = &mut self.verdict else {
+            return;
+        };
+        if proxied_or_hairpin || !targets.iter().any(|t| t.addr.ip() == src) {
+            return;
+        }
+        for target in targets.iter_mut() {
+            if target.addr.ip() == src && target.masquerade.is_none() {
+                target.masquerade = Some(HAIRPIN.to_owned());
+            }
+        }
+        let hairpin = hairpin_step(targets, &self.packet);
+        let at = self
+            .steps
+            .iter()
+            .rposition(|s| matches!(s.kind, StepKind::Forward(_)))
+            .map_or(self.steps.len(), |i| i + 1);
+        self.steps.insert(at, hairpin);
+    }
+}
+
+/// The hairpin step of a connection whose sender is among `targets`.
+pub(super) fn hairpin_step(targets: &[Target], p: &Packet) -> Step {
+    let what = if targets.iter().all(|e| e.addr.ip() == p.src) {
+        "the endpoint is the sender itself (hairpin): the connection is masqueraded"
+    } else {
+        "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded"
+    };
+    step(
+        StepKind::Hairpin,
+        what,
+        "a pod reaching itself through its Service must see the node as the peer",
+        vec![
+            "chain masquerading".into(),
+            format!("set hairpin element {} . {}", p.src, p.src),
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@ use ipnet::IpNet;
 
 use ferry_model::{Exclusion, ServicePortView, TrafficPolicy};
 
+use super::masquerade::hairpin_step;
 use super::topology;
-use super::{step, Candidate, Origin, Packet, Step, StepKind, Target, Trace, Verdict};
+use super::{step, Candidate, Origin, Packet, StepKind, Target, Trace, Verdict};
 use crate::nft::dispatch::endpoint_map;
 use crate::nft::{Key, ServiceRules, Value, Verdict as NftVerdict};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
@@ -164,57 +165,12 @@ fn forward(
             objs.slots(set, targets.len()),
         ],
     ));
-    let sender_is_target = targets.iter().any(|e| e.addr.ip() == p.src);
-    if sender_is_target && hairpin {
+    // A pod known to be on another node gets no hairpin step: its own node masquerades it
+    // if it ever reaches itself (iptables mode adds the step back: `hairpin_for_iptables`).
+    if hairpin && targets.iter().any(|e| e.addr.ip() == p.src) {
         t.steps.push(hairpin_step(&targets, p));
     }
-    // A pod known to be on another node: its own node masquerades it if it ever reaches
-    // itself; iptables mode (as upstream's) still has the rule in its `KUBE-SEP-` chain.
-    t.iptables_hairpin = sender_is_target && !hairpin;
     t.verdict = Verdict::Forwarded { targets };
-}
-
-impl Trace {
-    /// iptables mode masquerades hairpin traffic from every endpoint, wherever its node
-    /// (see [`Trace::iptables_hairpin`]).
-    pub(super) fn hairpin_for_iptables(&mut self) {
-        if !std::mem::take(&mut self.iptables_hairpin) {
-            return;
-        }
-        let Verdict::Forwarded { targets } = &mut self.verdict else {
-            return;
-        };
-        for target in targets.iter_mut() {
-            if target.addr.ip() == self.packet.src && target.masquerade.is_none() {
-                target.masquerade = Some(super::HAIRPIN.to_owned());
-            }
-        }
-        let hairpin = hairpin_step(targets, &self.packet);
-        let at = self
-            .steps
-            .iter()
-            .rposition(|s| matches!(s.kind, StepKind::Forward(_)))
-            .map_or(self.steps.len(), |i| i + 1);
-        self.steps.insert(at, hairpin);
-    }
-}
-
-/// The hairpin step of a connection whose sender is among `targets`.
-pub(super) fn hairpin_step(targets: &[Target], p: &Packet) -> Step {
-    let what = if targets.iter().all(|e| e.addr.ip() == p.src) {
-        "the endpoint is the sender itself (hairpin): the connection is masqueraded"
-    } else {
-        "if the chosen endpoint is the sender itself (hairpin), the packet is masqueraded"
-    };
-    step(
-        StepKind::Hairpin,
-        what,
-        "a pod reaching itself through its Service must see the node as the peer",
-        vec![
-            "chain masquerading".into(),
-            format!("set hairpin element {} . {}", p.src, p.src),
-        ],
-    )
 }
 
 /// Why ClusterIP traffic from `p`'s source is masqueraded (`None`: it is not).

@@ -1,9 +1,10 @@
 //! `ferry check`'s checks across objects: conflicts the API server would have refused (two
 //! Services with one ClusterIP, one node port, or one external or load-balancer IP with the
 //! same protocol and port), an external or load-balancer IP on another Service's ClusterIP
-//! and port (which the API server lets through), and slice port names no port of their Service has, which leave
-//! endpoints unused. The manifest source refuses the same conflicts when it runs (the first
-//! Service written keeps what it claims).
+//! and port (which the API server lets through), and slice port names no port of their
+//! Service has, which leave endpoints unused. The manifest source refuses the same conflicts
+//! when it runs (the first Service written keeps what it claims; its claim index is
+//! `ferry-source`'s `manifest/store/claims.rs`, kept in step with this one).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
