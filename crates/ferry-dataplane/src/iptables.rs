@@ -228,11 +228,15 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         let existing: Vec<String> = match existing {
             Some(names) => names,
             // What an earlier run (or kube-proxy) left is unknown: look.
-            None => chains_in(&self.runner.save(Some(Table::Nat))?)
+            None => self
+                .runner
+                .saved_chains()?
+                .remove(Table::Nat.as_str())
+                .unwrap_or_default()
+                .into_iter()
                 .filter(|c| {
                     *c == NON_POD_MASQ || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p))
                 })
-                .map(str::to_owned)
                 .collect(),
         };
         Ok(existing

@@ -44,6 +44,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     cleanup,
     leftovers,
     sync_failures: FailureCounter::IptablesRestore,
+    writes_iptables: true,
 };
 
 /// Why an IPVS-mode operation failed.

@@ -37,6 +37,11 @@ pub struct ModeEntry {
     pub leftovers: fn() -> Vec<Leftover>,
     /// The counter of failed syncs (upstream's name for this mode).
     pub sync_failures: FailureCounter,
+    /// Whether the mode writes iptables chains (iptables and IPVS modes, which share chain
+    /// names with each other and with kube-proxy's). The other modes' cleanups remove such
+    /// chains, so under this mode they run between its syncs; under a mode that writes only
+    /// its own nftables table they run beside them.
+    pub writes_iptables: bool,
 }
 
 impl std::fmt::Debug for ModeEntry {

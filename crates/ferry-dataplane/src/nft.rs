@@ -52,6 +52,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     },
     leftovers,
     sync_failures: FailureCounter::NftablesSync,
+    writes_iptables: false,
 };
 
 /// nftables mode on this node, with the proxy of its localhost NodePorts.

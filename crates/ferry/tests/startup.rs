@@ -3,7 +3,7 @@
 //! at once with one line; a failing sync is retried with back-off and logged at a limited rate,
 //! the last good rules staying; `--manifests` that disappear keep the last good rules until
 //! they return; an empty directory is no Services; kube-proxy's leftovers are named with what
-//! Ferry does about them.
+//! Ferry does about them, and removed without holding up changes.
 
 #[path = "support/node_ns.rs"]
 mod node_ns;
@@ -232,6 +232,43 @@ fn an_empty_directory_is_no_services() {
     wait_log(&ferry, "synced rules", 2);
     let (_, status, _) = ns.ferry(&["status"]);
     assert!(status.contains("dev/url-analysis:http"), "{status}");
+}
+
+/// In nftables mode kube-proxy's iptables chains are removed beside the agent: a change made
+/// meanwhile is programmed without waiting for the removal. The removal is held up by holding
+/// the xtables lock its iptables-legacy tools wait for (a lock file of this test's own).
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn a_change_is_programmed_while_kube_proxys_chains_are_being_removed() {
+    use nix::fcntl::{Flock, FlockArg};
+
+    let ns = NodeNs::new("beside");
+    for args in [
+        ["-t", "nat", "-N", "KUBE-SERVICES"],
+        ["-t", "nat", "-N", "KUBE-SVC-OLD"],
+    ] {
+        let out = ns.run("iptables-legacy", &args);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let lock_file = ns.dir.path().join("xtables.lock");
+    let file = std::fs::File::create(&lock_file).expect("lock file");
+    let lock = Flock::lock(file, FlockArg::LockExclusive).expect("lock");
+    let manifests = seed_copy(ns.dir.path(), "manifests");
+    let env = format!("XTABLES_LOCKFILE={}", lock_file.display());
+    let ferry = ns.spawn_ferry(&manifests, &[], None, &[&env]);
+    wait_log(&ferry, "synced rules", 1);
+    std::fs::remove_file(manifests.join("endpoints.yaml")).expect("remove");
+    let log = wait_log(&ferry, "synced rules", 2);
+    assert!(
+        !log.contains("removed what iptables mode left")
+            && !log.contains("removing iptables mode's rules failed"),
+        "the removal had ended before the change was programmed: {log}"
+    );
+    drop(lock);
+    let log = wait_log(&ferry, "removed what iptables mode left", 1);
+    assert!(log.contains("KUBE-SVC-OLD"), "{log}");
+    let nat = ns.run("iptables-legacy-save", &["-t", "nat"]);
+    assert!(!String::from_utf8_lossy(&nat.stdout).contains("KUBE-SVC-OLD"));
 }
 
 /// kube-proxy's nftables table and iptables chains, as its modes leave them.

@@ -40,8 +40,9 @@ pub trait IptablesRunner: Send {
     /// `iptables-save` of one table, or of every table that exists (`None`; for the legacy
     /// backend this does not create tables).
     fn save(&mut self, table: Option<Table>) -> Result<String, Error>;
-    /// The chains of every table that exists, by table (what `iptables-save` declares). By
-    /// default read from [`IptablesRunner::save`].
+    /// The chains of every table that exists, by table (what `iptables-save` declares; the
+    /// nft backend's built-in chains only where the kernel holds them). By default read from
+    /// [`IptablesRunner::save`].
     fn saved_chains(&mut self) -> Result<BTreeMap<String, Vec<String>>, Error> {
         Ok(super::cleanup::tables(&self.save(None)?))
     }
@@ -236,6 +237,11 @@ impl IptablesRunner for IptablesCli {
         if self.no_legacy_tables() {
             return Ok(BTreeMap::new());
         }
+        if self.backend == IptablesBackend::Nft {
+            if let Some(tables) = nft_chains(self.family) {
+                return Ok(tables);
+            }
+        }
         let mut child = self.spawn("-save", &[], false)?;
         let io_err = self.io_err("-save");
         let mut out = BTreeMap::new();
@@ -275,6 +281,24 @@ impl IptablesRunner for IptablesCli {
             _ => Err(self.rejected("", &args, &out)),
         }
     }
+}
+
+/// The iptables tables (what `iptables-save` lists when they exist).
+const TABLES: [&str; 5] = ["filter", "nat", "mangle", "raw", "security"];
+
+/// The chains of iptables-nft's tables of `family`, by table, read over nfnetlink: what
+/// `iptables-nft-save` declares, without the save. At kube-proxy's 3 000 Services × 10
+/// endpoints (33 000 chains) `iptables-nft-save` took 8.2 s of CPU, printing every rule,
+/// where the chain dump takes milliseconds. `None` when the socket cannot be used (the tool
+/// is asked then).
+fn nft_chains(family: IpFamily) -> Option<BTreeMap<String, Vec<String>>> {
+    let mut socket = crate::netlink::NetlinkSocket::open()
+        .map_err(|e| tracing::debug!("listing iptables-nft chains over netlink: {e}"))
+        .ok()?;
+    socket
+        .chains_by_table(family, |t| TABLES.contains(&t))
+        .map_err(|e| tracing::debug!("listing iptables-nft chains over netlink: {e}"))
+        .ok()
 }
 
 /// The rules (`-A` lines) of an `iptables -S` listing.

@@ -24,6 +24,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     cleanup,
     leftovers,
     sync_failures: FailureCounter::IptablesRestore,
+    writes_iptables: true,
 };
 
 /// iptables mode on this node, with the backend it programs and the proxy of its localhost

@@ -185,8 +185,8 @@ mod expr;
 mod rule;
 
 pub(crate) use dump::{
-    chain_dump_request, chain_names, count_rules, rule_dump_request, table_dump_request,
-    table_names,
+    chain_dump_request, chain_names, count_rules, each_chain, rule_dump_request,
+    table_dump_request, table_names,
 };
 #[cfg(test)]
 use elements::key_bytes;

@@ -31,6 +31,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     // kube-proxy's leftovers are the kernel modes' to find (their tables and chains).
     leftovers: Vec::new,
     sync_failures: FailureCounter::NftablesSync,
+    writes_iptables: false,
 };
 
 /// The userspace mode on this node.

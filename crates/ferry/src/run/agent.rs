@@ -174,7 +174,7 @@ impl Agent {
             if let Some(look) = self.parts.leftovers.take() {
                 let _ = look.join();
             }
-            cleanup_other_modes(self.parts.mode_entry);
+            start_cleanup_of_other_modes(self.parts.mode_entry);
         }
     }
 
@@ -289,6 +289,23 @@ async fn next(
         Some(reply) = status.recv() => Wake::Status(reply),
         () = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => Wake::Due,
         () = signals.recv() => Wake::Stop,
+    }
+}
+
+/// Starts [`cleanup_other_modes`]: beside the agent when the running mode writes only its own
+/// nftables table (removing kube-proxy's iptables rules for 3 000 Services × 10 endpoints
+/// takes seconds, and changes should not wait for it), in line when it writes iptables chains,
+/// which the other modes' cleanups also remove (the same names).
+fn start_cleanup_of_other_modes(running: &'static ModeEntry) {
+    if running.writes_iptables {
+        return cleanup_other_modes(running);
+    }
+    let beside = std::thread::Builder::new()
+        .name("cleanup".into())
+        .spawn(move || cleanup_other_modes(running));
+    if let Err(e) = beside {
+        tracing::debug!("removing the other modes' rules in line: {e}");
+        cleanup_other_modes(running);
     }
 }
 

@@ -20,7 +20,8 @@ const NFTA_RULE_CHAIN: u16 = 2;
 const NFT_MSG_GETRULE: u16 = 7;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
-/// The dump request for every chain of `family` (filtered by table when read).
+/// The dump request for every chain of `family` (filtered by table when read; `table` may be
+/// empty, then none is named).
 pub(crate) fn chain_dump_request(seq: u32, family: ferry_model::IpFamily, table: &str) -> Vec<u8> {
     let mut b = Batch::bare(seq, family);
     let msg = b.header(
@@ -28,7 +29,9 @@ pub(crate) fn chain_dump_request(seq: u32, family: ferry_model::IpFamily, table:
         NLM_F_REQUEST | NLM_F_DUMP,
         b.family,
     );
-    attr_str(&mut b.buf, NFTA_CHAIN_TABLE, table);
+    if !table.is_empty() {
+        attr_str(&mut b.buf, NFTA_CHAIN_TABLE, table);
+    }
     b.end_msg(msg);
     b.buf
 }
@@ -105,6 +108,19 @@ pub(crate) fn chain_names(
     table: &str,
     out: &mut Vec<String>,
 ) -> Result<bool, NetlinkError> {
+    each_chain(buf, |t, name| {
+        if t == table {
+            out.push(name);
+        }
+    })
+}
+
+/// One datagram of the chain dump's answer: `(table, chain)` of every chain it holds, to
+/// `each`. `Ok(true)` once the dump is complete.
+pub(crate) fn each_chain(
+    buf: &[u8],
+    mut each: impl FnMut(String, String),
+) -> Result<bool, NetlinkError> {
     walk(buf, NFT_MSG_NEWCHAIN, |attrs| {
         let (mut t, mut name) = (None, None);
         each_attr(attrs, |kind, value| match kind {
@@ -113,9 +129,7 @@ pub(crate) fn chain_names(
             _ => {}
         })?;
         if let (Some(t), Some(name)) = (t, name) {
-            if t == table {
-                out.push(name);
-            }
+            each(t, name);
         }
         Ok(())
     })

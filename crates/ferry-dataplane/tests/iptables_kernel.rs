@@ -1,0 +1,112 @@
+//! iptables-nft against the real kernel: the chains Ferry reads over nfnetlink (for its
+//! cleanups and the start-up look for kube-proxy's leftovers) are the ones `iptables-nft-save`
+//! declares. Each case runs in a private network namespace. Skipped unless root.
+
+mod support;
+use support::{in_new_netns, nft};
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use ferry_dataplane::iptables::{IptablesBackend, IptablesCli, IptablesRunner as _};
+use ferry_model::IpFamily;
+
+/// Feeds `input` to `program` (an `iptables-restore`), panicking when it fails.
+fn restore(program: &str, input: &str) {
+    let mut child = Command::new(program)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect(program);
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect(program);
+    assert!(
+        out.status.success(),
+        "{program}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// iptables' built-in chains: `iptables-nft-save` declares every one of a table's, also those
+/// the kernel does not hold (nothing was ever added to them); they are nobody's to remove.
+const BUILT_IN: [&str; 5] = ["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"];
+
+/// The chains but the built-in ones each table of `program`'s (an `iptables-save`) output,
+/// or of `read`, declares, sorted.
+fn user_chains(mut tables: BTreeMap<String, Vec<String>>) -> BTreeMap<String, Vec<String>> {
+    for chains in tables.values_mut() {
+        chains.retain(|c| !BUILT_IN.contains(&c.as_str()));
+        chains.sort_unstable();
+    }
+    tables
+}
+
+/// The chains each table of `program`'s (an `iptables-save`) output declares.
+fn saved(program: &str) -> BTreeMap<String, Vec<String>> {
+    let out = Command::new(program).output().expect(program);
+    assert!(out.status.success(), "{program}");
+    let mut tables: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut table = String::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(t) = line.strip_prefix('*') {
+            table = t.to_owned();
+            tables.entry(table.clone()).or_default();
+        } else if let Some(rest) = line.strip_prefix(':') {
+            let chain = rest.split_whitespace().next().unwrap_or_default();
+            tables
+                .entry(table.clone())
+                .or_default()
+                .push(chain.to_owned());
+        }
+    }
+    tables
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn the_chains_read_over_netlink_are_those_iptables_nft_save_declares() {
+    in_new_netns(|| {
+        let kube = "*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n\
+                    :KUBE-SVC-AAAA - [0:0]\n:KUBE-SEP-BBBB - [0:0]\n\
+                    -A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n\
+                    -A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-AAAA\n\
+                    -A KUBE-SVC-AAAA -j KUBE-SEP-BBBB\n\
+                    -A KUBE-SEP-BBBB -p tcp -m tcp -j DNAT --to-destination 10.0.0.5:8080\n\
+                    COMMIT\n\
+                    *filter\n:INPUT ACCEPT [0:0]\n:KUBE-FORWARD - [0:0]\n:MINE - [0:0]\nCOMMIT\n\
+                    *mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n";
+        restore("iptables-nft-restore", kube);
+        restore(
+            "ip6tables-nft-restore",
+            "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-CCCC - [0:0]\nCOMMIT\n",
+        );
+        // Tables that are not iptables': Ferry's own and kube-proxy's nftables tables.
+        for (family, table) in [("ip", "ferry"), ("ip", "kube-proxy"), ("inet", "nat")] {
+            nft(&["add", "table", family, table]);
+            nft(&["add", "chain", family, table, "services"]);
+        }
+        for (family, program) in [
+            (IpFamily::V4, "iptables-nft-save"),
+            (IpFamily::V6, "ip6tables-nft-save"),
+        ] {
+            let read = IptablesCli::for_family(IptablesBackend::Nft, family)
+                .saved_chains()
+                .expect("chains");
+            assert_eq!(user_chains(read), user_chains(saved(program)), "{family:?}");
+        }
+        let v4 = IptablesCli::new(IptablesBackend::Nft)
+            .saved_chains()
+            .expect("chains");
+        assert!(v4["nat"].contains(&"KUBE-SEP-BBBB".to_owned()), "{v4:?}");
+        assert!(
+            !v4.contains_key("ferry") && !v4.contains_key("kube-proxy"),
+            "{v4:?}"
+        );
+    });
+}
