@@ -159,7 +159,8 @@ pub struct ClusterState {
     nodes: BTreeMap<String, Node>,
     /// Namespaces and endpoint locations (node, zone, hints), one shared copy each.
     names: Interner,
-    /// External and load-balancer frontends with the Services claiming each.
+    /// External and load-balancer frontends with the Services claiming each, and every
+    /// Service's ClusterIPs.
     frontends: frontends::Frontends,
 }
 
@@ -309,8 +310,8 @@ impl ClusterState {
     }
 
     /// Whether Service `name` serves `ip` with `protocol` and `port` as an external or
-    /// load-balancer IP: no Service before it in name order claims that too (see
-    /// `cluster/frontends.rs`).
+    /// load-balancer IP: it is no other Service's ClusterIP with that protocol and port, and
+    /// no Service before it in name order claims it too (see `cluster/frontends.rs`).
     pub fn serves_frontend(
         &self,
         name: &ServiceName,
@@ -318,9 +319,17 @@ impl ClusterState {
         protocol: Protocol,
         port: u16,
     ) -> bool {
-        self.frontends
-            .holder(&(ip, protocol, port))
-            .is_none_or(|holder| holder == name)
+        let a_cluster_ip = |other: &ServiceName| {
+            other != name
+                && self.services.get(other).is_some_and(|s| {
+                    (s.ports.iter()).any(|p| p.protocol == protocol && p.port == port)
+                })
+        };
+        !self.frontends.cluster_ip_holders(ip).any(a_cluster_ip)
+            && self
+                .frontends
+                .holder(&(ip, protocol, port))
+                .is_none_or(|holder| holder == name)
     }
 
     /// The slices of one Service, sorted by slice name.

@@ -5,8 +5,13 @@
 //! whatever order the Services came in; the others are programmed without it. (Standalone
 //! mode refuses the later Service whole before it reaches the state.)
 //!
-//! The index frontend → claimants lets a change touch the Services sharing a frontend with
-//! the changed one, so an incremental sync re-decides them too.
+//! An external or load-balancer IP on another Service's ClusterIP with the same protocol and
+//! port is never served: the ClusterIP, which the API server allocated to that Service, keeps
+//! its destination whatever the names (the interception of CVE-2020-8554, which the API server
+//! lets through unless its `DenyServiceExternalIPs` admission plugin is on).
+//!
+//! The index frontend → claimants (and ClusterIP → Services) lets a change touch the Services
+//! sharing a frontend with the changed one, so an incremental sync re-decides them too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -22,6 +27,8 @@ pub(super) struct Frontends {
     /// Every claimed frontend, with its claimants sorted by name (a sorted `Vec`: nearly every
     /// frontend has one claimant).
     by_key: BTreeMap<Frontend, Vec<ServiceName>>,
+    /// Every Service's ClusterIPs (one entry each: an address's Services are a range).
+    cluster_ips: BTreeSet<(IpAddr, ServiceName)>,
 }
 
 impl Frontends {
@@ -34,6 +41,7 @@ impl Frontends {
         new: Option<&Service>,
         touched: &mut BTreeSet<ServiceName>,
     ) {
+        self.update_cluster_ips(name, old, new, touched);
         let old = old.map(frontends).unwrap_or_default();
         let new = new.map(frontends).unwrap_or_default();
         if old == new {
@@ -58,10 +66,56 @@ impl Frontends {
         }
     }
 
+    /// Replaces `name`'s ClusterIPs; adds to `touched` the external claimants of every
+    /// ClusterIP frontend (address, protocol, port) it gave up or took: they lose or regain it.
+    fn update_cluster_ips(
+        &mut self,
+        name: &ServiceName,
+        old: Option<&Service>,
+        new: Option<&Service>,
+        touched: &mut BTreeSet<ServiceName>,
+    ) {
+        let old_ips: &[IpAddr] = old.map_or(&[], |s| &s.cluster_ips);
+        let new_ips: &[IpAddr] = new.map_or(&[], |s| &s.cluster_ips);
+        if old_ips == new_ips && old.map(|s| &s.ports) == new.map(|s| &s.ports) {
+            return;
+        }
+        for ip in old_ips.iter().filter(|ip| !new_ips.contains(ip)) {
+            self.cluster_ips.remove(&(*ip, name.clone()));
+        }
+        for ip in new_ips {
+            self.cluster_ips.insert((*ip, name.clone()));
+        }
+        let old = old.map(cluster_frontends).unwrap_or_default();
+        let new = new.map(cluster_frontends).unwrap_or_default();
+        for key in old.symmetric_difference(&new) {
+            let claimants = self.by_key.get(key).into_iter().flatten();
+            touched.extend(claimants.filter(|n| *n != name).cloned());
+        }
+    }
+
     /// The Service serving a frontend: its first claimant in name order.
     pub fn holder(&self, key: &Frontend) -> Option<&ServiceName> {
         self.by_key.get(key).and_then(|names| names.first())
     }
+
+    /// The Services whose ClusterIP is `ip`, in name order.
+    pub fn cluster_ip_holders(&self, ip: IpAddr) -> impl Iterator<Item = &ServiceName> {
+        let from = (ip, ServiceName::new("", ""));
+        self.cluster_ips
+            .range(from..)
+            .take_while(move |(at, _)| *at == ip)
+            .map(|(_, name)| name)
+    }
+}
+
+/// A Service's ClusterIPs, each with each of its ports' protocol and port.
+fn cluster_frontends(svc: &Service) -> BTreeSet<Frontend> {
+    let ports = || svc.ports.iter();
+    svc.cluster_ips
+        .iter()
+        .flat_map(|ip| ports().map(|p| (*ip, p.protocol, p.port)))
+        .collect()
 }
 
 /// A Service's external and load-balancer frontends.

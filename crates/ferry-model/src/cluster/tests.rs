@@ -156,3 +156,45 @@ fn services_share_an_external_ip_on_different_ports() {
     assert_eq!(served(&state, "a"), [ip("192.0.2.1")]);
     assert_eq!(served(&state, "b"), [ip("192.0.2.1")]);
 }
+
+#[test]
+fn an_external_ip_on_another_services_cluster_ip_and_port_is_never_served() {
+    // dev/a's external IP is dev/z's ClusterIP with the same port: the ClusterIP keeps it,
+    // although dev/a comes first by name, whatever order they come in.
+    let mut svc = mk_service("dev", "a", "10.96.0.10", 80);
+    svc.external_ips = vec![ip("10.96.0.99")];
+    let intercepting = Object::from(svc);
+    let allocated = || Object::from(mk_service("dev", "z", "10.96.0.99", 80));
+    let mut state = ClusterState::new();
+    state.apply(intercepting.clone());
+    let touched = state.apply(allocated());
+    assert_eq!(names(&touched), ["a", "z"], "a loses the frontend");
+    assert!(served(&state, "a").is_empty());
+
+    let mut other_order = ClusterState::new();
+    other_order.apply(allocated());
+    other_order.apply(intercepting);
+    assert!(served(&other_order, "a").is_empty());
+
+    // z goes: a serves it, and is touched so an incremental sync says so.
+    let touched = state.delete(&ObjectKey::Service(ServiceName::new("dev", "z")));
+    assert_eq!(names(&touched), ["a", "z"]);
+    assert_eq!(served(&state, "a"), [ip("10.96.0.99")]);
+
+    // On another port the address is a's to serve, beside z's ClusterIP.
+    state.apply(Object::from(mk_service("dev", "z", "10.96.0.99", 443)));
+    assert_eq!(served(&state, "a"), [ip("10.96.0.99")]);
+    // z's port changes to a's: a loses it again.
+    let touched = state.apply(allocated());
+    assert_eq!(names(&touched), ["a", "z"]);
+    assert!(served(&state, "a").is_empty());
+}
+
+#[test]
+fn a_services_own_cluster_ip_as_its_external_ip_is_served() {
+    let mut svc = mk_service("dev", "a", "10.96.0.10", 80);
+    svc.external_ips = vec![ip("10.96.0.10")];
+    let mut state = ClusterState::new();
+    state.apply(Object::from(svc));
+    assert_eq!(served(&state, "a"), [ip("10.96.0.10")]);
+}
