@@ -1,6 +1,7 @@
-//! iptables-nft against the real kernel: the chains Ferry reads over nfnetlink (for its
-//! cleanups and the start-up look for kube-proxy's leftovers) are the ones `iptables-nft-save`
-//! declares. Each case runs in a private network namespace. Skipped unless root.
+//! iptables against the real kernel: the chains Ferry reads over nfnetlink (for its cleanups,
+//! the start-up look for kube-proxy's leftovers and the backend detection) are the ones
+//! `iptables-nft-save` declares, and the backend detection picks the backend Kubernetes'
+//! marker chains are in. Each case runs in a private network namespace. Skipped unless root.
 
 mod support;
 use support::{in_new_netns, nft};
@@ -9,7 +10,9 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use ferry_dataplane::iptables::{IptablesBackend, IptablesCli, IptablesRunner as _};
+use ferry_dataplane::iptables::{
+    detect_backend, IptablesBackend, IptablesCli, IptablesRunner as _,
+};
 use ferry_model::IpFamily;
 
 /// Feeds `input` to `program` (an `iptables-restore`), panicking when it fails.
@@ -108,5 +111,24 @@ fn the_chains_read_over_netlink_are_those_iptables_nft_save_declares() {
             !v4.contains_key("ferry") && !v4.contains_key("kube-proxy"),
             "{v4:?}"
         );
+    });
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn the_backend_holding_a_kubernetes_marker_chain_is_detected_else_the_one_with_more_rules() {
+    let canary = "*mangle\n:KUBE-KUBELET-CANARY - [0:0]\nCOMMIT\n";
+    let rules = "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\n-A INPUT -j ACCEPT\nCOMMIT\n";
+    in_new_netns(|| assert_eq!(detect_backend(), IptablesBackend::Nft, "nothing anywhere"));
+    in_new_netns(|| {
+        restore("iptables-legacy-restore", rules);
+        assert_eq!(detect_backend(), IptablesBackend::Legacy, "more rules");
+        restore("iptables-nft-restore", canary);
+        assert_eq!(detect_backend(), IptablesBackend::Nft, "nft's marker");
+    });
+    in_new_netns(|| {
+        restore("iptables-nft-restore", rules);
+        restore("iptables-legacy-restore", canary);
+        assert_eq!(detect_backend(), IptablesBackend::Legacy, "legacy's marker");
     });
 }

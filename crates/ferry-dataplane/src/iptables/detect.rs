@@ -33,10 +33,30 @@ pub fn choose(nft_save: &str, legacy_save: &str) -> IptablesBackend {
 }
 
 /// Looks at both backends in the current network namespace. A tool that is missing or fails
-/// counts as holding nothing.
+/// counts as holding nothing. The marker chains are looked for by name first (the nft
+/// backend's over nfnetlink: on a node kube-proxy ran on, `iptables-nft-save` of its rules
+/// takes seconds); both saves are read only when neither backend has one, to count rules.
 pub fn detect() -> IptablesBackend {
+    for backend in [IptablesBackend::Nft, IptablesBackend::Legacy] {
+        if has_marker_chain(backend) {
+            return backend;
+        }
+    }
     let save = |b: IptablesBackend| IptablesCli::new(b).save(None).unwrap_or_default();
     choose(&save(IptablesBackend::Nft), &save(IptablesBackend::Legacy))
+}
+
+/// Whether `backend` holds one of the marker chains, in any table.
+fn has_marker_chain(backend: IptablesBackend) -> bool {
+    let Ok(tables) = IptablesCli::new(backend).saved_chains() else {
+        return false;
+    };
+    let marker = |chain: &String| {
+        MARKERS
+            .iter()
+            .any(|m| m.strip_prefix(':').map(str::trim_end) == Some(chain.as_str()))
+    };
+    tables.values().flatten().any(marker)
 }
 
 #[cfg(test)]
