@@ -338,3 +338,49 @@ fn node_traffic_to_a_local_policy_load_balancer_ip_without_local_endpoint_differ
     );
     assert!(matches!(ipt.masquerade(), Some(Masquerade::Yes(_))));
 }
+
+/// The Dispatch step's why of a trace.
+fn dispatch_why(t: &Trace) -> &str {
+    let step = t.steps.iter().find(|s| s.kind == StepKind::Dispatch);
+    step.map(|s| s.why.as_str()).expect("dispatch step")
+}
+
+#[test]
+fn a_destination_two_services_claim_is_explained_with_the_one_that_does_not_get_it() {
+    // dev/web's load-balancer IP is claimed by dev/zed too (later by name), and dev/alloc's
+    // ClusterIP is claimed by dev/web as an external IP.
+    let mut s = state(TrafficPolicy::Cluster, &[], false, true);
+    let mut zed = mk_service("dev", "zed", "172.30.0.11", 80);
+    zed.load_balancer_ips = vec![ip(LB_IP)];
+    s.apply(Object::from(zed));
+    let name = ferry_model::ServiceName::new("dev", "web");
+    let mut web = s.service(&name).expect("web").clone();
+    web.external_ips = vec![ip("172.30.0.99")];
+    s.apply(Object::from(web));
+    s.apply(Object::from(mk_service("dev", "alloc", "172.30.0.99", 80)));
+
+    let t = explain(&s, "node-a", "198.51.100.7", LB_IP, 80);
+    assert_eq!(
+        t.service.as_ref().map(|n| n.service.to_string()).as_deref(),
+        Some("dev/web")
+    );
+    assert!(
+        dispatch_why(&t).ends_with(
+            "; Service dev/zed also claims it (load-balancer IP 203.0.113.10), which is not \
+             programmed for it: Service dev/web claims it too and serves it (the first by name)"
+        ),
+        "{t:#?}"
+    );
+    let t = explain(&s, "node-a", "198.51.100.7", "172.30.0.99", 80);
+    assert_eq!(t.frontend, Some(Frontend::ClusterIp));
+    assert!(
+        dispatch_why(&t).ends_with(
+            "; Service dev/web also claims it (external IP 172.30.0.99), which is not \
+             programmed for it: it is Service dev/alloc's ClusterIP, which keeps its destination"
+        ),
+        "{t:#?}"
+    );
+    // A destination nobody else claims says nothing more.
+    let t = explain(&s, "node-a", "198.51.100.7", "172.30.0.11", 80);
+    assert!(dispatch_why(&t).ends_with("before routing"), "{t:#?}");
+}

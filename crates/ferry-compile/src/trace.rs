@@ -294,7 +294,7 @@ pub fn trace_at(
         StepKind::Dispatch,
         what,
         format!(
-            "{}: new connections are matched by {} before routing",
+            "{}: new connections are matched by {} before routing{}",
             if hook == "nat-output" {
                 "the node's own traffic (output)"
             } else {
@@ -304,7 +304,8 @@ pub fn trace_at(
                 "protocol and port on a node address"
             } else {
                 "address, protocol and port"
-            }
+            },
+            frontend::also_claimed(view, &packet),
         ),
         vec![
             format!("chain {hook}"),

@@ -319,17 +319,30 @@ impl ClusterState {
         protocol: Protocol,
         port: u16,
     ) -> bool {
-        let a_cluster_ip = |other: &ServiceName| {
-            other != name
-                && self.services.get(other).is_some_and(|s| {
+        self.frontend_holder(name, ip, protocol, port).is_none()
+    }
+
+    /// The other Service that serves `ip` with `protocol` and `port` in place of Service
+    /// `name`, which claims it as an external or load-balancer IP, and whether it is that
+    /// Service's ClusterIP; `None` when `name` serves it (see [`Self::serves_frontend`]).
+    pub fn frontend_holder(
+        &self,
+        name: &ServiceName,
+        ip: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Option<(&ServiceName, bool)> {
+        let a_cluster_ip = |other: &&ServiceName| {
+            *other != name
+                && self.services.get(*other).is_some_and(|s| {
                     (s.ports.iter()).any(|p| p.protocol == protocol && p.port == port)
                 })
         };
-        !self.frontends.cluster_ip_holders(ip).any(a_cluster_ip)
-            && self
-                .frontends
-                .holder(&(ip, protocol, port))
-                .is_none_or(|holder| holder == name)
+        if let Some(holder) = self.frontends.cluster_ip_holders(ip).find(a_cluster_ip) {
+            return Some((holder, true));
+        }
+        let holder = self.frontends.holder(&(ip, protocol, port))?;
+        (holder != name).then_some((holder, false))
     }
 
     /// The slices of one Service, sorted by slice name.

@@ -38,6 +38,7 @@ pub use service::{
 };
 pub use view::{
     EndpointView, Exclusion, HintsIgnored, NodeContext, NodeView, ServicePortView, Topology,
+    Unserved,
 };
 
 #[cfg(any(test, feature = "fixtures"))]

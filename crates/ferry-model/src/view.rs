@@ -73,6 +73,47 @@ pub struct EndpointView {
     pub local: Result<(), Exclusion>,
 }
 
+/// An external or load-balancer IP a service port claims but another Service serves: one
+/// destination leads to one Service (see [`ClusterState::frontend_holder`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unserved {
+    /// The address.
+    pub ip: IpAddr,
+    /// A load-balancer IP (else an external IP).
+    pub load_balancer: bool,
+    /// The Service that serves it.
+    pub holder: ServiceName,
+    /// It is `holder`'s ClusterIP (else `holder` claims it too and comes first by name).
+    pub holder_cluster_ip: bool,
+}
+
+impl Unserved {
+    /// "external IP 192.0.2.1" or "load-balancer IP …".
+    pub fn what(&self) -> String {
+        let kind = if self.load_balancer {
+            "load-balancer"
+        } else {
+            "external"
+        };
+        format!("{kind} IP {}", self.ip)
+    }
+
+    /// Why `holder` serves it, for a log line or an explanation.
+    pub fn why(&self) -> String {
+        if self.holder_cluster_ip {
+            format!(
+                "it is Service {}'s ClusterIP, which keeps its destination",
+                self.holder
+            )
+        } else {
+            format!(
+                "Service {} claims it too and serves it (the first by name)",
+                self.holder
+            )
+        }
+    }
+}
+
 /// One service port as this node must program it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServicePortView {
@@ -90,6 +131,9 @@ pub struct ServicePortView {
     pub external_ips: Vec<IpAddr>,
     /// Load-balancer IPs of this family.
     pub load_balancer_ips: Vec<IpAddr>,
+    /// External and load-balancer IPs of this family the Service claims but another Service
+    /// serves (with this port's protocol and port).
+    pub unserved: Vec<Unserved>,
     /// `loadBalancerSourceRanges` of this family.
     pub load_balancer_source_ranges: Vec<IpNet>,
     /// `externalTrafficPolicy`.
@@ -236,17 +280,32 @@ fn of_family(ips: &[IpAddr], family: IpFamily) -> Vec<IpAddr> {
         .collect()
 }
 
-/// The addresses of `ips` of `family` that `svc` serves with `port` (see
-/// [`ClusterState::serves_frontend`]).
+/// The addresses of `ips` (load-balancer IPs when `load_balancer`) of `family` that `svc`
+/// serves with `port`; those another Service serves go to `unserved` (see
+/// [`ClusterState::frontend_holder`]).
 fn served(
     state: &ClusterState,
     svc: &Service,
     port: &ServicePort,
-    ips: &[IpAddr],
+    (ips, load_balancer): (&[IpAddr], bool),
     family: IpFamily,
+    unserved: &mut Vec<Unserved>,
 ) -> Vec<IpAddr> {
     let mut ips = of_family(ips, family);
-    ips.retain(|ip| state.serves_frontend(&svc.name, *ip, port.protocol, port.port));
+    ips.retain(
+        |ip| match state.frontend_holder(&svc.name, *ip, port.protocol, port.port) {
+            None => true,
+            Some((holder, holder_cluster_ip)) => {
+                unserved.push(Unserved {
+                    ip: *ip,
+                    load_balancer,
+                    holder: holder.clone(),
+                    holder_cluster_ip,
+                });
+                false
+            }
+        },
+    );
     ips
 }
 
@@ -264,16 +323,32 @@ fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<
                 port: port.name.clone(),
                 protocol: port.protocol,
             };
+            let mut unserved = Vec::new();
             let mut view = ServicePortView {
                 name,
                 service_type: svc.service_type,
                 cluster_ip,
                 port: port.port,
                 node_port: port.node_port,
-                // Less any another Service before it in name order serves too (an API server
-                // does not prevent two Services on one external IP and port).
-                external_ips: served(state, svc, port, &svc.external_ips, ctx.family),
-                load_balancer_ips: served(state, svc, port, &svc.load_balancer_ips, ctx.family),
+                // Less those another Service serves (an API server does not prevent two
+                // Services on one external IP and port).
+                external_ips: served(
+                    state,
+                    svc,
+                    port,
+                    (&svc.external_ips, false),
+                    ctx.family,
+                    &mut unserved,
+                ),
+                load_balancer_ips: served(
+                    state,
+                    svc,
+                    port,
+                    (&svc.load_balancer_ips, true),
+                    ctx.family,
+                    &mut unserved,
+                ),
+                unserved,
                 load_balancer_source_ranges: svc
                     .load_balancer_source_ranges
                     .iter()

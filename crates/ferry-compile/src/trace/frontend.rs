@@ -67,6 +67,27 @@ pub(super) fn find<'a>(
     None
 }
 
+/// The Services that claim the packet's destination as an external or load-balancer IP with
+/// its protocol and port but do not get it, said after why the matched frontend is the one
+/// (`; Service dev/b also claims it …`); empty when none does.
+pub(super) fn also_claimed(view: &NodeView, p: &Packet) -> String {
+    let claims = view
+        .services
+        .values()
+        .filter(|v| v.port == p.port && v.name.protocol == p.protocol)
+        .flat_map(|v| {
+            v.unserved.iter().filter(|u| u.ip == p.dst).map(|u| {
+                format!(
+                    "; Service {} also claims it ({}), which is not programmed for it: {}",
+                    v.name.service,
+                    u.what(),
+                    u.why()
+                )
+            })
+        });
+    claims.collect()
+}
+
 /// No frontend matched: an unknown port of a ClusterIP (rejected), a NodePort's port where
 /// the NodePort does not answer, or no service at all.
 pub(super) fn not_a_service(view: &NodeView, plan: &Plan, local: &LocalAddresses, t: &mut Trace) {

@@ -75,8 +75,11 @@ impl Trace {
         }
         let set = self.endpoint_set(sp);
         self.candidates = candidates(view.services.get(&name), Some(set));
-        self.steps
-            .push(self.dispatch_step(sp, &va, ruleset, &vs.server));
+        let mut dispatch = self.dispatch_step(sp, &va, ruleset, &vs.server);
+        dispatch
+            .why
+            .push_str(&super::frontend::also_claimed(view, &self.packet));
+        self.steps.push(dispatch);
         let masquerade = self.ipvs_masquerade(sp, plan);
         if let Some(why) = &masquerade {
             self.steps

@@ -122,6 +122,19 @@ fn served(state: &ClusterState, name: &str) -> Vec<std::net::IpAddr> {
         .unwrap_or_default()
 }
 
+/// What Service `dev/name`'s first port claims but another Service serves.
+fn unserved(state: &ClusterState, name: &str) -> Vec<crate::Unserved> {
+    let ctx = crate::NodeContext {
+        node_name: "n1".into(),
+        family: crate::IpFamily::V4,
+    };
+    let ports = crate::NodeView::build_service_ports(state, &ctx, &ServiceName::new("dev", name));
+    ports
+        .first()
+        .map(|p| p.unserved.clone())
+        .unwrap_or_default()
+}
+
 fn names(touched: &Touched) -> Vec<&str> {
     touched.services.iter().map(|s| &*s.name).collect()
 }
@@ -135,6 +148,14 @@ fn an_external_ip_and_port_claimed_twice_is_served_by_the_first_service_by_name(
     assert_eq!(names(&touched), ["a", "b"]);
     assert_eq!(served(&state, "a"), [ip("192.0.2.1")]);
     assert!(served(&state, "b").is_empty());
+    let not = unserved(&state, "b");
+    assert_eq!(not.len(), 1, "{not:?}");
+    assert_eq!((not[0].ip, &*not[0].holder.name), (ip("192.0.2.1"), "a"));
+    assert!(!not[0].holder_cluster_ip && !not[0].load_balancer);
+    assert_eq!(
+        not[0].why(),
+        "Service dev/a claims it too and serves it (the first by name)"
+    );
 
     let mut other_order = ClusterState::new();
     other_order.apply(external("a", "10.96.0.10", 80));
@@ -170,6 +191,13 @@ fn an_external_ip_on_another_services_cluster_ip_and_port_is_never_served() {
     let touched = state.apply(allocated());
     assert_eq!(names(&touched), ["a", "z"], "a loses the frontend");
     assert!(served(&state, "a").is_empty());
+    let not = unserved(&state, "a");
+    assert_eq!(not.len(), 1, "{not:?}");
+    assert!(not[0].holder_cluster_ip);
+    assert_eq!(
+        format!("{}: {}", not[0].what(), not[0].why()),
+        "external IP 10.96.0.99: it is Service dev/z's ClusterIP, which keeps its destination"
+    );
 
     let mut other_order = ClusterState::new();
     other_order.apply(allocated());

@@ -1,6 +1,8 @@
 //! Per-service figures operators watch, kept up to date by each successful sync: the
 //! health-check NodePort and local ready endpoints of `externalTrafficPolicy: Local`
-//! LoadBalancer Services, and the service ports whose Local policy has no local endpoint.
+//! LoadBalancer Services, the service ports whose Local policy has no local endpoint, and the
+//! external and load-balancer IPs a Service claims but another serves (logged when that
+//! starts and when it ends).
 //!
 //! Computed from the node view ([`NodeView::build_service_ports`]) of the services a sync
 //! touched, so an incremental sync costs only its changed services, as the rules do.
@@ -8,7 +10,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use ferry_model::{ClusterState, NodeContext, NodeView, ServiceName, TrafficPolicy};
+use ferry_model::{
+    ClusterState, NodeContext, NodeView, ServiceName, ServicePortName, TrafficPolicy, Unserved,
+};
 
 /// A service's health-check NodePort and what it reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +38,8 @@ pub struct NoLocalEndpoints {
 struct Entry {
     health_check: Option<HealthCheck>,
     no_local: NoLocalEndpoints,
+    /// Destinations its ports claim but another Service serves.
+    unserved: Vec<(ServicePortName, u16, Unserved)>,
 }
 
 /// The figures of every service, as of the last successful sync.
@@ -45,8 +51,10 @@ pub struct ServiceStatus {
 impl ServiceStatus {
     /// Recomputes every service.
     pub fn rebuild(&mut self, state: &ClusterState, ctx: &NodeContext) {
-        self.entries.clear();
+        let mut old = std::mem::take(&mut self.entries);
         for svc in state.services() {
+            let before = old.remove(&svc.name).unwrap_or_default();
+            self.entries.insert(svc.name.clone(), before);
             self.recompute(state, ctx, &svc.name);
         }
     }
@@ -65,6 +73,10 @@ impl ServiceStatus {
 
     fn recompute(&mut self, state: &ClusterState, ctx: &NodeContext, name: &ServiceName) {
         let entry = entry(state, ctx, name);
+        if state.service(name).is_some() {
+            let before = self.entries.get(name).map_or(&[][..], |e| &e.unserved);
+            log_unserved(before, &entry.unserved);
+        }
         if entry == Entry::default() {
             self.entries.remove(name);
         } else {
@@ -91,6 +103,34 @@ impl ServiceStatus {
     }
 }
 
+/// Logs each destination a Service's port claims that another Service now serves (once, when
+/// that starts), and when that ends (it serves it, or no longer claims it). Entries: the
+/// port, its number, the destination.
+fn log_unserved(
+    before: &[(ServicePortName, u16, Unserved)],
+    now: &[(ServicePortName, u16, Unserved)],
+) {
+    for (name, port, u) in now.iter().filter(|c| !before.contains(c)) {
+        tracing::warn!(
+            "{} ({port}/{}) of Service {name} is not programmed: {}",
+            u.what(),
+            name.protocol.as_str().to_uppercase(),
+            u.why()
+        );
+    }
+    let ended = |(name, port, u): &&(ServicePortName, u16, Unserved)| {
+        !now.iter()
+            .any(|(n, p, v)| n == name && p == port && v.ip == u.ip)
+    };
+    for (name, port, u) in before.iter().filter(ended) {
+        tracing::info!(
+            "{} ({port}/{}) of Service {name}: no longer held back by another Service",
+            u.what(),
+            name.protocol.as_str().to_uppercase()
+        );
+    }
+}
+
 fn entry(state: &ClusterState, ctx: &NodeContext, name: &ServiceName) -> Entry {
     let Some(svc) = state.service(name) else {
         return Entry::default();
@@ -98,6 +138,8 @@ fn entry(state: &ClusterState, ctx: &NodeContext, name: &ServiceName) -> Entry {
     let ports = NodeView::build_service_ports(state, ctx, name);
     let mut out = Entry::default();
     for view in &ports {
+        let unserved = (view.unserved.iter()).map(|u| (view.name.clone(), view.port, u.clone()));
+        out.unserved.extend(unserved);
         if view.internal_policy == TrafficPolicy::Local && view.internal_endpoints().is_empty() {
             out.no_local.internal += 1;
         }
@@ -232,5 +274,62 @@ mod tests {
         );
         status.rebuild(&state, &ctx("node-a"));
         assert_eq!(status.no_local_endpoints(), NoLocalEndpoints::default());
+    }
+
+    /// What `f` logs (the message lines, without time and level colours).
+    fn logged(f: impl FnOnce()) -> String {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("buffer").extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer(Arc::default());
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .without_time()
+            .with_target(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = buffer.0.lock().expect("buffer").clone();
+        String::from_utf8(bytes).expect("utf-8")
+    }
+
+    #[test]
+    fn an_external_ip_another_service_serves_is_logged_when_that_starts_and_ends() {
+        let external = |name: &str, cluster_ip: &str| {
+            let mut svc = mk_service("dev", name, cluster_ip, 80);
+            svc.external_ips = vec![ip("192.0.2.1")];
+            Object::from(svc)
+        };
+        let mut state = ClusterState::new();
+        state.apply(external("a", "10.96.0.10"));
+        state.apply(external("b", "10.96.0.11"));
+        let mut status = ServiceStatus::default();
+        let log = logged(|| status.rebuild(&state, &ctx("node-a")));
+        assert_eq!(
+            log,
+            " WARN external IP 192.0.2.1 (80/TCP) of Service dev/b:http is not programmed: \
+             Service dev/a claims it too and serves it (the first by name)\n"
+        );
+        // Once: the next sync says nothing.
+        assert_eq!(logged(|| status.rebuild(&state, &ctx("node-a"))), "");
+        let touched = state.delete(&ferry_model::ObjectKey::Service(ServiceName::new(
+            "dev", "a",
+        )));
+        let log = logged(|| status.update(&state, &ctx("node-a"), &touched.services));
+        assert_eq!(
+            log,
+            " INFO external IP 192.0.2.1 (80/TCP) of Service dev/b:http: no longer held back by \
+             another Service\n"
+        );
     }
 }
