@@ -14,14 +14,17 @@ use ipnet::IpNet;
 
 use crate::{
     ClusterState, EndpointConditions, EndpointTarget, IpFamily, Node, Service, ServiceName,
-    ServicePort, ServicePortName, ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
+    ServicePortName, ServiceType, SessionAffinity, TrafficDistribution, TrafficPolicy,
 };
 
 mod categorize;
 mod topology;
+mod unserved;
 
 use categorize::{categorize, serving_terminating};
 pub use topology::{HintsIgnored, Topology};
+use unserved::served;
+pub use unserved::Unserved;
 
 /// Who is asking: the node this view is for, and the IP family being programmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,47 +74,6 @@ pub struct EndpointView {
     pub cluster: Result<(), Exclusion>,
     /// In the node-local set, or why not.
     pub local: Result<(), Exclusion>,
-}
-
-/// An external or load-balancer IP a service port claims but another Service serves: one
-/// destination leads to one Service (see [`ClusterState::frontend_holder`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unserved {
-    /// The address.
-    pub ip: IpAddr,
-    /// A load-balancer IP (else an external IP).
-    pub load_balancer: bool,
-    /// The Service that serves it.
-    pub holder: ServiceName,
-    /// It is `holder`'s ClusterIP (else `holder` claims it too and comes first by name).
-    pub holder_cluster_ip: bool,
-}
-
-impl Unserved {
-    /// "external IP 192.0.2.1" or "load-balancer IP …".
-    pub fn what(&self) -> String {
-        let kind = if self.load_balancer {
-            "load-balancer"
-        } else {
-            "external"
-        };
-        format!("{kind} IP {}", self.ip)
-    }
-
-    /// Why `holder` serves it, for a log line or an explanation.
-    pub fn why(&self) -> String {
-        if self.holder_cluster_ip {
-            format!(
-                "it is Service {}'s ClusterIP, which keeps its destination",
-                self.holder
-            )
-        } else {
-            format!(
-                "Service {} claims it too and serves it (the first by name)",
-                self.holder
-            )
-        }
-    }
 }
 
 /// One service port as this node must program it.
@@ -273,40 +235,11 @@ impl NodeView {
     }
 }
 
-fn of_family(ips: &[IpAddr], family: IpFamily) -> Vec<IpAddr> {
+pub(super) fn of_family(ips: &[IpAddr], family: IpFamily) -> Vec<IpAddr> {
     ips.iter()
         .copied()
         .filter(|ip| IpFamily::of(ip) == family)
         .collect()
-}
-
-/// The addresses of `ips` (load-balancer IPs when `load_balancer`) of `family` that `svc`
-/// serves with `port`; those another Service serves go to `unserved` (see
-/// [`ClusterState::frontend_holder`]).
-fn served(
-    state: &ClusterState,
-    svc: &Service,
-    port: &ServicePort,
-    (ips, load_balancer): (&[IpAddr], bool),
-    family: IpFamily,
-    unserved: &mut Vec<Unserved>,
-) -> Vec<IpAddr> {
-    let mut ips = of_family(ips, family);
-    ips.retain(
-        |ip| match state.frontend_holder(&svc.name, *ip, port.protocol, port.port) {
-            None => true,
-            Some((holder, holder_cluster_ip)) => {
-                unserved.push(Unserved {
-                    ip: *ip,
-                    load_balancer,
-                    holder: holder.clone(),
-                    holder_cluster_ip,
-                });
-                false
-            }
-        },
-    );
-    ips
 }
 
 fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<ServicePortView> {

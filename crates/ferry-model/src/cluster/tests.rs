@@ -109,29 +109,27 @@ fn external(name: &str, cluster_ip: &str, port: u16) -> Object {
     Object::from(svc)
 }
 
-/// The external IPs Service `dev/name`'s first port is programmed with.
-fn served(state: &ClusterState, name: &str) -> Vec<std::net::IpAddr> {
+/// Service `dev/name`'s first port as node `n1` programs it.
+fn first_port(state: &ClusterState, name: &str) -> Option<crate::ServicePortView> {
     let ctx = crate::NodeContext {
         node_name: "n1".into(),
         family: crate::IpFamily::V4,
     };
     let ports = crate::NodeView::build_service_ports(state, &ctx, &ServiceName::new("dev", name));
-    ports
-        .first()
-        .map(|p| p.external_ips.clone())
+    ports.into_iter().next()
+}
+
+/// The external IPs Service `dev/name`'s first port is programmed with.
+fn served(state: &ClusterState, name: &str) -> Vec<std::net::IpAddr> {
+    first_port(state, name)
+        .map(|p| p.external_ips)
         .unwrap_or_default()
 }
 
 /// What Service `dev/name`'s first port claims but another Service serves.
 fn unserved(state: &ClusterState, name: &str) -> Vec<crate::Unserved> {
-    let ctx = crate::NodeContext {
-        node_name: "n1".into(),
-        family: crate::IpFamily::V4,
-    };
-    let ports = crate::NodeView::build_service_ports(state, &ctx, &ServiceName::new("dev", name));
-    ports
-        .first()
-        .map(|p| p.unserved.clone())
+    first_port(state, name)
+        .map(|p| p.unserved)
         .unwrap_or_default()
 }
 
