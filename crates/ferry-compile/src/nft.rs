@@ -15,6 +15,7 @@ mod render;
 mod rule;
 mod script;
 mod shared;
+mod slots;
 mod text;
 
 pub use model::{
@@ -25,6 +26,7 @@ pub(crate) use render::{base, chain, node_port_match};
 pub use render::{render, render_base, render_service, RenderContext};
 pub use rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
 pub use script::{Delta, Transaction, TABLE};
+pub use slots::{Frontend, Slots};
 
 #[cfg(test)]
 mod tests;

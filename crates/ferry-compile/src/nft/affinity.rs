@@ -17,10 +17,9 @@
 //! `affinity-record` reads only `type` maps and is a fixed chain of the nft skeleton. The pin
 //! maps are `dynamic`: a full sync's netlink batch never flushes them.
 
+use super::slots::Frontend;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-use ferry_model::Protocol;
 
 use super::model::{Chain, Element, Key, Value, Verdict};
 use super::render::RenderContext;
@@ -94,15 +93,6 @@ pub(crate) fn pinned_dnat(ctx: &RenderContext, key: DnatKey) -> DispatchRule {
             map: pin_map(key == DnatKey::NodePort),
         },
     }
-}
-
-/// The frontend a pin is recorded for.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Frontend {
-    /// A service IP (ClusterIP, external IP) and port.
-    Ip(std::net::IpAddr, Protocol, u16),
-    /// A node port.
-    NodePort(Protocol, u16),
 }
 
 /// Adds the chain recording pins for `frontend` with `timeout` and one `frontend . endpoint`

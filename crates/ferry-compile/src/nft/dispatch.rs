@@ -9,10 +9,11 @@
 
 use std::sync::Arc;
 
-use super::affinity::{self, Frontend};
+use super::affinity;
 use super::model::{Element, Key, ServiceRules, Value, Verdict};
 use super::render::RenderContext;
 use super::rule::{DispatchChain, DispatchRule, DnatKey, RuleAction, RuleMatch};
+use super::slots::{Frontend, Slots};
 use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, ServicePlan};
 use ferry_model::TrafficPolicy;
 
@@ -199,9 +200,10 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
         value: Some(value),
         comment: Some(comment.clone()),
     };
-    let slots = |els: &mut Vec<Element>, map, key: &dyn Fn(u32) -> Key, set| {
-        for (i, ep) in (0u32..).zip(sp.endpoints(set)) {
-            els.push(Element::new(map, key(i), Some(Value::Endpoint(*ep))));
+    let mut slots = |map, frontend, set| {
+        let endpoints = sp.endpoints(set);
+        if !endpoints.is_empty() {
+            out.slots.push(Slots::new(map, frontend, endpoints));
         }
     };
 
@@ -217,8 +219,8 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 vip,
                 verdict(sp.internal, &chain.name),
             ));
-            let key = |i| Key::FrontendSlot(sp.cluster_ip, proto, port, i);
-            slots(els, endpoint_map(false, set), &key, set);
+            let frontend = Frontend::Ip(sp.cluster_ip, proto, port);
+            slots(endpoint_map(false, set), frontend, set);
             out.chains.push(Arc::new(chain));
             if let Some(timeout) = sp.affinity {
                 let frontend = Frontend::Ip(sp.cluster_ip, proto, port);
@@ -282,8 +284,8 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 verdict(Dispatch::Forward(EndpointSet::Cluster), &chain.name),
             ));
             for &set in &sets {
-                let key = |i| Key::NodePortSlot(proto, np, i);
-                slots(els, endpoint_map(true, set), &key, set);
+                let frontend = Frontend::NodePort(proto, np);
+                slots(endpoint_map(true, set), frontend, set);
             }
             out.chains.push(Arc::new(chain));
             if let Some(timeout) = sp.affinity {
@@ -309,8 +311,8 @@ pub(crate) fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut Servi
                 verdict(Dispatch::Forward(EndpointSet::Cluster), &chain.name),
             ));
             for &set in &sets {
-                let key = |i| Key::FrontendSlot(*addr, proto, port, i);
-                slots(els, endpoint_map(false, set), &key, set);
+                let frontend = Frontend::Ip(*addr, proto, port);
+                slots(endpoint_map(false, set), frontend, set);
             }
             out.chains.push(Arc::new(chain));
             if let Some(timeout) = sp.affinity {

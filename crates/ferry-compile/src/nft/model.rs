@@ -10,6 +10,7 @@ use ferry_model::{IpFamily, ServiceName};
 pub use super::element::{Element, Key, Value, Verdict};
 use super::rule::DispatchChain;
 use super::shared::SharedCounts;
+use super::slots::Slots;
 
 /// A chain and its rules (rule bodies in nft syntax).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,14 +92,24 @@ pub struct ServiceRules {
     /// determines its rules, and many services use the same chain; the ruleset counts users
     /// and, once a service is in a ruleset, its chains are the ruleset's one shared copy.
     pub chains: Vec<Arc<DispatchChain>>,
-    /// Elements, sorted. Elements of the shared sets may also be contributed by other
-    /// services; the ruleset counts them. `hairpin` is not stored as elements: see
-    /// `hairpin`.
+    /// Elements but the endpoint maps', sorted. Elements of the shared sets may also be
+    /// contributed by other services; the ruleset counts them. `hairpin` is not stored as
+    /// elements: see `hairpin`.
     pub elements: Vec<Element>,
+    /// The endpoint maps' elements, per frontend and map, sorted (see [`Slots`]).
+    pub slots: Vec<Slots>,
     /// The endpoint addresses of its endpoint maps that may be the sender of a connection
     /// DNATed here ([`ServicePlan::hairpin_sources`](crate::plan::ServicePlan)), sorted: each
     /// is `address . address` in the shared `hairpin` set (see [`shared_keys`]).
     pub hairpin: Vec<IpAddr>,
+}
+
+impl ServiceRules {
+    /// Every element: `elements`, then the endpoint maps' (made here from `slots`).
+    pub fn all(&self) -> impl Iterator<Item = Cow<'_, Element>> {
+        let slots = self.slots.iter().flat_map(|s| s.elements().map(Cow::Owned));
+        self.elements.iter().map(Cow::Borrowed).chain(slots)
+    }
 }
 
 /// The whole desired table for one family.
@@ -245,27 +256,45 @@ impl Ruleset {
             .flat_map(|s| s.elements.iter())
             .filter(move |e| e.set == set);
         // Two services claiming the same frontend (conflicting manifests): the first wins, as
-        // in `all_elements`, so the kernel never sees one key twice.
+        // in `all_elements`, so the kernel never sees one key twice. A slot's key holds its
+        // frontend: the slots are told apart by frontend.
         let mut seen = std::collections::HashSet::new();
+        let mut seen_frontends = std::collections::HashSet::new();
+        let slots = self
+            .services
+            .values()
+            .flat_map(|s| s.slots.iter())
+            .filter(move |s| s.map == set && seen_frontends.insert(&s.frontend))
+            .flat_map(|s| s.elements().map(Cow::Owned));
         Box::new(
             node.chain(services)
                 .filter(move |e| seen.insert(&e.key))
-                .map(Cow::Borrowed),
+                .map(Cow::Borrowed)
+                .chain(slots),
         )
     }
 
     /// Every element, each shared element once, grouped by set, sorted by key.
     pub fn all_elements(&self) -> BTreeMap<&'static str, Vec<Cow<'_, Element>>> {
-        let mut by_set: BTreeMap<&'static str, BTreeMap<&Key, &Element>> = BTreeMap::new();
-        let service_elements = self.services.values().flat_map(|s| s.elements.iter());
-        for e in self.elements.iter().chain(service_elements) {
+        let mut by_set: BTreeMap<&'static str, BTreeMap<Key, Cow<'_, Element>>> = BTreeMap::new();
+        let service_elements = self.services.values().flat_map(ServiceRules::all);
+        for e in self
+            .elements
+            .iter()
+            .map(Cow::Borrowed)
+            .chain(service_elements)
+        {
             if !SHARED_SETS.contains(&e.set) {
-                by_set.entry(e.set).or_default().entry(&e.key).or_insert(e);
+                by_set
+                    .entry(e.set)
+                    .or_default()
+                    .entry(e.key.clone())
+                    .or_insert(e);
             }
         }
         let mut out: BTreeMap<&'static str, Vec<Cow<'_, Element>>> = by_set
             .into_iter()
-            .map(|(set, els)| (set, els.into_values().map(Cow::Borrowed).collect()))
+            .map(|(set, els)| (set, els.into_values().collect()))
             .collect();
         for (set, key) in self.shared.keys() {
             out.entry(set)

@@ -9,7 +9,8 @@ use ferry_model::{IpFamily, ServiceName};
 
 use super::affinity;
 use super::dispatch::render_port;
-use super::model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value};
+use super::model::{BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef};
+use super::slots::Slots;
 use crate::plan::{NodePortScope, Plan, ServicePlan};
 
 /// What rendering one service needs from the node-wide plan.
@@ -353,27 +354,28 @@ pub fn render_service(ports: &[&ServicePlan], ctx: &RenderContext) -> ServiceRul
     out.chains.dedup_by(|a, b| a.name == b.name);
     out.elements.sort();
     out.elements.dedup();
-    out.hairpin = hairpin(ports, &out.elements);
+    out.slots.sort();
+    out.slots.dedup();
+    out.hairpin = hairpin(ports, &out.slots);
     // Held for as long as the service is installed: no growth slack.
     out.elements.shrink_to_fit();
+    out.slots.shrink_to_fit();
     out.chains.shrink_to_fit();
     out
 }
 
-/// The addresses of the endpoint-map elements that may be a sender here (the ports' hairpin
-/// sources), sorted, each once.
-fn hairpin(ports: &[&ServicePlan], elements: &[Element]) -> Vec<IpAddr> {
+/// The addresses in the endpoint maps that may be a sender here (the ports' hairpin sources),
+/// sorted, each once.
+fn hairpin(ports: &[&ServicePlan], slots: &[Slots]) -> Vec<IpAddr> {
     let may_send = |ip: &IpAddr| {
         ports
             .iter()
             .any(|sp| sp.hairpin_sources.binary_search(ip).is_ok())
     };
-    let mut ips: Vec<IpAddr> = elements
+    let mut ips: Vec<IpAddr> = slots
         .iter()
-        .filter_map(|e| match &e.value {
-            Some(Value::Endpoint(ep)) => Some(ep.ip()).filter(may_send),
-            _ => None,
-        })
+        .flat_map(Slots::addresses)
+        .filter(may_send)
         .collect();
     ips.sort_unstable();
     ips.dedup();

@@ -254,12 +254,13 @@ impl<'a> Delta<'a> {
         static EMPTY: ServiceRules = ServiceRules {
             chains: Vec::new(),
             elements: Vec::new(),
+            slots: Vec::new(),
             hairpin: Vec::new(),
         };
         let empty = &EMPTY;
         let mut chain_delta: BTreeMap<&str, (isize, &DispatchChain)> = BTreeMap::new();
-        let mut old_els: BTreeSet<&Element> = BTreeSet::new();
-        let mut new_els: BTreeSet<&Element> = BTreeSet::new();
+        let mut old_els: BTreeSet<Cow<'a, Element>> = BTreeSet::new();
+        let mut new_els: BTreeSet<Cow<'a, Element>> = BTreeSet::new();
         let mut shared_delta: BTreeMap<(&'static str, Key), isize> = BTreeMap::new();
         for (name, new) in changes {
             let old = installed.services.get(name).unwrap_or(empty);
@@ -274,7 +275,7 @@ impl<'a> Delta<'a> {
                 for key in shared_keys(rules) {
                     *shared_delta.entry(key).or_default() += sign;
                 }
-                for e in &rules.elements {
+                for e in rules.all() {
                     if SHARED_SETS.contains(&e.set) {
                         // Counted above.
                     } else if sign < 0 {
@@ -302,10 +303,10 @@ impl<'a> Delta<'a> {
         let mut delete: BTreeMap<&str, Vec<Cow<'a, Element>>> = BTreeMap::new();
         let mut add: BTreeMap<&str, Vec<Cow<'a, Element>>> = BTreeMap::new();
         for e in old_els.difference(&new_els) {
-            delete.entry(e.set).or_default().push(Cow::Borrowed(*e));
+            delete.entry(e.set).or_default().push(e.clone());
         }
         for e in new_els.difference(&old_els) {
-            add.entry(e.set).or_default().push(Cow::Borrowed(*e));
+            add.entry(e.set).or_default().push(e.clone());
         }
         // Shared elements carry neither value nor comment.
         for ((set, key), delta) in shared_delta {

@@ -136,8 +136,7 @@ fn random_choice_is_uniform_over_the_slots() {
         let rs = ruleset(&seed_state(TrafficPolicy::Cluster, &refs), "k8s-node1");
         let rules = &rs.services[&svc()];
         let slots: Vec<(u32, std::net::SocketAddr)> = rules
-            .elements
-            .iter()
+            .all()
             .filter(|e| e.set == "cluster-endpoints")
             .filter_map(|e| match (&e.key, &e.value) {
                 (Key::FrontendSlot(_, _, _, i), Some(Value::Endpoint(ep))) => Some((*i, *ep)),

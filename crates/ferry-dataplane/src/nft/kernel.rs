@@ -35,11 +35,7 @@ pub(crate) fn compare(compiled: &Ruleset, live: Option<&LiveTable>) -> KernelRep
     let mut wanted: BTreeMap<&ServiceName, Elements> = BTreeMap::new();
     for (name, rules) in &compiled.services {
         let mine = wanted.entry(name).or_default();
-        for e in rules
-            .elements
-            .iter()
-            .filter(|e| !NOT_PER_SERVICE.contains(&e.set))
-        {
+        for e in rules.all().filter(|e| !NOT_PER_SERVICE.contains(&e.set)) {
             let key = e.key.to_string();
             owner.insert((e.set.to_owned(), frontend(e.set, &key)), name);
             mine.insert(

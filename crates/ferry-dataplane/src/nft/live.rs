@@ -40,8 +40,9 @@ pub(crate) fn check(t: &Trace, compiled: &Ruleset, live: Option<&LiveTable>) -> 
         .service
         .as_ref()
         .and_then(|s| compiled.services.get(&s.service))
-        .map(|r| r.elements.as_slice())
-        .unwrap_or_default();
+        .into_iter()
+        .flat_map(|r| r.all())
+        .collect::<Vec<_>>();
     // The compiled elements for this destination: are they in the kernel, with the same value?
     for e in compiled_elements
         .iter()
