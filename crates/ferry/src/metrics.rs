@@ -340,7 +340,8 @@ impl Metrics {
     pub fn changes(&self, changes: &PendingChanges) {
         let s = &self.set;
         s.service_changes_pending.set(changes.services.len() as i64);
-        s.endpoint_changes_pending.set(changes.slices.len() as i64);
+        s.endpoint_changes_pending
+            .set(changes.endpoints.len() as i64);
         catch_up(&s.service_changes_total, changes.services_total);
         catch_up(&s.endpoint_changes_total, changes.slices_total);
     }

@@ -41,8 +41,10 @@ pub const FULL_SYNC_PERIOD: Duration = Duration::from_secs(3600);
 pub struct PendingChanges {
     /// Services whose Service object changed.
     pub services: BTreeSet<ServiceName>,
-    /// EndpointSlices (namespace, name) that changed.
-    pub slices: BTreeSet<(String, String)>,
+    /// Services whose EndpointSlices changed (upstream's endpoints change tracker is keyed by
+    /// Service too). Names are shared, so 10 000 pending changes (the first list) cost a set
+    /// node's share each, not two strings.
+    pub endpoints: BTreeSet<ServiceName>,
     /// `endpoints.kubernetes.io/last-change-trigger-time` of every changed slice that has one
     /// (RFC 3339): the start of the network programming latency.
     pub trigger_times: Vec<String>,
@@ -53,14 +55,15 @@ pub struct PendingChanges {
 }
 
 impl PendingChanges {
-    fn record(&mut self, key: &ObjectKey, trigger_time: Option<&str>) {
+    /// Records a change of `key`, which touched `touched` (a slice's Service).
+    fn record(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<&str>) {
         match key {
             ObjectKey::Service(name) => {
                 self.services.insert(name.clone());
                 self.services_total += 1;
             }
-            ObjectKey::EndpointSlice { namespace, name } => {
-                self.slices.insert((namespace.clone(), name.clone()));
+            ObjectKey::EndpointSlice { .. } => {
+                self.endpoints.extend(touched.services.iter().cloned());
                 self.slices_total += 1;
                 self.trigger_times.extend(trigger_time.map(str::to_owned));
             }
@@ -71,7 +74,7 @@ impl PendingChanges {
 
     fn clear(&mut self) {
         self.services.clear();
-        self.slices.clear();
+        self.endpoints.clear();
         self.trigger_times.clear();
     }
 }
@@ -155,7 +158,7 @@ impl<A: Applier> FamilySync<A> {
     /// Records what one event touched; true when it needs a sync of this family.
     fn note(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<&str>) -> bool {
         if !touched.is_empty() {
-            self.changes.record(key, trigger_time);
+            self.changes.record(key, touched, trigger_time);
         }
         if touched.nodes.contains(&self.context.node_name) {
             // Node IPs, pod CIDRs and labels feed every service: recompile everything.
