@@ -194,14 +194,9 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let families = supported_families(mode.as_ref());
     // Beside the source's first read, not before it (the cleanup after the first sync
     // waits for it).
-    let leftovers = std::thread::Builder::new()
-        .name("leftovers".into())
-        .spawn(move || crate::startup::log_leftovers(mode_entry))
-        .map_err(|e| tracing::debug!("looking for leftovers in line: {e}"))
-        .ok();
-    if leftovers.is_none() {
-        crate::startup::log_leftovers(mode_entry);
-    }
+    let leftovers = beside("leftovers", move || {
+        crate::startup::log_leftovers(mode_entry)
+    });
 
     let metrics = Metrics::new(mode_entry.sync_failures);
     metrics.serve_proxy_metrics(mode.proxy_metrics());
@@ -248,4 +243,23 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
         let _ = server.await;
     }
     result
+}
+
+/// Runs `work` on a thread of its own named `name`, or in line when no thread can be started
+/// (then `None`).
+pub(crate) fn beside(
+    name: &str,
+    work: impl Fn() + Send + Clone + 'static,
+) -> Option<std::thread::JoinHandle<()>> {
+    let spawned = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(work.clone());
+    match spawned {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            tracing::debug!("running {name} in line: {e}");
+            work();
+            None
+        }
+    }
 }

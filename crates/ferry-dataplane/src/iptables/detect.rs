@@ -7,14 +7,22 @@ use crate::mode::IptablesBackend;
 
 /// Chains whose presence says "Kubernetes (kubelet, kube-proxy or Ferry) uses this backend".
 const MARKERS: [&str; 3] = [
-    ":KUBE-IPTABLES-HINT ",
-    ":KUBE-KUBELET-CANARY ",
-    ":KUBE-PROXY-CANARY ",
+    "KUBE-IPTABLES-HINT",
+    "KUBE-KUBELET-CANARY",
+    "KUBE-PROXY-CANARY",
 ];
 
+fn is_marker(chain: &str) -> bool {
+    MARKERS.contains(&chain)
+}
+
+/// Whether an `iptables-save` output declares a marker chain (`:NAME POLICY [p:b]`).
 fn has_marker(save: &str) -> bool {
-    save.lines()
-        .any(|l| MARKERS.iter().any(|m| l.starts_with(m)))
+    save.lines().any(|l| {
+        l.strip_prefix(':')
+            .and_then(|d| d.split_whitespace().next())
+            .is_some_and(is_marker)
+    })
 }
 
 fn rule_count(save: &str) -> usize {
@@ -51,12 +59,7 @@ fn has_marker_chain(backend: IptablesBackend) -> bool {
     let Ok(tables) = IptablesCli::new(backend).saved_chains() else {
         return false;
     };
-    let marker = |chain: &String| {
-        MARKERS
-            .iter()
-            .any(|m| m.strip_prefix(':').map(str::trim_end) == Some(chain.as_str()))
-    };
-    tables.values().flatten().any(marker)
+    tables.values().flatten().any(|chain| is_marker(chain))
 }
 
 #[cfg(test)]

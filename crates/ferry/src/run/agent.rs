@@ -295,18 +295,14 @@ async fn next(
 /// Starts [`cleanup_other_modes`]: beside the agent when the running mode writes only its own
 /// nftables table (removing kube-proxy's iptables rules for 3 000 Services × 10 endpoints
 /// takes seconds, and changes should not wait for it), in line when it writes iptables chains,
-/// which the other modes' cleanups also remove (the same names).
+/// which the other modes' cleanups also remove (the same names). The thread is not waited for
+/// at stop: each of its removals is one atomic restore or batch, and what a stop leaves is
+/// found and removed again at the next start.
 fn start_cleanup_of_other_modes(running: &'static ModeEntry) {
     if running.writes_iptables {
         return cleanup_other_modes(running);
     }
-    let beside = std::thread::Builder::new()
-        .name("cleanup".into())
-        .spawn(move || cleanup_other_modes(running));
-    if let Err(e) = beside {
-        tracing::debug!("removing the other modes' rules in line: {e}");
-        cleanup_other_modes(running);
-    }
+    crate::run::beside("cleanup", move || cleanup_other_modes(running));
 }
 
 /// Removes what the other modes left (a node switched from one mode to another, or kube-proxy's

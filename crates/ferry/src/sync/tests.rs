@@ -284,3 +284,35 @@ fn a_successful_sync_hands_out_the_stale_udp_flows_once() {
     let removed = ip("192.168.169.166");
     assert!(stale[0].matches("10.96.0.10:53".parse().expect("addr"), removed));
 }
+
+#[test]
+fn pending_endpoint_changes_are_counted_per_service_as_upstream_does() {
+    let (mut s, _) = syncer();
+    for obj in seed_objects(&["192.168.169.130"]) {
+        s.handle(SourceEvent::Apply(obj));
+    }
+    sync(&mut s).expect("sync");
+    // Two slices of dev/web change: one pending endpoint change (upstream's endpoints change
+    // tracker is keyed by Service), two changes counted in the total.
+    let first = mk_slice(
+        "dev",
+        "web",
+        56010,
+        vec![mk_endpoint("192.168.169.131", "k8s-node2")],
+    );
+    let mut second = mk_slice(
+        "dev",
+        "web",
+        56010,
+        vec![mk_endpoint("192.168.169.132", "k8s-node2")],
+    );
+    second.name = "web-def".into();
+    s.handle(SourceEvent::Apply(Object::from(first)));
+    s.handle(SourceEvent::Apply(Object::from(second)));
+    let pending = s.primary().pending_changes();
+    let names: Vec<String> = pending.endpoints.iter().map(|n| n.to_string()).collect();
+    assert_eq!(names, ["dev/web"]);
+    assert_eq!(pending.slices_total, 3, "the first slice, then two changes");
+    sync(&mut s).expect("sync");
+    assert!(s.primary().pending_changes().endpoints.is_empty());
+}
