@@ -294,18 +294,9 @@ fn pending_endpoint_changes_are_counted_per_service_as_upstream_does() {
     sync(&mut s).expect("sync");
     // Two slices of dev/web change: one pending endpoint change (upstream's endpoints change
     // tracker is keyed by Service), two changes counted in the total.
-    let first = mk_slice(
-        "dev",
-        "web",
-        56010,
-        vec![mk_endpoint("192.168.169.131", "k8s-node2")],
-    );
-    let mut second = mk_slice(
-        "dev",
-        "web",
-        56010,
-        vec![mk_endpoint("192.168.169.132", "k8s-node2")],
-    );
+    let slice = |ep| mk_slice("dev", "web", 56010, vec![mk_endpoint(ep, "k8s-node2")]);
+    let first = slice("192.168.169.131");
+    let mut second = slice("192.168.169.132");
     second.name = "web-def".into();
     s.handle(SourceEvent::Apply(Object::from(first)));
     s.handle(SourceEvent::Apply(Object::from(second)));
