@@ -19,7 +19,8 @@ mod slots;
 mod text;
 
 pub use model::{
-    BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict, NODE_LEVEL_SETS,
+    BaseChain, Chain, Element, Key, Ruleset, ServiceRules, SetDef, Value, Verdict, FILLED_LAST,
+    NODE_LEVEL_SETS,
 };
 pub use node::NodeRules;
 pub(crate) use render::{base, chain, node_port_match};

@@ -7,7 +7,7 @@
 //! - a full sync's bulk ([`NetlinkSocket::apply_full`]): create the dispatch chains, rewrite
 //!   their rules, flush every set and map and load all elements, delete chains no longer
 //!   wanted — one batch, after `nft` wrote the table's skeleton
-//!   ([`ferry_compile::nft::Transaction::skeleton`]);
+//!   ([`ferry_compile::nft::Transaction::skeleton`]); into a new table, several in a row;
 //! - an incremental delta ([`NetlinkSocket::apply`]): new dispatch chains with their rules, the
 //!   changed elements, then the chains whose last user went.
 //!
@@ -28,10 +28,11 @@ use nix::sys::socket::{
     SockProtocol, SockType,
 };
 
-use ferry_compile::nft::{Delta, Ruleset, NODE_LEVEL_SETS, TABLE};
+use ferry_compile::nft::{Delta, Ruleset, FILLED_LAST, NODE_LEVEL_SETS, TABLE};
 use ferry_model::IpFamily;
 
-/// Why a netlink transaction failed. The kernel holds what it held before.
+/// Why a netlink transaction failed. The kernel holds what it held before (but for the
+/// transactions a new table's first sync had committed already).
 #[derive(Debug, thiserror::Error)]
 pub enum NetlinkError {
     /// The socket could not be opened or used.
@@ -105,6 +106,9 @@ pub struct NetlinkSocket {
 /// Answers are read with this buffer: an error answer quotes the failed message (up to
 /// 64 KiB).
 const RECV_BUFFER: usize = 128 * 1024;
+/// Where the first sync into a new table closes one transaction and starts the next
+/// ([`NetlinkSocket::apply_full`]).
+pub const FRESH_BATCH_BYTES: usize = 1 << 20;
 /// The send buffer asked for at first (enough for any incremental batch).
 const SNDBUF: usize = 8 << 20;
 /// The receive buffer asked for at first.
@@ -187,6 +191,16 @@ impl NetlinkSocket {
         Ok(tables)
     }
 
+    /// The ruleset's generation, which every committed transaction (any table's) moves on by
+    /// one: the tests count transactions with it.
+    #[cfg(test)]
+    pub fn generation(&mut self) -> Result<u32, NetlinkError> {
+        let req = encode::generation_request(self.seq);
+        let mut id = None;
+        self.dump(&req, |buf| encode::generation(buf, &mut id))?;
+        id.ok_or(NetlinkError::Protocol("no generation in the answer"))
+    }
+
     /// How many rules `chain` of Ferry's table holds (0 when there is no such chain): one dump
     /// of that chain's rules, whatever the rest of the table holds.
     pub fn rule_count(&mut self, family: IpFamily, chain: &str) -> Result<usize, NetlinkError> {
@@ -225,23 +239,33 @@ impl NetlinkSocket {
         }
     }
 
-    /// The bulk of a full sync, as one atomic batch, once `nft` has written the skeleton:
-    /// creates the dispatch chains and rewrites their rules, replaces every element of every
-    /// set and map but the node-level ones, and deletes the chains of the table that `desired` does not
-    /// have (`existing`: what [`chains`](Self::chains) found). Returns the elements written.
+    /// The bulk of a full sync, once `nft` has written the skeleton: creates the dispatch
+    /// chains and rewrites their rules, replaces every element of every set and map but the
+    /// node-level ones, and deletes the chains of the table that `desired` does not have
+    /// (`existing`: what [`chains`](Self::chains) found). Returns the elements written.
+    ///
+    /// One atomic batch, unless `fresh` (the table did not exist before this sync, so it
+    /// serves nothing yet): then a transaction is sent whenever the batch reaches
+    /// [`FRESH_BATCH_BYTES`], so the whole batch (8 MiB at 10 000 services × 10 endpoints) is
+    /// never held at once. In order, each transaction builds on those before it: chains, rules,
+    /// then elements, the dispatch maps last ([`FILLED_LAST`]), so a frontend is served only
+    /// once all its parts are in. If one of them fails, the table holds part of `desired`
+    /// and the caller's next sync, no longer fresh, rewrites it in one batch.
     pub fn apply_full(
         &mut self,
         desired: &Ruleset,
         existing: &[String],
+        fresh: bool,
     ) -> Result<usize, NetlinkError> {
+        let limit = if fresh { FRESH_BATCH_BYTES } else { usize::MAX };
         let wanted: std::collections::BTreeSet<&str> = desired.chain_names().collect();
-        let first = self.seq;
-        let mut batch = encode::Batch::new(first, desired.family, TABLE);
+        let mut batch = encode::Batch::new(self.seq, desired.family, TABLE);
         for c in desired.dispatch_chains() {
             batch.add_chain(&c.name);
+            self.send_if_full(&mut batch, desired.family, limit)?;
         }
         // Elements first out (verdict elements hold references to the chains deleted below).
-        let bulk: Vec<&str> = desired
+        let mut bulk: Vec<&str> = desired
             .sets
             .iter()
             // Node-level sets are nft's; the dynamic maps hold session affinity pins the
@@ -249,6 +273,7 @@ impl NetlinkSocket {
             .filter(|s| !NODE_LEVEL_SETS.contains(&s.name) && !s.dynamic)
             .map(|s| s.name)
             .collect();
+        bulk.sort_by_key(|s| FILLED_LAST.iter().position(|l| l == s));
         for set in &bulk {
             batch.flush_set(set);
         }
@@ -261,14 +286,48 @@ impl NetlinkSocket {
             for r in &c.rules {
                 batch.add_rule(&c.name, r);
             }
+            self.send_if_full(&mut batch, desired.family, limit)?;
         }
         let mut written = 0;
         for set in &bulk {
-            written += batch.elements(true, set, desired.set_elements(set))?;
+            let mut elements = desired.set_elements(set).peekable();
+            loop {
+                written += batch.elements_up_to(true, set, &mut elements, limit)?;
+                if elements.peek().is_none() {
+                    break;
+                }
+                self.send_if_full(&mut batch, desired.family, limit)?;
+            }
+        }
+        self.send(batch).map(|()| written)
+    }
+
+    /// Sends `batch` as one transaction and starts the next in its place once it holds `limit`
+    /// bytes.
+    fn send_if_full(
+        &mut self,
+        batch: &mut encode::Batch,
+        family: IpFamily,
+        limit: usize,
+    ) -> Result<(), NetlinkError> {
+        if batch.len() < limit {
+            return Ok(());
+        }
+        let full = std::mem::replace(batch, encode::Batch::new(self.seq, family, TABLE));
+        self.send(full)?;
+        *batch = encode::Batch::new(self.seq, family, TABLE);
+        Ok(())
+    }
+
+    /// Closes and sends a batch (nothing when it holds no change).
+    fn send(&mut self, batch: encode::Batch) -> Result<(), NetlinkError> {
+        if batch.is_empty() {
+            return Ok(());
         }
         let (bytes, acks, next_seq) = batch.finish();
+        let first = encode::first_seq(&bytes).unwrap_or(self.seq);
         self.seq = next_seq;
-        self.send_batch(&bytes, acks, first).map(|()| written)
+        self.send_batch(&bytes, acks, first)
     }
 
     /// Sends a batch whose messages are numbered from `first` and reads its `acks` answers.

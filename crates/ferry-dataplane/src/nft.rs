@@ -326,13 +326,16 @@ impl<R: NftRunner> NftDataplane<R> {
         Ok(report)
     }
 
-    /// The skeleton through `nft -f`, then everything else in one netlink batch.
+    /// The skeleton through `nft -f`, then everything else in one netlink batch (in several
+    /// transactions when the table is new: see [`NetlinkSocket::apply_full`]).
     fn in_place(&mut self, desired: &Ruleset, start: Instant) -> Result<SyncReport, Error> {
+        let sock = self.netlink.as_mut().ok_or(Error::NoNetlink)?;
+        let fresh = sock.chains(desired.family)?.is_empty();
         let skeleton = Transaction::skeleton(desired);
         self.runner.run(&skeleton.text)?;
         let sock = self.netlink.as_mut().ok_or(Error::NoNetlink)?;
         let existing = sock.chains(desired.family)?;
-        let elements = sock.apply_full(desired, &existing)?;
+        let elements = sock.apply_full(desired, &existing, fresh)?;
         Ok(SyncReport {
             kind: SyncKind::Full,
             chains_written: skeleton.chains_written + desired.dispatch_chains().count(),

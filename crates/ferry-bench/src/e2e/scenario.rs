@@ -123,7 +123,19 @@ pub async fn run(
     let start = Instant::now();
     let mut ferry = Ferry::start(setup.ferry, net.node.name(), &flags, &setup.log)?;
     let targets = probed(cluster);
-    let (answers, wrong) = probe::first_answers(&targets, start, start + setup.timeout).await;
+    // A Ferry that exits (a bad flag, a missing tool) ends the wait at once.
+    let exited = async {
+        while ferry.is_running() {
+            sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let answered = tokio::select! {
+        a = probe::first_answers(&targets, start, start + setup.timeout) => Some(a),
+        () = exited => None,
+    };
+    let Some((answers, wrong)) = answered else {
+        anyhow::bail!("ferry exited: {:?}", ferry.problems(5));
+    };
     m.wrong_answers = wrong;
     m.unanswered = answers.iter().filter(|a| a.is_none()).count();
     if m.unanswered == 0 {

@@ -140,6 +140,13 @@ pub struct Ruleset {
 /// Sets whose elements several services may contribute.
 pub(crate) const SHARED_SETS: [&str; 2] = ["cluster-ips", "hairpin"];
 
+/// The sets a full sync fills last, in this order. Written in several transactions (the first
+/// sync into a new table), a frontend is served once its `service-ips` or `service-nodeports`
+/// element is in, by which time everything its packets meet next (its chain, its endpoints,
+/// the firewall and masquerade sets) is in place; `cluster-ips` comes after them, as it
+/// rejects the ports of a ClusterIP that the dispatch maps do not hold.
+pub const FILLED_LAST: [&str; 3] = ["service-ips", "service-nodeports", "cluster-ips"];
+
 /// Sets that hold node-level elements only (the node port prefixes). The `nft` tool writes
 /// them with the table's skeleton; every other set and map is written over netlink.
 pub const NODE_LEVEL_SETS: [&str; 1] = ["nodeport-ips"];

@@ -102,11 +102,13 @@ impl IptablesCli {
                 .is_some_and(|t| t.trim().is_empty())
     }
 
-    /// The legacy tables of this network namespace (`/proc/net/ip_tables_names`, one per line).
+    /// The legacy tables of this network namespace (`ip_tables_names`, one per line). Read
+    /// under `/proc/thread-self/net`: `/proc/net` is the process's, which is another network
+    /// namespace on a thread that entered its own (the tests' namespaces).
     fn legacy_table_names(&self) -> Option<String> {
         let names = match self.family {
-            IpFamily::V4 => "/proc/net/ip_tables_names",
-            IpFamily::V6 => "/proc/net/ip6_tables_names",
+            IpFamily::V4 => "/proc/thread-self/net/ip_tables_names",
+            IpFamily::V6 => "/proc/thread-self/net/ip6_tables_names",
         };
         std::fs::read_to_string(names).ok()
     }

@@ -139,6 +139,16 @@ impl Batch {
         self.buf[at..at + 4].copy_from_slice(&len.to_ne_bytes());
     }
 
+    /// The bytes written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether it holds no message that asks for an answer (every change does).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.acks == 0
+    }
+
     /// Closes the batch: its bytes, how many answers to expect, the next sequence number.
     pub(crate) fn finish(mut self) -> (Vec<u8>, usize, u32) {
         let at = self.header(NFNL_MSG_BATCH_END, NLM_F_REQUEST, 0);
@@ -188,6 +198,8 @@ pub(crate) use dump::{
     chain_dump_request, chain_names, count_rules, each_chain, rule_dump_request,
     table_dump_request, table_names,
 };
+#[cfg(test)]
+pub(crate) use dump::{generation, generation_request};
 #[cfg(test)]
 use elements::key_bytes;
 

@@ -6,7 +6,7 @@ use ferry_compile::nft::{Delta, DispatchChain};
 use ferry_model::IpFamily;
 use nix::sys::socket::{setsockopt, sockopt};
 
-use super::{NetlinkError, NetlinkSocket};
+use super::{NetlinkError, NetlinkSocket, NODE_LEVEL_SETS};
 use ferry_lab::netns::{in_private_netns as in_new_netns, nft};
 
 /// `n` empty chains named `c0`, `c1`, …: each asks for two answers (create, flush).
@@ -78,5 +78,73 @@ fn answers_lost_to_enobufs_are_never_taken_for_the_next_batchs() {
         );
         // And the socket still reads dumps.
         assert_eq!(s.chains(IpFamily::V4).expect("chains").len(), 2_000);
+    });
+}
+
+/// `services` ClusterIP Services of `endpoints` endpoints each, compiled for node `n1`.
+fn large_ruleset(services: usize, endpoints: usize) -> ferry_compile::nft::Ruleset {
+    use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice};
+    use ferry_model::{ClusterState, NodeContext, NodeView, Object};
+    let mut state = ClusterState::new();
+    for i in 0..services {
+        let (hi, lo) = (i / 250, i % 250);
+        let name = format!("s{i}");
+        let ip = format!("10.96.{hi}.{}", lo + 1);
+        state.apply(Object::from(mk_service("dev", &name, &ip, 80)));
+        let eps = (0..endpoints)
+            .map(|e| mk_endpoint(&format!("10.{}.{hi}.{}", 64 + e, lo + 1), "n1"))
+            .collect();
+        state.apply(Object::from(mk_slice("dev", &name, 8080, eps)));
+    }
+    state.apply(Object::from(mk_node("n1", "10.1.1.9", "10.64.0.0/12")));
+    let ctx = NodeContext {
+        node_name: "n1".into(),
+        family: IpFamily::V4,
+    };
+    let plan = ferry_compile::Plan::build(
+        &NodeView::build(&state, &ctx),
+        &ferry_compile::CompileConfig::default(),
+    );
+    ferry_compile::nft::render(&plan)
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn a_new_tables_first_sync_goes_in_several_transactions_and_leaves_what_one_batch_does() {
+    in_new_netns(|| {
+        // More than FRESH_BATCH_BYTES of netlink messages: two transactions or more.
+        let desired = large_ruleset(2_000, 10);
+        let skeleton = ferry_compile::nft::Transaction::skeleton(&desired).text;
+        let script = std::env::temp_dir().join(format!("ferry-fresh-{}.nft", std::process::id()));
+        std::fs::write(&script, skeleton).expect("script");
+        nft(&["-f", script.to_str().expect("utf-8")]);
+        std::fs::remove_file(&script).expect("script removed");
+
+        let mut s = NetlinkSocket::open().expect("socket");
+        let existing = s.chains(IpFamily::V4).expect("chains");
+        let before = s.generation().expect("generation");
+        let written = s.apply_full(&desired, &existing, true).expect("fresh sync");
+        let fresh = s.generation().expect("generation").wrapping_sub(before);
+        let listed = nft(&["list", "table", "ip", "ferry"]);
+        assert!(fresh >= 2, "{fresh} transactions");
+        let bulk = desired
+            .sets
+            .iter()
+            .filter(|s| !NODE_LEVEL_SETS.contains(&s.name) && !s.dynamic);
+        let elements: usize = bulk.map(|s| desired.set_elements(s.name).count()).sum();
+        assert_eq!(written, elements);
+        assert_eq!(
+            listed.matches("10.96.7.250 . tcp . 80 . ").count(),
+            10,
+            "the last Service's endpoints are in: {listed}"
+        );
+
+        // The same sync over the table it left: one transaction, the same table.
+        let existing = s.chains(IpFamily::V4).expect("chains");
+        let before = s.generation().expect("generation");
+        s.apply_full(&desired, &existing, false).expect("resync");
+        let resync = s.generation().expect("generation").wrapping_sub(before);
+        assert_eq!(resync, 1);
+        assert_eq!(nft(&["list", "table", "ip", "ferry"]), listed);
     });
 }

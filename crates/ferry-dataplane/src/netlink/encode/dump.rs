@@ -19,6 +19,38 @@ const NFTA_RULE_TABLE: u16 = 1;
 const NFTA_RULE_CHAIN: u16 = 2;
 const NFT_MSG_GETRULE: u16 = 7;
 const NLA_TYPE_MASK: u16 = 0x3fff;
+#[cfg(test)]
+const NFT_MSG_NEWGEN: u16 = 15;
+#[cfg(test)]
+const NFT_MSG_GETGEN: u16 = 16;
+#[cfg(test)]
+const NFTA_GEN_ID: u16 = 1;
+
+/// The request for the ruleset's generation (`NFT_MSG_GETGEN`): one message answers it.
+#[cfg(test)]
+pub(crate) fn generation_request(seq: u32) -> Vec<u8> {
+    let mut b = Batch::bare(seq, ferry_model::IpFamily::V4);
+    let msg = b.header(
+        (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN,
+        NLM_F_REQUEST,
+        0,
+    );
+    b.end_msg(msg);
+    b.buf
+}
+
+/// The generation in the answer to [`generation_request`], into `out`: `Ok(true)` once found.
+#[cfg(test)]
+pub(crate) fn generation(buf: &[u8], out: &mut Option<u32>) -> Result<bool, NetlinkError> {
+    walk(buf, NFT_MSG_NEWGEN, |attrs| {
+        each_attr(attrs, |kind, value| {
+            if let (NFTA_GEN_ID, Ok(id)) = (kind, <[u8; 4]>::try_from(value)) {
+                *out = Some(u32::from_be_bytes(id));
+            }
+        })
+    })?;
+    Ok(out.is_some())
+}
 
 /// The dump request for every chain of `family` (filtered by table when read; `table` may be
 /// empty, then none is named).

@@ -5,6 +5,7 @@
 //! (network order) + 2, a `numgen` slot 4 bytes in host order (what `numgen` writes).
 
 use std::borrow::Borrow;
+use std::iter::Peekable;
 use std::net::{IpAddr, SocketAddr};
 
 use ferry_compile::nft::{Element, Key, Value, Verdict};
@@ -160,9 +161,20 @@ impl Batch {
         set: &str,
         els: impl IntoIterator<Item = E>,
     ) -> Result<usize, Unencodable> {
-        let mut els = els.into_iter().peekable();
+        self.elements_up_to(add, set, &mut els.into_iter().peekable(), usize::MAX)
+    }
+
+    /// Like [`elements`](Self::elements), but starts no message once the batch holds `bytes`
+    /// bytes; what is left stays in `els`.
+    pub(crate) fn elements_up_to<E: Borrow<Element>, I: Iterator<Item = E>>(
+        &mut self,
+        add: bool,
+        set: &str,
+        els: &mut Peekable<I>,
+        bytes: usize,
+    ) -> Result<usize, Unencodable> {
         let mut count = 0;
-        while els.peek().is_some() {
+        while els.peek().is_some() && self.buf.len() < bytes {
             let (kind, flags) = if add {
                 (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK)
             } else {
