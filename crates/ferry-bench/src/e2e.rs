@@ -8,7 +8,8 @@
 //!   replaced (a file staged elsewhere and renamed in, or a MODIFIED slice) → a new connection
 //!   lands on the new endpoint (four connections kept in flight; p50/p99 over many changes);
 //!   `VmHWM` of `ferry run`; connection set-up time to the first and last ClusterIP against the
-//!   same connection straight to an endpoint with no rules at all;
+//!   same connection straight to an endpoint with no rules at all (measured last, after
+//!   `ferry cleanup`);
 //! - iptables mode on both backends, the same figures, next to the floor measured in the same
 //!   run: a plain `iptables-restore` of exactly what `ferry rules --proxy-mode iptables` prints
 //!   ([`floor`]);

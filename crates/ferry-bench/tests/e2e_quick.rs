@@ -42,6 +42,15 @@ fn a_quick_end_to_end_run_measures_every_part() {
         !stdout.contains("| (run) |") && !stdout.contains("never answered"),
         "a part failed:\n{stdout}\n{stderr}"
     );
+    // The datapath's reference is measured after `ferry cleanup` removed the rules.
+    let reference = stdout
+        .lines()
+        .find(|l| l.contains("| nftables, manifests | new TCP connection straight"))
+        .unwrap_or_default();
+    assert!(
+        reference.contains("no rules (after cleanup") && !reference.contains("| - ("),
+        "{reference}"
+    );
     // Correctness, not speed: every churned Service ends on its newest endpoint.
     let churn = stdout
         .lines()

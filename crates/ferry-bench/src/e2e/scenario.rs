@@ -63,8 +63,10 @@ pub struct Measured {
     /// Changes never seen within the timeout.
     pub changes_lost: usize,
     /// Connection set-up times (µs): direct to an endpoint before Ferry started, then the
-    /// first and the last ClusterIP, then direct again, with Ferry's rules in place.
-    pub connect_us: Option<[Vec<f64>; 4]>,
+    /// first and the last ClusterIP, then direct again, with Ferry's rules in place, then
+    /// direct once more after `ferry cleanup` removed them (the reference: the same
+    /// namespaces in the same state, but for Ferry's rules).
+    pub connect_us: Option<[Vec<f64>; 5]>,
     /// `VmHWM` of `ferry run` at the end.
     pub hwm_mib: f64,
     /// `VmRSS` of `ferry run` at the end.
@@ -168,7 +170,7 @@ pub async fn run(
             .try_into()
             .map_err(|_| anyhow::anyhow!("three targets"))?;
         let us = |v: &[Duration]| v.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-        m.connect_us = Some([us(&before[0]), us(&a), us(&b), us(&c)]);
+        m.connect_us = Some([us(&before[0]), us(&a), us(&b), us(&c), Vec::new()]);
     }
     m.hwm_mib = ferry.memory_mib("VmHWM:")?;
     m.rss_mib = ferry.memory_mib("VmRSS:")?;
@@ -176,6 +178,12 @@ pub async fn run(
     // Ferry's rules stay in the kernel: time the tool on them.
     if let Some(backend) = setup.iptables_backend {
         m.change_floor = Some(super::floor::change_floor(net.node.name(), backend)?);
+    }
+    if let Some(times) = m.connect_us.as_mut() {
+        let binary = setup.ferry.to_string_lossy();
+        net.node.exec(&binary, ["cleanup"])?;
+        let after = probe::connect_times(&[direct(cluster, first)], setup.connects).await;
+        times[4] = after[0].iter().map(|d| d.as_secs_f64() * 1e6).collect();
     }
     Ok(m)
 }
