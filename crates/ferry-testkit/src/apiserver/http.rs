@@ -56,6 +56,10 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::
             },
             _ = stop.changed() => return,
         };
+        // As kube-apiserver's (Go sets TCP_NODELAY on every connection): a watch event is a
+        // small write, which Nagle's algorithm would hold back until the client acknowledged
+        // the one before.
+        let _ = stream.set_nodelay(true);
         if shared.lock().down {
             // An outage: the connection is closed at once, as by a dead server.
             shared.lock().refused += 1;
