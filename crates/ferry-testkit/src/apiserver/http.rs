@@ -100,11 +100,22 @@ fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
                 .collect()
         })
         .unwrap_or_default();
-    shared.lock().requests.push(format!(
-        "{} {}",
-        req.method(),
-        req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("")
-    ));
+    // What the test has done so far, read with the request's logging: a test that sees the
+    // request logged and then drops watches must see this watch end. (Read later, in the
+    // watch's task, a drop made in between went unnoticed and the watch never ended.)
+    let seen = {
+        let mut s = shared.lock();
+        s.requests.push(format!(
+            "{} {}",
+            req.method(),
+            req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("")
+        ));
+        Seen {
+            drops: s.drops,
+            outages: s.outages,
+            bookmarks: s.bookmarks,
+        }
+    };
     if shared.lock().down {
         // A request that slipped in on a connection the outage has not closed yet.
         let s = status(503, "ServiceUnavailable", "the fake apiserver is down");
@@ -137,7 +148,7 @@ fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     };
     let is_watch = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
     if is_watch {
-        watch_response(shared.clone(), resource, selector, &query)
+        watch_response(shared.clone(), resource, selector, &query, seen)
     } else {
         list_response(&shared.lock(), resource, &selector, &query)
     }
@@ -203,6 +214,7 @@ fn watch_response(
     resource: Resource,
     selector: Selector,
     query: &HashMap<String, String>,
+    seen: Seen,
 ) -> Response<Body> {
     let from = query
         .get("resourceVersion")
@@ -215,7 +227,7 @@ fn watch_response(
         .map(Duration::from_secs);
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
-        let run = stream_events(&shared, resource, &selector, from, bookmarks, &tx);
+        let run = stream_events(&shared, resource, &selector, from, bookmarks, seen, &tx);
         match timeout {
             Some(t) => {
                 let _ = tokio::time::timeout(t, run).await;
@@ -233,19 +245,29 @@ fn watch_response(
         .unwrap_or_else(|_| Response::new(Full::new(Bytes::new()).boxed()))
 }
 
+/// The test's drops, outages and bookmarks counted when a request came in.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    drops: u64,
+    outages: u64,
+    bookmarks: u64,
+}
+
 async fn stream_events(
     shared: &Shared,
     resource: Resource,
     selector: &Selector,
     mut from: Option<u64>,
     allow_bookmarks: bool,
+    seen: Seen,
     tx: &mpsc::Sender<Bytes>,
 ) {
     let mut ticks = shared.tick.subscribe();
-    let (drops, outages, mut bookmarks) = {
-        let s = shared.lock();
-        (s.drops, s.outages, s.bookmarks)
-    };
+    let Seen {
+        drops,
+        outages,
+        mut bookmarks,
+    } = seen;
     let mut starting = true;
     loop {
         // Everything that happened before a drop is still sent, in order, then the watch
