@@ -262,7 +262,7 @@ impl NetlinkSocket {
         let mut batch = encode::Batch::new(self.seq, desired.family, TABLE);
         for c in desired.dispatch_chains() {
             batch.add_chain(&c.name);
-            self.send_if_full(&mut batch, desired.family, limit)?;
+            batch = self.send_if_full(batch, desired.family, limit)?;
         }
         // Elements first out (verdict elements hold references to the chains deleted below).
         let mut bulk: Vec<&str> = desired
@@ -286,7 +286,7 @@ impl NetlinkSocket {
             for r in &c.rules {
                 batch.add_rule(&c.name, r);
             }
-            self.send_if_full(&mut batch, desired.family, limit)?;
+            batch = self.send_if_full(batch, desired.family, limit)?;
         }
         let mut written = 0;
         for set in &bulk {
@@ -296,27 +296,25 @@ impl NetlinkSocket {
                 if elements.peek().is_none() {
                     break;
                 }
-                self.send_if_full(&mut batch, desired.family, limit)?;
+                batch = self.send_if_full(batch, desired.family, limit)?;
             }
         }
         self.send(batch).map(|()| written)
     }
 
-    /// Sends `batch` as one transaction and starts the next in its place once it holds `limit`
-    /// bytes.
+    /// `batch` while it holds less than `limit` bytes; else sends it as one transaction and
+    /// returns the next, empty.
     fn send_if_full(
         &mut self,
-        batch: &mut encode::Batch,
+        batch: encode::Batch,
         family: IpFamily,
         limit: usize,
-    ) -> Result<(), NetlinkError> {
+    ) -> Result<encode::Batch, NetlinkError> {
         if batch.len() < limit {
-            return Ok(());
+            return Ok(batch);
         }
-        let full = std::mem::replace(batch, encode::Batch::new(self.seq, family, TABLE));
-        self.send(full)?;
-        *batch = encode::Batch::new(self.seq, family, TABLE);
-        Ok(())
+        self.send(batch)?;
+        Ok(encode::Batch::new(self.seq, family, TABLE))
     }
 
     /// Closes and sends a batch (nothing when it holds no change).

@@ -7,6 +7,7 @@ use ferry_model::IpFamily;
 use nix::sys::socket::{setsockopt, sockopt};
 
 use super::{NetlinkError, NetlinkSocket, NODE_LEVEL_SETS};
+use crate::nft::{NftCli, NftRunner as _};
 use ferry_lab::netns::{in_private_netns as in_new_netns, nft};
 
 /// `n` empty chains named `c0`, `c1`, …: each asks for two answers (create, flush).
@@ -115,10 +116,7 @@ fn a_new_tables_first_sync_goes_in_several_transactions_and_leaves_what_one_batc
         // More than FRESH_BATCH_BYTES of netlink messages: two transactions or more.
         let desired = large_ruleset(2_000, 10);
         let skeleton = ferry_compile::nft::Transaction::skeleton(&desired).text;
-        let script = std::env::temp_dir().join(format!("ferry-fresh-{}.nft", std::process::id()));
-        std::fs::write(&script, skeleton).expect("script");
-        nft(&["-f", script.to_str().expect("utf-8")]);
-        std::fs::remove_file(&script).expect("script removed");
+        NftCli::default().run(&skeleton).expect("the skeleton");
 
         let mut s = NetlinkSocket::open().expect("socket");
         let existing = s.chains(IpFamily::V4).expect("chains");
