@@ -2,10 +2,10 @@
 //!
 //! A target is a plain function of bytes that must never panic, whatever the bytes
 //! ([`targets`]): the manifest source's file → objects path (multi-document YAML, JSON, lists,
-//! several files and their cross-file checks, re-reads), the k8s-openapi → ferry-model
-//! conversion, `ferry check --config FILE` (Ferry's config file, kube-proxy's
-//! KubeProxyConfiguration) and `ferry check FLAGS…` (the command line, kube-proxy's flags), and
-//! the nfnetlink encoder's round trip (a delta built from the bytes, encoded, decoded with
+//! several files and their cross-file checks, re-reads), its YAML fast path against
+//! serde-saphyr, the k8s-openapi → ferry-model conversion, `ferry check --config FILE` (Ferry's
+//! config file, kube-proxy's KubeProxyConfiguration) and `ferry check FLAGS…` (the command
+//! line, kube-proxy's flags), and the nfnetlink encoder's round trip (a delta built from the bytes, encoded, decoded with
 //! netlink-packet-core's buffers and compared). A target returns a signature of what the input
 //! did (which errors, how many objects); the driver keeps an input that shows a new one.
 //!

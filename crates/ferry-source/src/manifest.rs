@@ -44,6 +44,7 @@ mod load;
 mod store;
 mod walk;
 mod watch;
+pub mod yaml;
 
 pub use documents::{for_each_document, Document};
 pub use watch::WatchError;

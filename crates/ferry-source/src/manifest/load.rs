@@ -77,7 +77,7 @@ fn parse(file: &Path, text: &str) -> Result<Vec<Value>, String> {
     if is_json {
         parse_json(text)
     } else {
-        parse_yaml(text)
+        super::yaml::parse(text)
     }
 }
 
@@ -104,39 +104,6 @@ fn parse_json(text: &str) -> Result<Vec<Value>, String> {
         .map(|v| vec![v])
         .map_err(|e| format!("not valid JSON: {e}"))
 }
-
-/// Every non-empty document of a YAML stream. serde-saphyr's default budget allows 1024
-/// documents per stream; a generated manifest of a large cluster has far more. Aliases are
-/// held to a few thousand replayed events: manifests written by hand share a label block or
-/// two, and the default (a million) let a 1 KiB alias bomb cost ~200 MiB and seconds of CPU
-/// before it was refused (drill 5, docs/reliability.md).
-fn parse_yaml(text: &str) -> Result<Vec<Value>, String> {
-    let options = serde_saphyr::options! {
-        budget: serde_saphyr::budget! {
-            max_documents: 1_000_000,
-            max_nodes: 50_000_000,
-            max_events: 100_000_000,
-            max_recorded_anchor_events: MAX_ALIAS_EVENTS,
-        },
-    };
-    serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
-        let message = e.without_snippet().to_string();
-        let message = message.lines().next().unwrap_or_default().to_owned();
-        match e.location() {
-            Some(at) => {
-                let (line, column) = (at.line(), at.column());
-                // The message may end with the location again; say it once, up front.
-                let suffix = format!(" at line {line}, column {column}");
-                let message = message.strip_suffix(&suffix).unwrap_or(&message);
-                format!("not valid YAML: line {line}, column {column}: {message}")
-            }
-            None => format!("not valid YAML: {message}"),
-        }
-    })
-}
-
-/// How many events aliases may replay in one YAML stream.
-pub(super) const MAX_ALIAS_EVENTS: usize = 10_000;
 
 /// The kinds Ferry reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,7 @@ mod load;
 mod memory;
 mod refresh;
 mod watch;
+mod yaml;
 
 /// Writes `text` to `root/rel`, creating directories.
 fn write(root: &Path, rel: &str, text: &str) {
