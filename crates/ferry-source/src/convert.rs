@@ -79,6 +79,17 @@ fn ignored_by_labels(meta: &ObjectMeta) -> bool {
     })
 }
 
+/// Collects converted items into a vector of exactly their number (`collect` into a `Result`
+/// cannot know it and grows 4 → 8 → 16: 640 bytes for a slice's 10 endpoints instead of 400,
+/// kept for the object's life, at 10 000 slices 2.4 MB).
+fn collect_exact<T, E>(items: impl ExactSizeIterator<Item = Result<T, E>>) -> Result<Vec<T>, E> {
+    let mut all = Vec::with_capacity(items.len());
+    for item in items {
+        all.push(item?);
+    }
+    Ok(all)
+}
+
 /// `Some(s)` unless `s` is unset or empty.
 fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())

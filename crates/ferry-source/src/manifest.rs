@@ -130,16 +130,17 @@ impl ManifestSource {
         files: Vec<(PathBuf, Option<Vec<u8>>)>,
         emit: bool,
     ) -> (Vec<crate::SourceEvent>, Vec<InvalidObject>) {
+        let mut names = ferry_model::Interner::default();
         let reads = files
             .into_iter()
             .map(|(file, bytes)| {
                 let read = match bytes.map(String::from_utf8) {
                     None => load::FileRead::Gone,
-                    Some(Ok(text)) => load::read_text(&file, &text),
-                    Some(Err(e)) => load::FileRead::Broken(Some(InvalidObject::file(
+                    Some(Ok(text)) => load::read_text(&file, &text, &mut names),
+                    Some(Err(e)) => load::FileRead::Broken(Some(Box::new(InvalidObject::file(
                         &file,
                         format!("cannot read: not valid UTF-8: {}", e.utf8_error()),
-                    ))),
+                    )))),
                 };
                 (file, read)
             })

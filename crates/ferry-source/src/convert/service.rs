@@ -8,7 +8,7 @@ use ferry_model::{
 };
 use k8s_openapi::api::core::v1 as k8s;
 
-use super::{cidr, ignored_by_labels, ip, namespaced_ref, non_empty, port};
+use super::{cidr, collect_exact, ignored_by_labels, ip, namespaced_ref, non_empty, port};
 use crate::InvalidObject;
 
 mod ports;
@@ -68,20 +68,22 @@ pub fn service(svc: &k8s::Service) -> Result<Option<Service>, InvalidObject> {
         "spec.internalTrafficPolicy",
     )?;
     let session_affinity = session_affinity(spec, &object)?;
-    let external_ips = spec
-        .external_ips
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, s)| ip(s, &object, &format!("spec.externalIPs[{i}]")))
-        .collect::<Result<_, _>>()?;
-    let load_balancer_source_ranges = spec
-        .load_balancer_source_ranges
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, s)| cidr(s, &object, &format!("spec.loadBalancerSourceRanges[{i}]")))
-        .collect::<Result<_, _>>()?;
+    let external_ips = collect_exact(
+        spec.external_ips
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ip(s, &object, &format!("spec.externalIPs[{i}]"))),
+    )?;
+    let load_balancer_source_ranges = collect_exact(
+        spec.load_balancer_source_ranges
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| cidr(s, &object, &format!("spec.loadBalancerSourceRanges[{i}]"))),
+    )?;
     let health_check_node_port = match spec.health_check_node_port {
         None | Some(0) => None,
         Some(p) => Some(port(p, &object, "spec.healthCheckNodePort")?),
@@ -152,11 +154,11 @@ fn cluster_ips(
             ),
         ));
     }
-    let ips = list
-        .iter()
-        .enumerate()
-        .map(|(i, s)| ip(s, object, &format!("spec.clusterIPs[{i}]")))
-        .collect::<Result<Vec<_>, _>>()?;
+    let ips = collect_exact(
+        list.iter()
+            .enumerate()
+            .map(|(i, s)| ip(s, object, &format!("spec.clusterIPs[{i}]"))),
+    )?;
     if let [first, second] = ips[..] {
         if IpFamily::of(&first) == IpFamily::of(&second) {
             return Err(InvalidObject::new(

@@ -53,7 +53,7 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
             )
         })?;
 
-    let mut ports = Vec::new();
+    let mut ports = Vec::with_capacity(slice.ports.as_ref().map_or(0, Vec::len));
     for (i, p) in slice.ports.iter().flatten().enumerate() {
         // kube-proxy skips a port without a number (the API reserves it to mean "all ports").
         let Some(number) = p.port else { continue };
@@ -68,12 +68,13 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
         });
     }
     let namespace: Arc<str> = object.namespace.as_str().into();
-    let endpoints = slice
-        .endpoints
-        .iter()
-        .enumerate()
-        .map(|(i, e)| endpoint(e, family, &object, &namespace, i))
-        .collect::<Result<_, _>>()?;
+    let endpoints = super::collect_exact(
+        slice
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, e)| endpoint(e, family, &object, &namespace, i)),
+    )?;
 
     let mut converted = EndpointSlice {
         namespace,

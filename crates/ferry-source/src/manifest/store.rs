@@ -229,7 +229,7 @@ impl Store {
         let ids = match read {
             FileRead::Docs(docs) => self.attach(&file, docs, touched, found),
             FileRead::Broken(error) => {
-                found.extend(error.map(|e| (None, e)));
+                found.extend(error.map(|e| (None, *e)));
                 for (position, id) in old {
                     self.add_source(&id, position, Outcome::Unread);
                 }
@@ -272,7 +272,10 @@ impl Store {
             self.touch(&id, touched);
             let outcome = match doc.outcome {
                 Ok(objects) => Outcome::Valid(objects.into()),
-                Err(e) => Outcome::Invalid(Box::new(e.in_file(file))),
+                Err(mut e) => {
+                    e.file = Some(file.to_path_buf());
+                    Outcome::Invalid(e)
+                }
             };
             self.add_source(&id, position, outcome);
             ids.push(id);

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use super::load::{read_file, FileRead};
 use crate::InvalidObject;
+use ferry_model::Interner;
 
 /// Extensions of the files read from a directory.
 const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
@@ -140,32 +141,37 @@ pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<(PathBuf, FileRead)> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let threads = cores.min(files.len().div_ceil(CHUNK));
     if threads <= 1 {
+        let mut names = Interner::default();
         return files
             .into_iter()
             .map(|f| {
-                let read = read_file(&f);
+                let read = read_file(&f, &mut names);
                 (f, read)
             })
             .collect();
     }
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::with_capacity(files.len()));
-    let reader = || loop {
-        let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-        let Some(chunk) = files.get(start..files.len().min(start + CHUNK)) else {
-            break;
-        };
-        if chunk.is_empty() {
-            break;
-        }
-        let reads: Vec<(usize, FileRead)> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (start + i, read_file(f)))
-            .collect();
-        // A poisoned lock means another reader panicked; the scope re-raises that.
-        if let Ok(mut done) = done.lock() {
-            done.extend(reads);
+    // Each reader shares names between the objects it reads (see `load::compact_slice`).
+    let reader = || {
+        let mut names = Interner::default();
+        loop {
+            let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+            let Some(chunk) = files.get(start..files.len().min(start + CHUNK)) else {
+                break;
+            };
+            if chunk.is_empty() {
+                break;
+            }
+            let reads: Vec<(usize, FileRead)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (start + i, read_file(f, &mut names)))
+                .collect();
+            // A poisoned lock means another reader panicked; the scope re-raises that.
+            if let Ok(mut done) = done.lock() {
+                done.extend(reads);
+            }
         }
     };
     // This thread is one of the readers: every thread that allocates gets its own glibc

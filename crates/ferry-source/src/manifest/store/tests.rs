@@ -131,7 +131,10 @@ fn an_unreadable_file_keeps_its_objects_until_it_is_gone() {
     let broken = InvalidObject::file(std::path::Path::new("/m/a.yaml"), "not valid YAML");
     let change = update(
         &mut store,
-        vec![(PathBuf::from("/m/a.yaml"), FileRead::Broken(Some(broken)))],
+        vec![(
+            PathBuf::from("/m/a.yaml"),
+            FileRead::Broken(Some(Box::new(broken))),
+        )],
     );
     assert!(change.events.is_empty(), "{:?}", change.events);
     assert_eq!(texts(&change.errors), ["/m/a.yaml: not valid YAML"]);
@@ -149,11 +152,11 @@ fn an_invalid_edit_keeps_the_last_good_version_and_says_why() {
     let bad = Doc {
         index: 0,
         id: Some(id.clone()),
-        outcome: Err(InvalidObject::new(
+        outcome: Err(Box::new(InvalidObject::new(
             &id,
             "spec.ports[0].port",
             "must be between 1 and 65535",
-        )),
+        ))),
     };
     let change = update(
         &mut store,

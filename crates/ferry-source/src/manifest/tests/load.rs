@@ -316,3 +316,53 @@ fn the_seed_example_loads() {
         }
     }
 }
+
+#[test]
+fn objects_read_together_share_their_names_and_endpoint_locations() {
+    let dir = temp_dir();
+    for (file, svc, ip, addr) in [
+        ("a.yaml", "a", "10.96.0.10", "10.0.0.1"),
+        ("b.yaml", "b", "10.96.0.11", "10.0.0.2"),
+    ] {
+        let slice = slice_yaml("dev", &format!("{svc}-x"), svc, addr) + "  nodeName: node-1\n";
+        let text = format!("{}---\n{slice}", service_yaml("dev", svc, ip, 80));
+        write(dir.path(), file, &text);
+    }
+    let objects = load(dir.path()).objects;
+    let services: Vec<_> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::Service(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    let slices: Vec<_> = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::EndpointSlice(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((services.len(), slices.len()), (2, 2), "{objects:?}");
+    let dev = &services[0].name.namespace;
+    for slice in &slices {
+        assert!(std::sync::Arc::ptr_eq(&slice.namespace, dev), "one namespace string");
+        assert!(std::sync::Arc::ptr_eq(&slice.service.namespace, dev));
+        let service = services.iter().find(|s| s.name == slice.service);
+        let service = service.unwrap_or_else(|| panic!("no Service for {slice:?}"));
+        assert!(
+            std::sync::Arc::ptr_eq(&slice.service.name, &service.name.name),
+            "the slice names its Service with the Service's own string"
+        );
+    }
+    let location = |i: usize| slices[i].endpoints[0].location.clone();
+    let (first, second) = (location(0), location(1));
+    assert_eq!(
+        first.as_ref().and_then(|l| l.node_name.as_deref()),
+        Some("node-1")
+    );
+    assert!(
+        matches!((&first, &second), (Some(x), Some(y)) if std::sync::Arc::ptr_eq(x, y)),
+        "endpoints on one node share one location across slices and files"
+    );
+}
