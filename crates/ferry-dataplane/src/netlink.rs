@@ -109,6 +109,8 @@ const RECV_BUFFER: usize = 128 * 1024;
 /// Where the first sync into a new table closes one transaction and starts the next
 /// ([`NetlinkSocket::apply_full`]).
 pub const FRESH_BATCH_BYTES: usize = 1 << 20;
+/// Room for the message that takes a transaction past [`FRESH_BATCH_BYTES`].
+const FRESH_BATCH_SLACK: usize = 64 << 10;
 /// The send buffer asked for at first (enough for any incremental batch).
 const SNDBUF: usize = 8 << 20;
 /// The receive buffer asked for at first.
@@ -259,7 +261,7 @@ impl NetlinkSocket {
     ) -> Result<usize, NetlinkError> {
         let limit = if fresh { FRESH_BATCH_BYTES } else { usize::MAX };
         let wanted: std::collections::BTreeSet<&str> = desired.chain_names().collect();
-        let mut batch = encode::Batch::new(self.seq, desired.family, TABLE);
+        let mut batch = Self::batch_for(self.seq, desired.family, limit);
         for c in desired.dispatch_chains() {
             batch.add_chain(&c.name);
             batch = self.send_if_full(batch, desired.family, limit)?;
@@ -314,7 +316,18 @@ impl NetlinkSocket {
             return Ok(batch);
         }
         self.send(batch)?;
-        Ok(encode::Batch::new(self.seq, family, TABLE))
+        Ok(Self::batch_for(self.seq, family, limit))
+    }
+
+    /// An empty batch for transactions of about `limit` bytes: the room is taken at once, not
+    /// grown by doubling (1 → 2 MiB for a transaction a little over [`FRESH_BATCH_BYTES`]).
+    /// Each buffer is then one allocation of the same size, which glibc maps and unmaps whole
+    /// and reuses nothing of: grown ones, freed, raised its threshold for keeping free memory
+    /// in every thread's heap to 4 MiB and left holes in the syncing thread's heap.
+    fn batch_for(seq: u32, family: IpFamily, limit: usize) -> encode::Batch {
+        let room = limit.saturating_add(FRESH_BATCH_SLACK);
+        let room = if limit == usize::MAX { 0 } else { room };
+        encode::Batch::with_capacity(seq, family, TABLE, room)
     }
 
     /// Closes and sends a batch (nothing when it holds no change).

@@ -170,6 +170,16 @@ impl ClusterState {
         Self::default()
     }
 
+    /// Packs the state's indexes after a bulk load (a resync): the same content in about
+    /// half the room ([`crate::btree`]).
+    pub fn repack(&mut self) {
+        crate::btree::repack(&mut self.services);
+        crate::btree::repack(&mut self.slices);
+        crate::btree::repack_set(&mut self.slices_by_service);
+        crate::btree::repack(&mut self.nodes);
+        self.frontends.repack();
+    }
+
     /// Stores (adds or replaces) an object; returns what changed. Storing an object equal to the
     /// stored one changes nothing. Pods are not stored (see [`Object::Pod`]): nothing changes.
     pub fn apply(&mut self, object: Object) -> Touched {

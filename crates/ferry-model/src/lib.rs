@@ -9,6 +9,7 @@
 //! It must never do I/O: no files, no sockets, no clocks, no processes. Everything here is a pure
 //! function of its inputs, so the compiler's output is deterministic and testable.
 
+pub mod btree;
 mod cluster;
 mod endpoint;
 mod intern;

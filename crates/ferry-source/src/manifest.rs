@@ -118,6 +118,7 @@ impl ManifestSource {
     pub fn scan(&mut self) -> (Vec<Object>, Vec<InvalidObject>) {
         let everything = BTreeSet::from([self.path.clone()]);
         let update = self.refresh(&everything, false);
+        self.store.repack();
         (self.store.objects(), update.errors)
     }
 

@@ -276,6 +276,7 @@ impl<A: Applier> Syncer<A> {
         for obj in objects {
             changed |= self.apply(obj);
         }
+        self.state.repack();
         changed
     }
 

@@ -169,6 +169,13 @@ pub(crate) fn shared_keys(rules: &ServiceRules) -> BTreeSet<(&'static str, Key)>
 }
 
 impl Ruleset {
+    /// Packs the per-service index and the shared counts after a whole ruleset was built
+    /// service by service ([`ferry_model::btree`]).
+    pub fn repack(&mut self) {
+        ferry_model::btree::repack(&mut self.services);
+        self.shared.repack();
+    }
+
     /// The sets a full sync recreates rather than flushes: maps declared with `typeof`, which
     /// nft 1.0.6 cannot read from a new rule once they exist in the kernel.
     pub fn typeof_sets(&self) -> impl Iterator<Item = &SetDef> {

@@ -39,6 +39,7 @@ impl<'a> NodeRules<'a> {
                 ruleset.set_service(svc.name.clone(), Some(rules));
             }
         }
+        ruleset.repack();
         ruleset
     }
 

@@ -44,6 +44,12 @@ fn expand((set, a): (Set, IpAddr)) -> (&'static str, Key) {
 }
 
 impl SharedCounts {
+    /// See [`ferry_model::btree`].
+    pub(crate) fn repack(&mut self) {
+        ferry_model::btree::repack(&mut self.addrs);
+        ferry_model::btree::repack(&mut self.other);
+    }
+
     /// One more service contributes `key` to `set`.
     pub(crate) fn add(&mut self, set: &'static str, key: Key) {
         match compact(set, &key) {

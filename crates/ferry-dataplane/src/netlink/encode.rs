@@ -92,7 +92,18 @@ pub(super) fn attr_u32(buf: &mut Vec<u8>, kind: u16, v: u32) {
 impl Batch {
     /// A batch whose first message gets sequence number `seq`.
     pub(crate) fn new(seq: u32, family: IpFamily, table: &'static str) -> Self {
+        Self::with_capacity(seq, family, table, 0)
+    }
+
+    /// [`Batch::new`], with room for `capacity` bytes from the start.
+    pub(crate) fn with_capacity(
+        seq: u32,
+        family: IpFamily,
+        table: &'static str,
+        capacity: usize,
+    ) -> Self {
         let mut b = Self::bare(seq, family);
+        b.buf.reserve_exact(capacity);
         b.table = table;
         let at = b.header(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 0);
         b.end_msg(at);

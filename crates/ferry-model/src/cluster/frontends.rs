@@ -32,6 +32,12 @@ pub(super) struct Frontends {
 }
 
 impl Frontends {
+    /// See [`crate::btree`].
+    pub fn repack(&mut self) {
+        crate::btree::repack(&mut self.by_key);
+        crate::btree::repack_set(&mut self.cluster_ips);
+    }
+
     /// Replaces `name`'s frontends (those of `old` by those of `new`); adds to `touched` the
     /// other claimants of every frontend it gave up or took, which may have changed hands.
     pub fn update(

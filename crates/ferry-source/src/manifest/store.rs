@@ -137,6 +137,15 @@ pub(super) struct Store {
 type Found = Vec<(Option<Position>, InvalidObject)>;
 
 impl Store {
+    /// Packs the indexes after a first read of many files (see [`ferry_model::btree`]).
+    pub fn repack(&mut self) {
+        ferry_model::btree::repack(&mut self.files);
+        ferry_model::btree::repack(&mut self.entries);
+        ferry_model::btree::repack_set(&mut self.refs);
+        ferry_model::btree::repack(&mut self.foreign);
+        self.claims.repack();
+    }
+
     /// The known files (read at least once and not gone) that are `path` or lie under it.
     pub fn files_under(&self, path: &Path) -> Vec<PathBuf> {
         self.files

@@ -15,9 +15,9 @@ use crate::{InvalidObject, SourceEvent};
 /// `namespace`, `name` of a slice.
 type SliceKey = (Arc<str>, Arc<str>);
 
-/// One Service's slices, sorted by key. Shared (`Arc`): a hand-written slice handed on as it
-/// is stays one copy here, in `handwritten` and in `emitted` (at 10 000 Services, a copy of
-/// each slice in a map of its own cost ~20 MiB).
+/// One Service's slices, sorted by key. Shared (`Arc`): a hand-written slice is one copy here
+/// and in the cluster state (at 10 000 Services, a copy of each slice in a map of its own cost
+/// ~20 MiB).
 type Slices = Vec<(SliceKey, Arc<EndpointSlice>)>;
 
 /// Standalone mode's EndpointSlice controller, as a stage between a source and the cluster
@@ -42,8 +42,14 @@ pub struct EndpointController {
     handwritten_of: BTreeSet<(ServiceName, SliceKey)>,
     selection: Selection,
     verdicts: Verdicts,
-    /// The slices last handed on, per Service.
-    emitted: BTreeMap<ServiceName, Slices>,
+    /// The slices last handed on for each Service whose endpoints come from Pods (present
+    /// even when there are none). Every other Service's slices handed on are its hand-written
+    /// ones: nothing is kept for them (at 10 000 Services without Pods a list each cost ~2.7
+    /// MB).
+    derived: BTreeMap<ServiceName, Slices>,
+    /// The hand-written slices handed on for a Service that is not derived, as they were
+    /// before this input changed them (taken at the first change; emptied by the refresh).
+    handed_before: BTreeMap<ServiceName, Slices>,
     /// The current problems, per Service.
     problems: BTreeMap<ServiceName, Vec<InvalidObject>>,
     /// Set when the Pods to probe may have changed.
@@ -158,20 +164,43 @@ impl EndpointController {
             targets_changed: true,
             ..Self::default()
         };
-        let mut passed = Vec::new();
-        let mut touched = BTreeSet::new();
+        let mut passed = Vec::with_capacity(objects.len());
         for object in objects {
-            touched.extend(self.apply_quietly(object, &mut passed));
+            match object {
+                // Nothing was handed on before: no note of it to take (see `note_handed`).
+                Object::EndpointSlice(slice) => {
+                    let key = (slice.namespace.clone(), slice.name.clone());
+                    self.remove_handwritten(&key);
+                    self.add_handwritten(key, slice);
+                }
+                other => {
+                    self.apply_quietly(other, &mut passed);
+                }
+            }
         }
         let pods = &self.pods;
         self.verdicts.retain(|pod| pods.contains_key(pod));
-        touched.extend(self.handwritten_of.iter().map(|(s, _)| s.clone()));
-        let mut ignored = Vec::new();
-        for name in touched {
-            self.refresh(&name, &mut ignored);
+        // Only a Service whose endpoints come from Pods has slices to work out (and problems
+        // to find): any other hands on its hand-written slices as they are.
+        let derived: Vec<ServiceName> = self
+            .selection
+            .selecting()
+            .filter(|name| self.services.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in derived {
+            let (slices, problems, _) = self.desired(&name);
+            if !problems.is_empty() {
+                self.problems.insert(name.clone(), problems);
+            }
+            self.derived.insert(name, slices);
         }
-        let slices = self.emitted.values().flatten();
-        passed.extend(slices.map(|(_, s)| Object::from(Arc::clone(s))));
+        self.handed_before.clear();
+        ferry_model::btree::repack(&mut self.services);
+        ferry_model::btree::repack(&mut self.handwritten);
+        ferry_model::btree::repack_set(&mut self.handwritten_of);
+        ferry_model::btree::repack(&mut self.derived);
+        passed.extend(self.handed_on().map(Object::from));
         out.events.push(SourceEvent::Resync(passed));
         out.new_problems = self
             .problems()
@@ -209,10 +238,9 @@ impl EndpointController {
             Object::EndpointSlice(slice) => {
                 let key = (slice.namespace.clone(), slice.name.clone());
                 let mut touched = self.remove_handwritten(&key);
+                self.note_handed(&slice.service);
                 touched.insert(slice.service.clone());
-                self.handwritten_of
-                    .insert((slice.service.clone(), key.clone()));
-                self.handwritten.insert(key, slice);
+                self.add_handwritten(key, slice);
                 touched
             }
             Object::Node(node) => {
@@ -258,7 +286,17 @@ impl EndpointController {
         }
     }
 
+    fn add_handwritten(&mut self, key: SliceKey, slice: Arc<EndpointSlice>) {
+        self.handwritten_of
+            .insert((slice.service.clone(), key.clone()));
+        self.handwritten.insert(key, slice);
+    }
+
     fn remove_handwritten(&mut self, key: &SliceKey) -> BTreeSet<ServiceName> {
+        let Some(service) = self.handwritten.get(key).map(|s| s.service.clone()) else {
+            return BTreeSet::new();
+        };
+        self.note_handed(&service);
         let Some(old) = self.handwritten.remove(key) else {
             return BTreeSet::new();
         };
@@ -284,12 +322,56 @@ impl EndpointController {
             out.new_problems
                 .extend(now.filter(|p| !before.contains(p)).cloned());
         }
+        self.handed_before.clear();
+    }
+
+    /// Before a change to `service`'s hand-written slices: what was handed on for it, when
+    /// that was those slices.
+    fn note_handed(&mut self, service: &ServiceName) {
+        if self.derived.contains_key(service) || self.handed_before.contains_key(service) {
+            return;
+        }
+        let slices = self.handwritten_slices(service);
+        self.handed_before.insert(service.clone(), slices);
+    }
+
+    /// `service`'s hand-written slices, sorted by key.
+    fn handwritten_slices(&self, service: &ServiceName) -> Slices {
+        let first: SliceKey = (Arc::from(""), Arc::from(""));
+        self.handwritten_of
+            .range((service.clone(), first)..)
+            .take_while(|(s, _)| s == service)
+            .filter_map(|(_, key)| self.handwritten.get_key_value(key))
+            .map(|(k, s)| (k.clone(), Arc::clone(s)))
+            .collect()
+    }
+
+    /// Every slice handed on now, by Service then key.
+    fn handed_on(&self) -> impl Iterator<Item = Arc<EndpointSlice>> + '_ {
+        let handwritten = self
+            .handwritten_of
+            .iter()
+            .filter(|(service, _)| !self.derived.contains_key(service))
+            .filter_map(|(service, key)| Some((service, key, self.handwritten.get(key)?)));
+        let derived = self
+            .derived
+            .iter()
+            .flat_map(|(service, slices)| slices.iter().map(move |(k, s)| (service, k, s)));
+        let mut all: Vec<_> = handwritten.chain(derived).collect();
+        all.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        all.into_iter().map(|(_, _, s)| Arc::clone(s))
     }
 
     /// Recomputes one Service's slices and emits the difference with what was handed on.
     fn refresh(&mut self, name: &ServiceName, events: &mut Vec<SourceEvent>) {
-        let (desired, problems) = self.desired(name);
-        let old = self.emitted.remove(name).unwrap_or_default();
+        let (desired, problems, derived) = self.desired(name);
+        let old = match self.derived.remove(name) {
+            Some(old) => old,
+            None => match self.handed_before.remove(name) {
+                Some(old) => old,
+                None => self.handwritten_slices(name),
+            },
+        };
         let find = |slices: &Slices, key: &SliceKey| {
             slices
                 .binary_search_by(|(k, _)| k.cmp(key))
@@ -309,8 +391,8 @@ impl EndpointController {
                 name: key.1.to_string(),
             }));
         }
-        if !desired.is_empty() {
-            self.emitted.insert(name.clone(), desired);
+        if derived {
+            self.derived.insert(name.clone(), desired);
         }
         if problems.is_empty() {
             self.problems.remove(name);
@@ -319,8 +401,9 @@ impl EndpointController {
         }
     }
 
-    /// The slices one Service should have, and the problems found.
-    fn desired(&self, name: &ServiceName) -> (Slices, Vec<InvalidObject>) {
+    /// The slices one Service should have, the problems found, and whether they come from
+    /// Pods.
+    fn desired(&self, name: &ServiceName) -> (Slices, Vec<InvalidObject>, bool) {
         let first: SliceKey = (Arc::from(""), Arc::from(""));
         let handwritten = self
             .handwritten_of
@@ -332,10 +415,7 @@ impl EndpointController {
             .get(name)
             .filter(|_| self.selection.selects_any(name));
         let Some(service) = service else {
-            let slices = handwritten
-                .map(|(k, s)| (k.clone(), Arc::clone(s)))
-                .collect();
-            return (slices, Vec::new());
+            return (self.handwritten_slices(name), Vec::new(), false);
         };
         let pods = self
             .selection
@@ -358,7 +438,7 @@ impl EndpointController {
             .map(|s| ((s.namespace.clone(), s.name.clone()), Arc::new(s)))
             .collect();
         slices.sort_by(|a, b| a.0.cmp(&b.0));
-        (slices, problems)
+        (slices, problems, true)
     }
 }
 

@@ -26,6 +26,11 @@ impl Selection {
         self.pods_of.get(service).is_some_and(|p| !p.is_empty())
     }
 
+    /// Every Service that selects at least one Pod.
+    pub fn selecting(&self) -> impl Iterator<Item = &ServiceName> {
+        self.pods_of.keys()
+    }
+
     /// The Services that select a Pod.
     pub fn services_of(&self, pod: &PodKey) -> impl Iterator<Item = &ServiceName> {
         self.services_of.get(pod).into_iter().flatten()

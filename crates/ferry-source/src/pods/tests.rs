@@ -347,3 +347,63 @@ fn a_hand_written_slice_is_handed_on_as_the_same_allocation() {
     });
     assert!(passed.is_some_and(|s| std::sync::Arc::ptr_eq(s, &slice)));
 }
+
+#[test]
+fn hand_written_slices_pass_through_and_follow_their_service_label() {
+    // `web` takes its endpoints from Pod `a`; `api` (no Pods) from hand-written slices.
+    let mut api = mk_service("dev", "api", "172.30.0.11", 80);
+    api.selector = None;
+    let slice = |service: &str, ip: &str| {
+        let mut s = mk_slice("dev", service, 8080, vec![mk_endpoint(ip, "node-a")]);
+        s.name = "moving".into();
+        Object::from(s)
+    };
+    let mut c = EndpointController::new();
+    let mut objects = vec![Object::from(api)];
+    objects.extend(web_with_two_pods());
+    resync(&mut c, objects);
+
+    // Written for `api`: handed on as it is; edited: handed on again.
+    let out = c.handle(SourceEvent::Apply(slice("api", "10.0.9.1")));
+    assert_eq!(slices(&out.events), ["moving: 10.0.9.1(ready)"]);
+    let out = c.handle(SourceEvent::Apply(slice("api", "10.0.9.2")));
+    assert_eq!(slices(&out.events), ["moving: 10.0.9.2(ready)"]);
+    assert!(deleted(&out.events).is_empty());
+    // The same again: nothing to hand on.
+    let out = c.handle(SourceEvent::Apply(slice("api", "10.0.9.2")));
+    assert!(out.events.is_empty(), "{:?}", out.events);
+
+    // Relabelled to `web`, whose Pods win: withdrawn, and reported.
+    let out = c.handle(SourceEvent::Apply(slice("web", "10.0.9.2")));
+    assert_eq!(deleted(&out.events), ["moving"]);
+    assert!(slices(&out.events).is_empty(), "{:?}", out.events);
+    assert_eq!(c.problems().count(), 1);
+    // And back to `api` in one batch with an edit: handed on once, in its last version.
+    let out = c.handle(SourceEvent::Batch(vec![
+        SourceEvent::Apply(slice("api", "10.0.9.3")),
+        SourceEvent::Apply(slice("api", "10.0.9.4")),
+    ]));
+    assert_eq!(slices(&out.events), ["moving: 10.0.9.4(ready)"]);
+    assert!(deleted(&out.events).is_empty());
+    assert_eq!(c.problems().count(), 0);
+    // Deleted: withdrawn.
+    let out = c.handle(SourceEvent::Delete(ObjectKey::EndpointSlice {
+        namespace: "dev".into(),
+        name: "moving".into(),
+    }));
+    assert_eq!(deleted(&out.events), ["moving"]);
+
+    // A resync hands on `web`'s derived slice and `api`'s hand-written one, by Service.
+    let out = c.handle(SourceEvent::Apply(slice("api", "10.0.9.5")));
+    assert_eq!(slices(&out.events), ["moving: 10.0.9.5(ready)"]);
+    let mut objects = vec![slice("api", "10.0.9.5")];
+    let mut api = mk_service("dev", "api", "172.30.0.11", 80);
+    api.selector = None;
+    objects.push(Object::from(api));
+    objects.extend(web_with_two_pods());
+    let out = resync(&mut c, objects);
+    let all = slices(&out.events);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert_eq!(all[0], "moving: 10.0.9.5(ready)");
+    assert!(all[1].starts_with("web-ipv4-"), "{all:?}");
+}

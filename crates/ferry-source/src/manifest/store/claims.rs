@@ -67,6 +67,12 @@ pub(super) struct Claims {
 type Work = BTreeSet<(Position, Id)>;
 
 impl Claims {
+    /// See [`ferry_model::btree`].
+    pub(super) fn repack(&mut self) {
+        ferry_model::btree::repack(&mut self.by_key);
+        ferry_model::btree::repack(&mut self.by_service);
+    }
+
     /// Replaces `id`'s claim; queues it and the later claimants of every key it held or
     /// takes. Nothing is queued when the claim is unchanged.
     fn set(&mut self, id: &Id, claim: Option<Claim>, work: &mut Work) {

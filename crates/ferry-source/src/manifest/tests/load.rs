@@ -346,7 +346,10 @@ fn objects_read_together_share_their_names_and_endpoint_locations() {
     assert_eq!((services.len(), slices.len()), (2, 2), "{objects:?}");
     let dev = &services[0].name.namespace;
     for slice in &slices {
-        assert!(std::sync::Arc::ptr_eq(&slice.namespace, dev), "one namespace string");
+        assert!(
+            std::sync::Arc::ptr_eq(&slice.namespace, dev),
+            "one namespace string"
+        );
         assert!(std::sync::Arc::ptr_eq(&slice.service.namespace, dev));
         let service = services.iter().find(|s| s.name == slice.service);
         let service = service.unwrap_or_else(|| panic!("no Service for {slice:?}"));
