@@ -320,10 +320,9 @@ impl NetlinkSocket {
     }
 
     /// An empty batch for transactions of about `limit` bytes: the room is taken at once, not
-    /// grown by doubling (1 → 2 MiB for a transaction a little over [`FRESH_BATCH_BYTES`]).
-    /// Each buffer is then one allocation of the same size, which glibc maps and unmaps whole
-    /// and reuses nothing of: grown ones, freed, raised its threshold for keeping free memory
-    /// in every thread's heap to 4 MiB and left holes in the syncing thread's heap.
+    /// grown by doubling (each transaction a little over [`FRESH_BATCH_BYTES`] grew its
+    /// buffer through 1 MiB to 2 MiB, copying, and left the smaller ones free in the syncing
+    /// thread's heap). At 10 000 × 10 from manifests: VmHWM 79.3 → 78.2 MiB.
     fn batch_for(seq: u32, family: IpFamily, limit: usize) -> encode::Batch {
         let room = limit.saturating_add(FRESH_BATCH_SLACK);
         let room = if limit == usize::MAX { 0 } else { room };
