@@ -322,7 +322,7 @@ impl NetlinkSocket {
     /// An empty batch for transactions of about `limit` bytes: the room is taken at once, not
     /// grown by doubling (each transaction a little over [`FRESH_BATCH_BYTES`] grew its
     /// buffer through 1 MiB to 2 MiB, copying, and left the smaller ones free in the syncing
-    /// thread's heap). At 10 000 × 10 from manifests: VmHWM 79.3 → 78.2 MiB.
+    /// thread's heap). At 10 000 × 10 from manifests: VmHWM 77.3–77.6 → 76.2–76.7 MiB.
     fn batch_for(seq: u32, family: IpFamily, limit: usize) -> encode::Batch {
         let room = limit.saturating_add(FRESH_BATCH_SLACK);
         let room = if limit == usize::MAX { 0 } else { room };

@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ferry_model::{EndpointSlice, Interner, Object, ObjectRef, ServiceName};
 use serde::de::DeserializeOwned;
@@ -22,7 +23,9 @@ pub(super) struct Doc {
     /// why it is invalid. `file` is filled in later.
     /// Boxed: every file's documents are held until the store takes them, and an error is
     /// rare and large.
-    pub outcome: Result<Vec<Object>, Box<InvalidObject>>,
+    /// Shared as the store keeps them, made on the reading thread: a list made here and
+    /// copied by the store left a hole in this thread's heap for every object.
+    pub outcome: Result<Arc<[Object]>, Box<InvalidObject>>,
 }
 
 /// What reading one file gave.
@@ -103,7 +106,7 @@ pub(super) fn convert_document(
     let mut docs = Vec::new();
     document(file, 0, value, None, &mut Interner::default(), &mut docs);
     docs.into_iter()
-        .map(|d| d.outcome.map_err(|e| *e))
+        .map(|d| d.outcome.map(|o| o.to_vec()).map_err(|e| *e))
         .collect()
 }
 
@@ -220,7 +223,9 @@ fn document(
     docs.push(Doc {
         index: docs.len(),
         id,
-        outcome: convert_value(kind, value, &object, names).map_err(Box::new),
+        outcome: convert_value(kind, value, &object, names)
+            .map(Arc::from)
+            .map_err(Box::new),
     });
 }
 

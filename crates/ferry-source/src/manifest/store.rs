@@ -280,7 +280,7 @@ impl Store {
             };
             self.touch(&id, touched);
             let outcome = match doc.outcome {
-                Ok(objects) => Outcome::Valid(objects.into()),
+                Ok(objects) => Outcome::Valid(objects),
                 Err(mut e) => {
                     e.file = Some(file.to_path_buf());
                     Outcome::Invalid(e)

@@ -73,8 +73,10 @@ impl ManifestSource {
         let (events_tx, mut events) = mpsc::unbounded_channel();
         let mut target = Target::of(&self.path);
         let mut watcher = notify::recommended_watcher(move |event| {
-            // The receiver is gone only when `run` has returned.
-            let _ = events_tx.send(event);
+            if classify::may_matter(&event) {
+                // The receiver is gone only when `run` has returned.
+                let _ = events_tx.send(event);
+            }
         })
         .map_err(|source| target.error(source))?;
         watcher

@@ -43,7 +43,7 @@ fn doc(index: usize, object: Object) -> Doc {
     Doc {
         index,
         id: Some(id_of(&object)),
-        outcome: Ok(vec![object]),
+        outcome: Ok(vec![object].into()),
     }
 }
 
@@ -238,7 +238,7 @@ fn a_slice_named_like_a_mirrored_one_waits_for_the_mirror_to_go() {
     let endpoints = Doc {
         index: 0,
         id: Some(ObjectRef::new("Endpoints", "dev", "web")),
-        outcome: Ok(vec![mirrored.clone()]),
+        outcome: Ok(vec![mirrored.clone()].into()),
     };
     let first = update(
         &mut store,

@@ -37,6 +37,27 @@ pub(super) enum When {
     Everything,
 }
 
+/// Whether an event may ask for anything ([`classify`] decides what): a read never does, nor
+/// the combined half of a rename (its halves come on their own). Asked on the watcher's
+/// thread, so that what cannot matter is not queued: every `open` of a watched file is an
+/// event (the inotify backend watches `IN_OPEN`), Ferry's own reads included, and the 10 000
+/// opens of a first read of 10 000 files were all queued until it ended (~2 MB, in a heap of
+/// the watcher's thread that then held nothing but kept them).
+pub(super) fn may_matter(event: &notify::Result<Event>) -> bool {
+    let Ok(event) = event else {
+        return true;
+    };
+    if event.need_rescan() {
+        return true;
+    }
+    match event.kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => false,
+        _ => true,
+    }
+}
+
 /// What one file event asks for (nothing, for reads and for entries that are never read).
 pub(super) fn classify(event: &notify::Result<Event>, scope: &Scope<'_>) -> Vec<When> {
     let event = match event {
@@ -150,4 +171,39 @@ impl Pending {
 
 fn due((first, last): (Instant, Instant)) -> Instant {
     (last + DEBOUNCE).min(first + MAX_DELAY)
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{Flag, RemoveKind};
+
+    use super::*;
+
+    #[test]
+    fn what_cannot_matter_is_what_classify_ignores() {
+        let root = Path::new("/m");
+        let scope = Scope { root, only: None };
+        let file = PathBuf::from("/m/a.yaml");
+        let kinds = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Other,
+        ];
+        for kind in kinds {
+            let event = Ok(Event::new(kind).add_path(file.clone()));
+            let asks = !classify(&event, &scope).is_empty();
+            assert_eq!(may_matter(&event), asks, "{kind:?}");
+        }
+        // An open the kernel could not report in full asks for everything.
+        let lost =
+            Event::new(EventKind::Access(AccessKind::Open(AccessMode::Any))).set_flag(Flag::Rescan);
+        assert!(may_matter(&Ok(lost)));
+    }
 }
