@@ -20,11 +20,10 @@ pub(super) struct Doc {
     /// be matched with an earlier version of itself.
     pub id: Option<ObjectRef>,
     /// The model objects (none when the proxy ignores it, several for a mirrored Endpoints), or
-    /// why it is invalid. `file` is filled in later.
-    /// Boxed: every file's documents are held until the store takes them, and an error is
-    /// rare and large.
-    /// Shared as the store keeps them, made on the reading thread: a list made here and
-    /// copied by the store left a hole in this thread's heap for every object.
+    /// why it is invalid (`file` is filled in later). The objects come as the shared list the
+    /// store keeps, made on the reading thread (a list the store copied left a hole in that
+    /// thread's heap for each); the error is boxed, since every file's documents are held
+    /// until the store takes them and an error is rare and large.
     pub outcome: Result<Arc<[Object]>, Box<InvalidObject>>,
 }
 

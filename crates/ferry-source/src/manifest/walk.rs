@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use ferry_model::Interner;
+
 use super::load::{read_file, FileRead};
 use crate::InvalidObject;
-use ferry_model::Interner;
 
 /// Extensions of the files read from a directory.
 const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];

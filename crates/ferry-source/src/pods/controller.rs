@@ -12,6 +12,8 @@ use super::PodKey;
 use crate::convert::LABEL_SERVICE_NAME;
 use crate::{InvalidObject, SourceEvent};
 
+mod handwritten;
+
 /// `namespace`, `name` of a slice.
 type SliceKey = (Arc<str>, Arc<str>);
 
@@ -286,25 +288,6 @@ impl EndpointController {
         }
     }
 
-    fn add_handwritten(&mut self, key: SliceKey, slice: Arc<EndpointSlice>) {
-        self.handwritten_of
-            .insert((slice.service.clone(), key.clone()));
-        self.handwritten.insert(key, slice);
-    }
-
-    fn remove_handwritten(&mut self, key: &SliceKey) -> BTreeSet<ServiceName> {
-        let Some(service) = self.handwritten.get(key).map(|s| s.service.clone()) else {
-            return BTreeSet::new();
-        };
-        self.note_handed(&service);
-        let Some(old) = self.handwritten.remove(key) else {
-            return BTreeSet::new();
-        };
-        self.handwritten_of
-            .remove(&(old.service.clone(), key.clone()));
-        BTreeSet::from([old.service.clone()])
-    }
-
     /// The Services selecting a Pod that runs on `node`.
     fn services_on_node(&self, node: &str) -> BTreeSet<ServiceName> {
         self.selection
@@ -323,43 +306,6 @@ impl EndpointController {
                 .extend(now.filter(|p| !before.contains(p)).cloned());
         }
         self.handed_before.clear();
-    }
-
-    /// Before a change to `service`'s hand-written slices: what was handed on for it, when
-    /// that was those slices.
-    fn note_handed(&mut self, service: &ServiceName) {
-        if self.derived.contains_key(service) || self.handed_before.contains_key(service) {
-            return;
-        }
-        let slices = self.handwritten_slices(service);
-        self.handed_before.insert(service.clone(), slices);
-    }
-
-    /// `service`'s hand-written slices, sorted by key.
-    fn handwritten_slices(&self, service: &ServiceName) -> Slices {
-        let first: SliceKey = (Arc::from(""), Arc::from(""));
-        self.handwritten_of
-            .range((service.clone(), first)..)
-            .take_while(|(s, _)| s == service)
-            .filter_map(|(_, key)| self.handwritten.get_key_value(key))
-            .map(|(k, s)| (k.clone(), Arc::clone(s)))
-            .collect()
-    }
-
-    /// Every slice handed on now, by Service then key.
-    fn handed_on(&self) -> impl Iterator<Item = Arc<EndpointSlice>> + '_ {
-        let handwritten = self
-            .handwritten_of
-            .iter()
-            .filter(|(service, _)| !self.derived.contains_key(service))
-            .filter_map(|(service, key)| Some((service, key, self.handwritten.get(key)?)));
-        let derived = self
-            .derived
-            .iter()
-            .flat_map(|(service, slices)| slices.iter().map(move |(k, s)| (service, k, s)));
-        let mut all: Vec<_> = handwritten.chain(derived).collect();
-        all.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        all.into_iter().map(|(_, _, s)| Arc::clone(s))
     }
 
     /// Recomputes one Service's slices and emits the difference with what was handed on.
@@ -404,12 +350,6 @@ impl EndpointController {
     /// The slices one Service should have, the problems found, and whether they come from
     /// Pods.
     fn desired(&self, name: &ServiceName) -> (Slices, Vec<InvalidObject>, bool) {
-        let first: SliceKey = (Arc::from(""), Arc::from(""));
-        let handwritten = self
-            .handwritten_of
-            .range((name.clone(), first)..)
-            .take_while(|(s, _)| s == name)
-            .filter_map(|(_, key)| self.handwritten.get_key_value(key));
         let service = self
             .services
             .get(name)
@@ -425,7 +365,8 @@ impl EndpointController {
         let ready = |pod: &Pod| self.verdicts.pod_ready(&PodKey::of(pod), pod);
         let (slices, skipped) =
             endpoint_slices(service, pods.iter().map(|(_, p)| *p), &self.nodes, ready);
-        let mut problems: Vec<InvalidObject> = handwritten
+        let mut problems: Vec<InvalidObject> = self
+            .handwritten_of_service(name)
             .map(|(_, slice)| conflict(slice, service, &pods))
             .collect();
         problems.extend(
