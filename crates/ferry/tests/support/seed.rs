@@ -479,7 +479,20 @@ impl SeedLab {
 
     /// A successful answer's fields (ClientIp, ServerName, ServerIp), or a panic with context.
     pub fn hello(&self, from: &Host, url: &str) -> Hello {
-        match self.curl(from, url) {
+        let mut got = self.curl(from, url);
+        if self.mode == Mode::Ipvs && got == CurlResult::Refused {
+            // A known, undiagnosed IPVS-mode issue (docs/src/modes/ipvs.md, "Known issues"):
+            // in the emulated guest, rarely, a request within a second after a full sync is
+            // refused and the same request a second later is answered. Tried once more; what
+            // the requesting node's kernel held is printed (shown when the guest's run fails).
+            println!(
+                "IPVS: {from:?} → {url} refused; trying once more in 1 s\n{}",
+                self.first_refusal(from)
+            );
+            std::thread::sleep(Duration::from_secs(1));
+            got = self.curl(from, url);
+        }
+        match got {
             CurlResult::Ok(body) => Hello::parse(&body),
             other => panic!(
                 "{from:?} → {url}: {other:?}\n{}\n{}",
@@ -487,6 +500,30 @@ impl SeedLab {
                 self.logs()
             ),
         }
+    }
+
+    /// The IPVS connection table and conntrack entries of the node a refused request came
+    /// from (pods: their node).
+    fn first_refusal(&self, from: &Host) -> String {
+        let node = match from {
+            Host::Node(n) => n.clone(),
+            Host::Pod(pod) => match self.lab.pod(pod) {
+                Ok(info) => info.node.clone(),
+                Err(_) => return String::new(),
+            },
+            _ => return String::new(),
+        };
+        [&["ipvsadm", "-Lnc"][..], &["conntrack", "-L"][..]]
+            .iter()
+            .map(|argv| {
+                let got = self.lab.exec(&node, argv.iter().copied());
+                format!(
+                    "--- {node}: {}:\n{}\n",
+                    argv.join(" "),
+                    got.unwrap_or_else(|e| e.to_string())
+                )
+            })
+            .collect()
     }
 
     /// What the kernel of every node holds for a failed request, and the same request tried
