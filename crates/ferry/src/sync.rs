@@ -27,8 +27,11 @@ use ferry_model::{
 };
 use ferry_source::SourceEvent;
 
+mod bulk;
 pub mod conntrack;
 pub mod status;
+
+use bulk::{extend_sorted, BulkNotes};
 
 use status::{HealthCheck, ServiceStatus};
 
@@ -37,7 +40,7 @@ use status::{HealthCheck, ServiceStatus};
 pub const FULL_SYNC_PERIOD: Duration = Duration::from_secs(3600);
 
 /// Changes received since the last successful sync, as upstream's change trackers count them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingChanges {
     /// Services whose Service object changed.
     pub services: BTreeSet<ServiceName>,
@@ -52,6 +55,22 @@ pub struct PendingChanges {
     pub services_total: u64,
     /// EndpointSlice changes seen since start (`…_endpoint_changes_total`).
     pub slices_total: u64,
+    /// Whether `services` and `endpoints` are kept: only the primary family's feed the
+    /// metrics, the others count and keep trigger times only.
+    names: bool,
+}
+
+impl Default for PendingChanges {
+    fn default() -> Self {
+        Self {
+            services: BTreeSet::new(),
+            endpoints: BTreeSet::new(),
+            trigger_times: Vec::new(),
+            services_total: 0,
+            slices_total: 0,
+            names: true,
+        }
+    }
 }
 
 impl PendingChanges {
@@ -59,17 +78,33 @@ impl PendingChanges {
     fn record(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<&str>) {
         match key {
             ObjectKey::Service(name) => {
-                self.services.insert(name.clone());
+                if self.names {
+                    self.services.insert(name.clone());
+                }
                 self.services_total += 1;
             }
             ObjectKey::EndpointSlice { .. } => {
-                self.endpoints.extend(touched.services.iter().cloned());
+                if self.names {
+                    self.endpoints.extend(touched.services.iter().cloned());
+                }
                 self.slices_total += 1;
                 self.trigger_times.extend(trigger_time.map(str::to_owned));
             }
             // Pods never reach the syncer: the EndpointSlice controller stage consumes them.
             ObjectKey::Node(_) | ObjectKey::Pod { .. } => {}
         }
+    }
+
+    /// Records a whole resync's changes.
+    fn record_bulk(&mut self, notes: &BulkNotes) {
+        if self.names {
+            extend_sorted(&mut self.services, &notes.services);
+            extend_sorted(&mut self.endpoints, &notes.endpoints);
+        }
+        self.services_total += notes.services_total;
+        self.slices_total += notes.slices_total;
+        self.trigger_times
+            .extend(notes.trigger_times.iter().cloned());
     }
 
     fn clear(&mut self) {
@@ -168,6 +203,16 @@ impl<A: Applier> FamilySync<A> {
         !touched.services.is_empty() || self.full_pending
     }
 
+    /// Records what a whole resync touched ([`Self::note`] for every object at once).
+    fn note_bulk(&mut self, notes: &BulkNotes) -> bool {
+        self.changes.record_bulk(notes);
+        if notes.nodes.contains(&self.context.node_name) {
+            self.full_pending = true;
+        }
+        extend_sorted(&mut self.dirty, &notes.dirty);
+        !notes.dirty.is_empty() || self.full_pending
+    }
+
     /// Syncs this family's rules with `state`: the changed services, or everything when a
     /// full sync is due. `periodic` (the round every `syncPeriod`) also checks that the rules
     /// are still in the kernel, and makes the sync full when they are not or when the last
@@ -216,7 +261,10 @@ pub struct Syncer<A: Applier = Box<dyn Applier>> {
 impl<A: Applier> Syncer<A> {
     /// The syncer of `families` (primary first). Panics on an empty list (there is always
     /// IPv4).
-    pub fn new(families: Vec<FamilySync<A>>) -> Self {
+    pub fn new(mut families: Vec<FamilySync<A>>) -> Self {
+        for f in families.iter_mut().skip(1) {
+            f.changes.names = false;
+        }
         let node_name = families
             .first()
             .map(|f| f.context.node_name.clone())
@@ -279,8 +327,18 @@ impl<A: Applier> Syncer<A> {
                 }
             }
         }
+        let mut notes = BulkNotes::default();
         for obj in objects {
-            changed |= self.apply(obj);
+            let key = obj.key();
+            let trigger_time = match &obj {
+                Object::EndpointSlice(slice) => slice.trigger_time.clone(),
+                _ => None,
+            };
+            notes.add(&key, self.state.apply(obj), trigger_time);
+        }
+        notes.finish();
+        for f in &mut self.families {
+            changed |= f.note_bulk(&notes);
         }
         self.state.repack();
         changed

@@ -307,3 +307,66 @@ fn pending_endpoint_changes_are_counted_per_service_as_upstream_does() {
     sync(&mut s).expect("sync");
     assert!(s.primary().pending_changes().endpoints.is_empty());
 }
+
+/// Two families of a test syncer (IPv4 primary).
+fn dual_syncer() -> Syncer<NftDataplane<Recorder>> {
+    let family = |family| {
+        FamilySync::new(
+            NodeContext {
+                node_name: "k8s-node2".into(),
+                family,
+            },
+            Default::default(),
+            NftDataplane::with_runner(Recorder::default()),
+        )
+    };
+    Syncer::new(vec![family(IpFamily::V4), family(IpFamily::V6)])
+}
+
+#[test]
+fn a_resync_notes_what_the_same_objects_applied_one_by_one_note() {
+    let mut objects = seed_objects(&["192.168.169.130", "192.168.169.131"]);
+    objects.push(Object::from(mk_service("dev", "api", "10.96.0.30", 80)));
+    let mut late = mk_slice(
+        "dev",
+        "api",
+        80,
+        vec![mk_endpoint("192.168.169.140", "k8s-node1")],
+    );
+    late.trigger_time = Some("2026-12-03T07:00:00Z".into());
+    objects.push(Object::from(late));
+    let mut one_by_one = dual_syncer();
+    for obj in objects.clone() {
+        one_by_one.handle(SourceEvent::Apply(obj));
+    }
+    let mut resynced = dual_syncer();
+    assert!(resynced.handle(SourceEvent::Resync(objects)));
+    assert_eq!(
+        resynced.primary().pending_changes(),
+        one_by_one.primary().pending_changes()
+    );
+    assert_eq!(resynced.pending_services(), 3);
+    let names = |p: &super::PendingChanges| -> Vec<String> {
+        p.services
+            .iter()
+            .chain(&p.endpoints)
+            .map(|n| n.to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(resynced.primary().pending_changes()),
+        ["dev/api", "dev/other", "dev/web", "dev/api", "dev/web"]
+    );
+    // The second family counts and keeps trigger times, not names (only the primary's feed
+    // the metrics).
+    let first = resynced.primary().pending_changes();
+    let second = &resynced.families[1].changes;
+    assert!(names(second).is_empty());
+    assert_eq!(
+        (second.services_total, second.slices_total),
+        (first.services_total, first.slices_total)
+    );
+    assert_eq!(second.services_total, 3);
+    assert_eq!(second.trigger_times, ["2026-12-03T07:00:00Z"]);
+    assert_eq!(resynced.families[1].dirty.len(), 3);
+}
