@@ -95,14 +95,47 @@ impl Entry {
     }
 }
 
-/// An identity's state before an update, to tell what the update changed.
+/// An identity's state before an update, to tell what the update changed: `None` when the
+/// store did not know it, as for every identity of a first read (8 bytes an identity in the
+/// update's map instead of 48: 20 000 identities took 2.6 MB of B-tree nodes there).
 #[derive(Debug)]
-struct Before {
+struct Before(Option<Box<Known>>);
+
+/// What a known identity was.
+#[derive(Debug)]
+struct Known {
     /// What it contributed ([`Entry::gives`]).
     good: Option<Arc<[Object]>>,
     position: Option<Position>,
     /// For a Service: whether it was in the manifests.
     counted: bool,
+}
+
+impl Before {
+    fn of(entry: Option<&Entry>) -> Self {
+        Self(entry.map(|entry| {
+            Box::new(Known {
+                good: entry.gives().cloned(),
+                position: entry.winner().map(|(p, _)| p.clone()),
+                counted: entry.counts(),
+            })
+        }))
+    }
+
+    /// What it contributed.
+    fn good(&self) -> Option<&Arc<[Object]>> {
+        self.0.as_ref().and_then(|k| k.good.as_ref())
+    }
+
+    /// Where its deciding source was.
+    fn position(&self) -> Option<&Position> {
+        self.0.as_ref().and_then(|k| k.position.as_ref())
+    }
+
+    /// For a Service: whether it was in the manifests.
+    fn counted(&self) -> bool {
+        self.0.as_ref().is_some_and(|k| k.counted)
+    }
 }
 
 /// What one update changed.
@@ -202,13 +235,7 @@ impl Store {
         if touched.contains_key(id) {
             return;
         }
-        let entry = self.entries.get(id);
-        let before = Before {
-            good: entry.and_then(Entry::gives).cloned(),
-            position: entry.and_then(Entry::winner).map(|(p, _)| p.clone()),
-            counted: entry.is_some_and(Entry::counts),
-        };
-        touched.insert(id.clone(), before);
+        touched.insert(id.clone(), Before::of(self.entries.get(id)));
     }
 
     /// Replaces one file's sources with what was read from it.
@@ -311,7 +338,7 @@ impl Store {
             .iter()
             .filter(|(id, _)| id.kind == "Service")
             .filter(|(id, before)| {
-                before.counted != self.entries.get(*id).is_some_and(Entry::counts)
+                before.counted() != self.entries.get(*id).is_some_and(Entry::counts)
             })
             .map(|(id, _)| ServiceName::new(&id.namespace, &id.name))
             .collect();

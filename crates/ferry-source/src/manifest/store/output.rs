@@ -51,7 +51,7 @@ impl Store {
         let was = natural
             .into_iter()
             .chain(foreign)
-            .map(|(id, b)| (id, b.position.as_ref(), b.good.as_ref()));
+            .map(|(id, b)| (id, b.position(), b.good()));
         first(untouched.chain(was), key)
     }
 
@@ -66,7 +66,7 @@ impl Store {
         let mut keys: BTreeSet<ObjectKey> = BTreeSet::new();
         for (id, before) in touched {
             let now = self.entries.get(id).and_then(Entry::gives);
-            for good in before.good.iter().chain(now) {
+            for good in before.good().into_iter().chain(now) {
                 keys.extend(good.iter().map(Object::key));
             }
         }
@@ -132,7 +132,7 @@ impl Store {
     pub(super) fn reindex_foreign(&mut self, touched: &BTreeMap<Id, Before>) {
         for (id, before) in touched {
             let now = self.entries.get(id).and_then(Entry::gives).cloned();
-            let unchanged = match (&before.good, &now) {
+            let unchanged = match (before.good(), &now) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                 (None, None) => true,
                 _ => false,
@@ -140,7 +140,7 @@ impl Store {
             if unchanged {
                 continue;
             }
-            for key in foreign_keys(id, before.good.as_deref()) {
+            for key in foreign_keys(id, before.good().map(|g| &**g)) {
                 if let Some(ids) = self.foreign.get_mut(&key) {
                     ids.retain(|i| i != id);
                     if ids.is_empty() {
@@ -159,7 +159,7 @@ impl Store {
 pub(super) fn foreign_before(touched: &BTreeMap<Id, Before>) -> BTreeMap<ObjectKey, Vec<Id>> {
     let mut was: BTreeMap<ObjectKey, Vec<Id>> = BTreeMap::new();
     for (id, before) in touched {
-        for key in foreign_keys(id, before.good.as_deref()) {
+        for key in foreign_keys(id, before.good().map(|g| &**g)) {
             was.entry(key).or_default().push(id.clone());
         }
     }
