@@ -252,9 +252,22 @@ fn hairpin_key(ip: &str) -> Key {
 
 #[test]
 fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
+    let mut shared_twice = false;
     for policy in [TrafficPolicy::Cluster, TrafficPolicy::Local] {
         let mut state = seed_state(policy, &["192.168.169.166", "192.168.36.70"]);
         state.apply(Object::from(mk_service("dev", "other", "10.96.0.20", 80)));
+        // A third service sharing an endpoint (a shared hairpin count of 2, built whole by
+        // `full`, one service at a time by `render`) and its dispatch chain.
+        state.apply(Object::from(mk_service("dev", "same", "10.96.0.30", 80)));
+        state.apply(Object::from(mk_slice(
+            "dev",
+            "same",
+            56010,
+            vec![
+                mk_endpoint("192.168.169.166", "k8s-node2"),
+                mk_endpoint("192.168.36.70", "k8s-node1"),
+            ],
+        )));
         for node in ["k8s-node1", "k8s-node2"] {
             let ctx = NodeContext {
                 node_name: node.into(),
@@ -262,13 +275,19 @@ fn the_node_compiler_builds_the_same_ruleset_service_by_service() {
             };
             let compiler = crate::NodeCompiler::new(&state, &ctx, &cfg());
             let whole = render(&Plan::build(&NodeView::build(&state, &ctx), &cfg()));
-            assert_eq!(
-                super::NodeRules::new(&compiler).full(&state),
-                whole,
-                "{node} {policy:?}"
-            );
+            let full = super::NodeRules::new(&compiler).full(&state);
+            assert_eq!(full, whole, "{node} {policy:?}");
+            let counts: Vec<usize> = ["192.168.169.166", "192.168.36.70"]
+                .iter()
+                .map(|ip| full.shared_count("hairpin", &hairpin_key(ip)))
+                .collect();
+            shared_twice |= counts.contains(&2);
         }
     }
+    assert!(
+        shared_twice,
+        "no hairpin element was shared by two services"
+    );
 }
 
 fn with_affinity(mut state: ClusterState, timeout: u32) -> ClusterState {
