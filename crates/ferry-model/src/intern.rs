@@ -62,6 +62,14 @@ impl Interner {
         self.names.intern(name)
     }
 
+    /// The shared copy of the name `text` (stored on first use; no allocation when stored).
+    pub fn name(&mut self, text: &str) -> Arc<str> {
+        match self.names.values.get(text) {
+            Some(shared) => Arc::clone(shared),
+            None => self.names.intern(&Arc::from(text)),
+        }
+    }
+
     /// Points every endpoint of `slice` at the shared copy of its location.
     pub fn intern_slice(&mut self, slice: &mut EndpointSlice) {
         for ep in slice.endpoints.iter_mut() {

@@ -53,24 +53,26 @@ impl fmt::Display for ServicePortName {
     }
 }
 
-/// `Kind namespace/name`, used in every error and log line about an object.
+/// `Kind namespace/name`, used in every error and log line about an object. The strings are
+/// shared: the manifest source keeps one per object it knows (its identity), with the kind
+/// and namespace interned and the name shared with the object's own.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectRef {
     /// Kubernetes kind, e.g. `Service`.
-    pub kind: String,
+    pub kind: Arc<str>,
     /// Namespace; empty for cluster-scoped objects (Node).
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Object name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 impl ObjectRef {
     /// Builds a reference.
     pub fn new(kind: &str, namespace: &str, name: &str) -> Self {
         Self {
-            kind: kind.to_owned(),
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
+            kind: Arc::from(kind),
+            namespace: Arc::from(namespace),
+            name: Arc::from(name),
         }
     }
 }

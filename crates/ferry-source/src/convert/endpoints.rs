@@ -62,7 +62,7 @@ pub fn endpoints(ep: &k8s::Endpoints) -> Result<Vec<EndpointSlice>, InvalidObjec
         return Ok(Vec::new());
     }
 
-    let namespace: Arc<str> = object.namespace.as_str().into();
+    let namespace: Arc<str> = object.namespace.clone();
     let mut groups: Vec<Group> = Vec::new();
     let mut skipped = 0usize;
     for (i, subset) in ep.subsets.iter().flatten().enumerate() {

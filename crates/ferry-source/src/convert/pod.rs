@@ -27,8 +27,8 @@ pub fn pod(pod: &k8s::Pod) -> Result<Pod, InvalidObject> {
     let status = pod.status.as_ref().unwrap_or(&default_status);
     let containers = containers(spec, status, &object)?;
     Ok(Pod {
-        namespace: object.namespace.as_str().into(),
-        name: object.name.as_str().into(),
+        namespace: object.namespace.clone(),
+        name: object.name.clone(),
         labels: Labels::new(pod.metadata.labels.iter().flatten()),
         node_name: non_empty(spec.node_name.as_deref()).map(Arc::from),
         hostname: non_empty(spec.hostname.as_deref()).map(Box::from),

@@ -67,7 +67,7 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
             )?,
         });
     }
-    let namespace: Arc<str> = object.namespace.as_str().into();
+    let namespace: Arc<str> = object.namespace.clone();
     let endpoints = super::collect_exact(
         slice
             .endpoints
@@ -78,7 +78,7 @@ pub fn endpoint_slice(slice: &k8s::EndpointSlice) -> Result<Option<EndpointSlice
 
     let mut converted = EndpointSlice {
         namespace,
-        name: object.name.as_str().into(),
+        name: object.name.clone(),
         service: ServiceName::new(&object.namespace, service),
         family,
         ports,

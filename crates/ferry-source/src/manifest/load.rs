@@ -217,8 +217,8 @@ fn document(
         tracing::debug!(file = %file.display(), %api_version, %kind, "ignoring {place}: not a kind Ferry reads");
         return;
     };
-    let object = object_ref(kind, &value);
-    let id = Some(object.clone()).filter(|o| o.name != convert::UNNAMED);
+    let object = object_ref(kind, &value, names);
+    let id = Some(object.clone()).filter(|o| &*o.name != convert::UNNAMED);
     docs.push(Doc {
         index: docs.len(),
         id,
@@ -229,8 +229,10 @@ fn document(
 }
 
 /// `Kind namespace/name` as written (namespace defaulted like the converters do; the name is
-/// [`convert::UNNAMED`] when missing).
-fn object_ref(kind: Kind, value: &Value) -> ObjectRef {
+/// [`convert::UNNAMED`] when missing). The kind and namespace are the shared copies in `names`,
+/// and so is a Service's name (its slices name it too); the converted objects share these
+/// strings (20 000 identities held 2 MB of their own copies).
+fn object_ref(kind: Kind, value: &Value, names: &mut Interner) -> ObjectRef {
     let meta = value.get("metadata");
     let field = |key: &str| {
         meta.and_then(|m| m.get(key))
@@ -241,11 +243,15 @@ fn object_ref(kind: Kind, value: &Value) -> ObjectRef {
         Kind::Node => "",
         _ => field("namespace").unwrap_or(convert::DEFAULT_NAMESPACE),
     };
-    ObjectRef::new(
-        kind.name(),
-        namespace,
-        field("name").unwrap_or(convert::UNNAMED),
-    )
+    let name = field("name").unwrap_or(convert::UNNAMED);
+    ObjectRef {
+        kind: names.name(kind.name()),
+        namespace: names.name(namespace),
+        name: match kind {
+            Kind::Service => names.name(name),
+            _ => Arc::from(name),
+        },
+    }
 }
 
 /// Deserializes the typed object and converts it.
@@ -266,6 +272,10 @@ fn convert_value(
         Kind::EndpointSlice => convert::endpoint_slice(&typed(value, object)?)?
             .map(|mut slice| {
                 compact_slice(names, &mut slice);
+                // The identity's name string (the converter made its own copy).
+                if slice.name == object.name {
+                    slice.name = object.name.clone();
+                }
                 Object::from(slice)
             })
             .into_iter()

@@ -336,7 +336,7 @@ impl Store {
     fn recheck_slices(&self, touched: &mut BTreeMap<Id, Before>) {
         let flipped: Vec<ServiceName> = touched
             .iter()
-            .filter(|(id, _)| id.kind == "Service")
+            .filter(|(id, _)| &*id.kind == "Service")
             .filter(|(id, before)| {
                 before.counted() != self.entries.get(*id).is_some_and(Entry::counts)
             })

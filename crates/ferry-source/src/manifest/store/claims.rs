@@ -130,7 +130,7 @@ impl Store {
         let mut work = Work::new();
         let services: Vec<Id> = touched
             .keys()
-            .filter(|id| id.kind == "Service")
+            .filter(|id| &*id.kind == "Service")
             .cloned()
             .collect();
         for id in services {

@@ -103,7 +103,7 @@ fn duplicate(id: &ObjectRef, first: &Position, this: &Position) -> InvalidObject
 /// A slice (or a mirrored Endpoints) whose Service is not in the manifests.
 fn dangling(id: &ObjectRef, at: &Position, service: &ServiceName) -> InvalidObject {
     // A mirrored Endpoints names its Service by its own name.
-    let field = if id.kind == "Endpoints" {
+    let field = if &*id.kind == "Endpoints" {
         "metadata.name".to_owned()
     } else {
         format!("metadata.labels[{LABEL_SERVICE_NAME}]")

@@ -369,3 +369,40 @@ fn objects_read_together_share_their_names_and_endpoint_locations() {
         "endpoints on one node share one location across slices and files"
     );
 }
+
+#[test]
+fn identities_share_their_strings_with_the_objects_read_with_them() {
+    use std::sync::Arc;
+    let mut names = ferry_model::Interner::default();
+    let mut read = |svc: &str, ip: &str| {
+        let text = format!(
+            "{}---\n{}",
+            service_yaml("dev", svc, ip, 80),
+            slice_yaml("dev", &format!("{svc}-x"), svc, "10.0.0.1")
+        );
+        match load::read_text(Path::new("f.yaml"), &text, &mut names) {
+            load::FileRead::Docs(docs) => docs,
+            _ => panic!("not read"),
+        }
+    };
+    let (a, b) = (read("a", "10.96.0.10"), read("b", "10.96.0.11"));
+    let id = |docs: &[load::Doc], i: usize| docs[i].id.clone().expect("an identity");
+    let objects = |docs: &[load::Doc], i: usize| docs[i].outcome.clone().expect("valid");
+    let (svc_a, slice_a, svc_b) = (id(&a, 0), id(&a, 1), id(&b, 0));
+    assert!(Arc::ptr_eq(&svc_a.kind, &svc_b.kind), "one kind string");
+    assert!(
+        Arc::ptr_eq(&svc_a.namespace, &slice_a.namespace),
+        "one namespace string"
+    );
+    match (&objects(&a, 0)[0], &objects(&a, 1)[0]) {
+        (Object::Service(s), Object::EndpointSlice(e)) => {
+            assert!(
+                Arc::ptr_eq(&svc_a.name, &s.name.name),
+                "the Service's own name"
+            );
+            assert!(Arc::ptr_eq(&slice_a.name, &e.name), "the slice's own name");
+            assert!(Arc::ptr_eq(&svc_a.namespace, &e.namespace));
+        }
+        other => panic!("{other:?}"),
+    }
+}
