@@ -22,16 +22,14 @@ use std::time::{Duration, Instant};
 
 use ferry_compile::{CompileConfig, NodeCompiler};
 use ferry_dataplane::{Applier, Error, SyncReport};
-use ferry_model::{
-    ClusterState, IpFamily, Node, NodeContext, Object, ObjectKey, ServiceName, Touched,
-};
+use ferry_model::{ClusterState, IpFamily, Node, NodeContext, Object, ObjectKey, ServiceName};
 use ferry_source::SourceEvent;
 
-mod bulk;
 pub mod conntrack;
+mod notes;
 pub mod status;
 
-use bulk::{extend_sorted, BulkNotes};
+use notes::{extend_sorted, Notes};
 
 use status::{HealthCheck, ServiceStatus};
 
@@ -74,29 +72,8 @@ impl Default for PendingChanges {
 }
 
 impl PendingChanges {
-    /// Records a change of `key`, which touched `touched` (a slice's Service).
-    fn record(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<&str>) {
-        match key {
-            ObjectKey::Service(name) => {
-                if self.names {
-                    self.services.insert(name.clone());
-                }
-                self.services_total += 1;
-            }
-            ObjectKey::EndpointSlice { .. } => {
-                if self.names {
-                    self.endpoints.extend(touched.services.iter().cloned());
-                }
-                self.slices_total += 1;
-                self.trigger_times.extend(trigger_time.map(str::to_owned));
-            }
-            // Pods never reach the syncer: the EndpointSlice controller stage consumes them.
-            ObjectKey::Node(_) | ObjectKey::Pod { .. } => {}
-        }
-    }
-
-    /// Records a whole resync's changes.
-    fn record_bulk(&mut self, notes: &BulkNotes) {
+    /// Records what a batch of events changed.
+    fn record(&mut self, notes: &Notes) {
         if self.names {
             extend_sorted(&mut self.services, &notes.services);
             extend_sorted(&mut self.endpoints, &notes.endpoints);
@@ -190,22 +167,9 @@ impl<A: Applier> FamilySync<A> {
         self.stale_flows.failed();
     }
 
-    /// Records what one event touched; true when it needs a sync of this family.
-    fn note(&mut self, key: &ObjectKey, touched: &Touched, trigger_time: Option<&str>) -> bool {
-        if !touched.is_empty() {
-            self.changes.record(key, touched, trigger_time);
-        }
-        if touched.nodes.contains(&self.context.node_name) {
-            // Node IPs, pod CIDRs and labels feed every service: recompile everything.
-            self.full_pending = true;
-        }
-        self.dirty.extend(touched.services.iter().cloned());
-        !touched.services.is_empty() || self.full_pending
-    }
-
-    /// Records what a whole resync touched ([`Self::note`] for every object at once).
-    fn note_bulk(&mut self, notes: &BulkNotes) -> bool {
-        self.changes.record_bulk(notes);
+    /// Records what a batch of events touched; true when it needs a sync of this family.
+    fn note(&mut self, notes: &Notes) -> bool {
+        self.changes.record(notes);
         if notes.nodes.contains(&self.context.node_name) {
             self.full_pending = true;
         }
@@ -291,56 +255,54 @@ impl<A: Applier> Syncer<A> {
     }
 
     fn apply(&mut self, obj: Object) -> bool {
-        let key = obj.key();
-        let trigger_time = match &obj {
-            Object::EndpointSlice(slice) => slice.trigger_time.clone(),
-            _ => None,
-        };
-        let touched = self.state.apply(obj);
-        let mut changed = false;
-        for f in &mut self.families {
-            changed |= f.note(&key, &touched, trigger_time.as_deref());
-        }
-        changed
+        let mut notes = Notes::default();
+        self.store(obj, &mut notes);
+        self.note(notes)
     }
 
     fn delete(&mut self, key: &ObjectKey) -> bool {
-        let touched = self.state.delete(key);
-        let mut changed = false;
-        for f in &mut self.families {
-            changed |= f.note(key, &touched, None);
-        }
-        changed
+        let mut notes = Notes::default();
+        notes.add(key, self.state.delete(key), None);
+        self.note(notes)
     }
 
     fn resync(&mut self, objects: Vec<Object>) -> bool {
-        let mut changed = false;
+        let mut notes = Notes::default();
         let stored = self.state.keys();
         // The first resync finds the state empty: no set of every key to build (at 20 000
         // objects, 1.1 MB of keys and as much again to sort them, on the thread that then
         // compiles and syncs).
         if !stored.is_empty() {
             let keep: BTreeSet<_> = objects.iter().map(Object::key).collect();
-            for key in stored {
-                if !keep.contains(&key) {
-                    changed |= self.delete(&key);
-                }
+            for key in stored.iter().filter(|k| !keep.contains(*k)) {
+                notes.add(key, self.state.delete(key), None);
             }
         }
-        let mut notes = BulkNotes::default();
         for obj in objects {
-            let key = obj.key();
-            let trigger_time = match &obj {
-                Object::EndpointSlice(slice) => slice.trigger_time.clone(),
-                _ => None,
-            };
-            notes.add(&key, self.state.apply(obj), trigger_time);
+            self.store(obj, &mut notes);
         }
-        notes.finish();
-        for f in &mut self.families {
-            changed |= f.note_bulk(&notes);
-        }
+        let changed = self.note(notes);
         self.state.repack();
+        changed
+    }
+
+    /// Stores one object in the state, noting what it touched.
+    fn store(&mut self, obj: Object, notes: &mut Notes) {
+        let key = obj.key();
+        let trigger_time = match &obj {
+            Object::EndpointSlice(slice) => slice.trigger_time.clone(),
+            _ => None,
+        };
+        notes.add(&key, self.state.apply(obj), trigger_time);
+    }
+
+    /// Hands what a batch touched to every family; true when one needs a sync.
+    fn note(&mut self, mut notes: Notes) -> bool {
+        notes.finish();
+        let mut changed = false;
+        for f in &mut self.families {
+            changed |= f.note(&notes);
+        }
         changed
     }
 

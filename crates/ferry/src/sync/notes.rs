@@ -1,18 +1,20 @@
-//! What a resync (a whole list of objects) changed, gathered once for every family.
+//! What a batch of source events touched (one event, or a resync's whole list), gathered once
+//! for every family.
 //!
-//! Noting each object into each family's sets as it is applied grows them one entry at a
-//! time: ascending inserts leave a B-tree's nodes about half full, and at 10 000 Services the
-//! sets of two families held 3.8 MB during the first sync, on the thread that then compiles
-//! (heaptrack, `FamilySync::note`). Gathered in lists, sorted once and built whole, each set
-//! has full nodes; only the primary family keeps the names the pending-change metrics count.
+//! Noting each object of a resync into each family's sets as it was applied grew them one
+//! entry at a time: ascending inserts leave a B-tree's nodes about half full, and at 10 000
+//! Services the sets of two families held 3.8 MB during the first sync, on the thread that then
+//! compiles (heaptrack). Gathered in lists, sorted once and built into empty sets whole, each
+//! set has full nodes; only the primary family keeps the names the pending-change metrics
+//! count.
 
 use std::collections::BTreeSet;
 
 use ferry_model::{ObjectKey, ServiceName, Touched};
 
-/// What the objects of one resync touched.
+/// What the objects of one batch touched.
 #[derive(Debug, Default)]
-pub(super) struct BulkNotes {
+pub(super) struct Notes {
     /// Services whose Service object changed.
     pub services: Vec<ServiceName>,
     /// Services whose slices changed.
@@ -29,8 +31,8 @@ pub(super) struct BulkNotes {
     pub slices_total: u64,
 }
 
-impl BulkNotes {
-    /// Notes one applied object (what [`super::FamilySync::note`] records for one event).
+impl Notes {
+    /// Notes what storing or deleting one object (`key`) touched.
     pub fn add(&mut self, key: &ObjectKey, touched: Touched, trigger_time: Option<String>) {
         if touched.is_empty() {
             return;
