@@ -13,6 +13,8 @@ use ferry_testkit::FakeApiServer;
 
 #[path = "seed_api.rs"]
 mod api;
+#[path = "seed_diagnose.rs"]
+mod diagnose;
 #[path = "seed_manifests.rs"]
 mod manifests;
 
@@ -481,7 +483,8 @@ impl SeedLab {
     pub fn hello(&self, from: &Host, url: &str) -> Hello {
         let mut got = self.curl(from, url);
         if self.mode == Mode::Ipvs && got == CurlResult::Refused {
-            // A known, undiagnosed IPVS-mode issue (docs/src/modes/ipvs.md, "Known issues"):
+            // A known, undiagnosed IPVS-mode issue (docs/src/modes/ipvs.md, "Known issue: a
+            // refused request right after a full sync"):
             // in the emulated guest, rarely, a request within a second after a full sync is
             // refused and the same request a second later is answered. Tried once more; what
             // the requesting node's kernel held is printed (shown when the guest's run fails).
@@ -500,66 +503,6 @@ impl SeedLab {
                 self.logs()
             ),
         }
-    }
-
-    /// The IPVS connection table and conntrack entries of the node a refused request came
-    /// from (pods: their node).
-    fn first_refusal(&self, from: &Host) -> String {
-        let node = match from {
-            Host::Node(n) => n.clone(),
-            Host::Pod(pod) => match self.lab.pod(pod) {
-                Ok(info) => info.node.clone(),
-                Err(_) => return String::new(),
-            },
-            _ => return String::new(),
-        };
-        [&["ipvsadm", "-Lnc"][..], &["conntrack", "-L"][..]]
-            .iter()
-            .map(|argv| {
-                let got = self.lab.exec(&node, argv.iter().copied());
-                format!(
-                    "--- {node}: {}:\n{}\n",
-                    argv.join(" "),
-                    got.unwrap_or_else(|e| e.to_string())
-                )
-            })
-            .collect()
-    }
-
-    /// What the kernel of every node holds for a failed request, and the same request tried
-    /// again a second later: tells a missing rule from one that arrived late.
-    fn kernel_state(&self, from: &Host, url: &str) -> String {
-        let mut out = String::new();
-        let dumps: &[&[&str]] = match self.mode {
-            Mode::Ipvs => &[
-                &["ip", "-br", "addr"],
-                &["ipvsadm", "-Ln"],
-                &["ipset", "list", "-t"],
-            ],
-            Mode::Nftables | Mode::Userspace => {
-                &[&["ip", "-br", "addr"], &["nft", "list", "ruleset"]]
-            }
-            Mode::IptablesNft | Mode::IptablesLegacy => &[&["ip", "-br", "addr"]],
-        };
-        for (node, _) in NODES {
-            for argv in dumps {
-                let got = self.lab.exec(node, argv.iter().copied());
-                out.push_str(&format!(
-                    "--- {node}: {}:\n{}\n",
-                    argv.join(" "),
-                    match got {
-                        Ok(text) => text,
-                        Err(e) => e.to_string(),
-                    }
-                ));
-            }
-        }
-        std::thread::sleep(Duration::from_secs(1));
-        out.push_str(&format!(
-            "--- the same request a second later: {:?}\n",
-            self.curl(from, url)
-        ));
-        out
     }
 
     pub fn logs(&self) -> String {
