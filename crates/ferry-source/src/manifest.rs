@@ -96,6 +96,19 @@ pub fn load(path: &Path) -> Scan {
 pub struct ManifestSource {
     path: PathBuf,
     store: store::Store,
+    /// Where the last look at the files spent its time.
+    phases: Phases,
+}
+
+/// Where one look at the files spent its time (for the log line of the first read).
+#[derive(Debug, Clone, Copy, Default)]
+struct Phases {
+    /// Listing directories.
+    listing: std::time::Duration,
+    /// Reading, parsing and converting the files (on every core).
+    reading: std::time::Duration,
+    /// Bringing the store up to date (one thread).
+    indexing: std::time::Duration,
 }
 
 impl ManifestSource {
@@ -105,6 +118,7 @@ impl ManifestSource {
         Self {
             path: path.into(),
             store: store::Store::default(),
+            phases: Phases::default(),
         }
     }
 
@@ -164,6 +178,7 @@ impl ManifestSource {
         let mut reads = Vec::new();
         let mut errors = Vec::new();
         let mut done: Vec<&Path> = Vec::new();
+        let started = std::time::Instant::now();
         // Sorted, so a directory comes before what lies under it.
         for under in paths {
             if done.iter().any(|d| under.starts_with(d)) {
@@ -176,8 +191,16 @@ impl ManifestSource {
             reads.extend(survey.missing);
             errors.extend(survey.errors);
         }
+        let listed = std::time::Instant::now();
         reads.extend(walk::read_all(files));
-        self.store.update(reads, errors, emit)
+        let read = std::time::Instant::now();
+        let update = self.store.update(reads, errors, emit);
+        self.phases = Phases {
+            listing: listed - started,
+            reading: read - listed,
+            indexing: read.elapsed(),
+        };
+        update
     }
 }
 

@@ -13,7 +13,7 @@ use ferry_dataplane::mode::NodeMode;
 use ferry_dataplane::modes::entry;
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::kube::{Connection, KubeSource};
-use ferry_source::manifest::ManifestSource;
+use ferry_source::manifest::{ManifestSource, WatchError};
 use ferry_source::probe::ProbeBook;
 use ferry_source::SourceEvent;
 
@@ -87,6 +87,13 @@ impl Source {
     }
 }
 
+/// A source at start-up: manifests are being read, the API source starts after the mode's
+/// checks.
+enum Started {
+    Reading(mpsc::Receiver<SourceEvent>),
+    Later(Connection),
+}
+
 /// `ferry run`: runs until SIGTERM or SIGINT. The rules stay in the kernel on exit, so traffic
 /// keeps flowing while Ferry restarts; `ferry cleanup` removes them. An API server
 /// configuration that cannot work is a [`ferry_source::kube::ConnectError`] (the caller exits
@@ -99,7 +106,13 @@ pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    runtime.block_on(agent(config, source))
+    let result = runtime.block_on(agent(config, source));
+    if result.is_err() {
+        // A mode that cannot run here stops Ferry while the source may still be reading on
+        // the blocking pool: do not wait for it.
+        runtime.shutdown_background();
+    }
+    result
 }
 
 /// Starts the health and metrics servers (`/status` asks through `status`); returns their
@@ -138,53 +151,91 @@ fn start_servers(
 /// `/metrics`.
 pub type SharedBook = Arc<Mutex<ProbeBook>>;
 
-/// Starts the source; its events arrive on the returned channel. A manifest source's Pod stage
-/// records its probes' results in `book`.
-async fn start_source(
-    config: &Config,
-    source: Source,
+/// Starts the manifest source; its events arrive on the returned channel. Standalone, Ferry is
+/// the cluster's EndpointSlice controller and kubelet prober too: the Pod stage turns the
+/// manifests' Pods into EndpointSlices, gated by their readiness probes (recorded in `book`),
+/// between the source and the syncer.
+fn start_manifests(
+    manifests: PathBuf,
     metrics: &Metrics,
-    book: Option<SharedBook>,
+    book: SharedBook,
+) -> mpsc::Receiver<SourceEvent> {
+    let (tx, rx) = mpsc::channel::<SourceEvent>(64);
+    let (stage_tx, stage_rx) = mpsc::channel::<SourceEvent>(64);
+    let source = ManifestSource::new(manifests);
+    let count = counter(metrics);
+    tokio::spawn(async move {
+        match source.run(stage_tx, count).await {
+            // Ferry stopped during the first read (a mode that cannot run here).
+            Err(WatchError::ScanPanicked(e)) if e.is_cancelled() => {}
+            Err(e) => tracing::error!("manifest source stopped: {e}"),
+            Ok(()) => {}
+        }
+    });
+    let options = ferry_source::pods::StageOptions {
+        check: Arc::new(ferry_source::probe::NetworkCheck::default()),
+        max_concurrent: ferry_source::probe::DEFAULT_MAX_CONCURRENT,
+        book,
+    };
+    tokio::spawn(ferry_source::pods::run(
+        stage_rx,
+        tx,
+        options,
+        counter(metrics),
+    ));
+    rx
+}
+
+/// Connects to the API server (waiting for it, with back-off) and starts the API source; its
+/// events arrive on the returned channel.
+async fn start_kube(
+    config: &Config,
+    connection: Connection,
+    metrics: &Metrics,
 ) -> anyhow::Result<mpsc::Receiver<SourceEvent>> {
     let (tx, rx) = mpsc::channel::<SourceEvent>(64);
-    // Each source logs each invalid object itself (object, field); count them here.
-    let counted = metrics.clone();
-    let count = move |e: &ferry_source::InvalidObject| counted.invalid_object(&e.object.kind);
-    match source {
-        Source::Manifests(manifests) => {
-            // Standalone, Ferry is the cluster's EndpointSlice controller and kubelet prober
-            // too: the Pod stage turns the manifests' Pods into EndpointSlices, gated by their
-            // readiness probes, between the source and the syncer.
-            let (stage_tx, stage_rx) = mpsc::channel::<SourceEvent>(64);
-            let source = ManifestSource::new(manifests);
-            tokio::spawn(async move {
-                if let Err(e) = source.run(stage_tx, count).await {
-                    tracing::error!("manifest source stopped: {e}");
-                }
-            });
-            let counted = metrics.clone();
-            let options = ferry_source::pods::StageOptions {
-                check: Arc::new(ferry_source::probe::NetworkCheck::default()),
-                max_concurrent: ferry_source::probe::DEFAULT_MAX_CONCURRENT,
-                book: book.unwrap_or_default(),
-            };
-            tokio::spawn(ferry_source::pods::run(stage_rx, tx, options, move |e| {
-                counted.invalid_object(&e.object.kind)
-            }));
-        }
-        Source::Kube(connection) => {
-            let client = ferry_source::kube::connect(&connection).await?;
-            let source = KubeSource::new(client, config.node_name.clone());
-            tokio::spawn(source.run(tx, count));
-        }
-    }
+    let client = ferry_source::kube::connect(&connection).await?;
+    let source = KubeSource::new(client, config.node_name.clone());
+    tokio::spawn(source.run(tx, counter(metrics)));
     Ok(rx)
+}
+
+/// Each source logs each invalid object itself (object, field); this counts them.
+fn counter(metrics: &Metrics) -> impl Fn(&ferry_source::InvalidObject) + Send + 'static {
+    let metrics = metrics.clone();
+    move |e| metrics.invalid_object(&e.object.kind)
 }
 
 async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let mode_entry = entry(config.mode);
     let described = source.describe();
     crate::startup::log_start(&config, &described);
+    let metrics = Metrics::new(mode_entry.sync_failures);
+    // Standalone, Ferry runs the Pods' readiness probes: their results are shown by `/status`
+    // and counted on `/metrics`.
+    let probes: Option<SharedBook> = match &source {
+        Source::Manifests(_) => Some(Arc::default()),
+        Source::Kube(_) => None,
+    };
+    if let Some(book) = &probes {
+        metrics.follow_probes(book.clone());
+    }
+    let presence = match &source {
+        Source::Manifests(path) => Some(presence::Presence::new(path.clone())),
+        Source::Kube(_) => None,
+    };
+    // Manifests are read from the start: the first read is most of the start-up, and the
+    // mode's checks below run beside it (its events wait in the channel for the syncer). The
+    // API source starts once the mode is known to work here: it may wait for the API server.
+    let started = match source {
+        Source::Manifests(path) => Started::Reading(start_manifests(
+            path,
+            &metrics,
+            probes.clone().unwrap_or_default(),
+        )),
+        Source::Kube(connection) => Started::Later(connection),
+    };
+
     // The proxy of the userspace mode and of localhost NodePorts serves on this runtime.
     let mut options = config.mode_options();
     options.runtime = Some(tokio::runtime::Handle::current());
@@ -197,29 +248,17 @@ async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
     let leftovers = beside("leftovers", move || {
         crate::startup::log_leftovers(mode_entry)
     });
-
-    let metrics = Metrics::new(mode_entry.sync_failures);
     metrics.serve_proxy_metrics(mode.proxy_metrics());
-    // Standalone, Ferry runs the Pods' readiness probes: their results are shown by `/status`
-    // and counted on `/metrics`.
-    let probes: Option<SharedBook> = match &source {
-        Source::Manifests(_) => Some(Arc::default()),
-        Source::Kube(_) => None,
-    };
-    if let Some(book) = &probes {
-        metrics.follow_probes(book.clone());
-    }
     // Upstream's health timeout: a change may wait two sync periods before the proxy counts
     // as unhealthy.
     let health = ProxyHealth::new(2 * config.sync_period);
     let (status_tx, status_rx) = mpsc::channel(4);
     let (stop_servers, servers_stopped) = watch::channel(false);
     let servers = start_servers(&config, &health, &metrics, status_tx, &servers_stopped);
-    let presence = match &source {
-        Source::Manifests(path) => Some(presence::Presence::new(path.clone())),
-        Source::Kube(_) => None,
+    let rx = match started {
+        Started::Reading(rx) => rx,
+        Started::Later(connection) => start_kube(&config, connection, &metrics).await?,
     };
-    let rx = start_source(&config, source, &metrics, probes.clone()).await?;
     let syncer = syncer(&config, mode.as_ref(), &families);
     let mut agent = agent::Parts {
         config,

@@ -28,8 +28,10 @@ use ferry_model::{Object, ObjectKey, ObjectRef, ServiceName};
 
 use super::load::{Doc, FileRead};
 use crate::{InvalidObject, SourceEvent};
+use file::FilePath;
 
 mod claims;
+mod file;
 mod output;
 mod resolve;
 
@@ -39,7 +41,7 @@ pub(super) type Id = Arc<ObjectRef>;
 /// Where a document is written: its file, and its place among the file's documents.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Position {
-    file: Arc<Path>,
+    file: FilePath,
     index: usize,
 }
 
@@ -153,7 +155,7 @@ pub(super) struct Update {
 #[derive(Debug, Default)]
 pub(super) struct Store {
     /// The identities written in each known file, in document order.
-    files: BTreeMap<Arc<Path>, Vec<Id>>,
+    files: BTreeMap<FilePath, Vec<Id>>,
     entries: BTreeMap<Id, Entry>,
     /// `(Service, slice identity)` for every identity whose first valid source holds a slice
     /// of that Service: re-checked when the Service comes or goes.
@@ -182,7 +184,7 @@ impl Store {
     /// The known files (read at least once and not gone) that are `path` or lie under it.
     pub fn files_under(&self, path: &Path) -> Vec<PathBuf> {
         self.files
-            .range::<Path, _>((Bound::Included(path), Bound::Unbounded))
+            .range((Bound::Included(FilePath::new(path)), Bound::Unbounded))
             .map(|(f, _)| f)
             .take_while(|f| f.starts_with(path))
             .map(|f| f.to_path_buf())
@@ -246,9 +248,10 @@ impl Store {
         touched: &mut BTreeMap<Id, Before>,
         found: &mut Found,
     ) {
-        let (file, old_ids) = match self.files.remove_entry(path) {
+        let file = FilePath::new(path);
+        let (file, old_ids) = match self.files.remove_entry(&file) {
             Some((file, ids)) => (file, ids),
-            None => (Arc::from(path), Vec::new()),
+            None => (file, Vec::new()),
         };
         // Detach the file's old sources, keeping them aside in case the file is now unreadable.
         let mut old = Vec::new();
@@ -283,7 +286,7 @@ impl Store {
     /// Attaches a file's documents; returns their identities.
     fn attach(
         &mut self,
-        file: &Arc<Path>,
+        file: &FilePath,
         docs: Vec<Doc>,
         touched: &mut BTreeMap<Id, Before>,
         found: &mut Found,

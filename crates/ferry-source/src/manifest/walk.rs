@@ -78,16 +78,25 @@ fn walk_dir(dir: &Path, visited: &mut BTreeSet<PathBuf>, walk: &mut Walk) {
         Ok(entries) => entries,
         Err(e) => return walk.broken(dir, format!("cannot read directory: {e}")),
     };
-    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut named = Vec::new();
     for entry in entries {
         match entry {
-            Ok(entry) => paths.push(entry.path()),
+            Ok(entry) => named.push((entry.file_name(), entry.path(), entry.file_type().ok())),
             Err(e) => return walk.broken(dir, format!("cannot read directory: {e}")),
         }
     }
-    paths.sort();
-    for path in paths {
+    // Siblings in path order are in name order (comparing names is cheaper than paths).
+    named.sort_unstable_by(|(a, ..), (b, ..)| a.cmp(b));
+    for (_, path, listed) in named {
         if is_hidden(&path) {
+            continue;
+        }
+        // A regular file as listed needs no `stat` (a file removed meanwhile is found gone
+        // when read); symlinks are followed.
+        if listed.is_some_and(|t| t.is_file()) {
+            if is_manifest(&path) {
+                walk.files.push(path);
+            }
             continue;
         }
         match fs::metadata(&path) {
@@ -116,10 +125,10 @@ pub(super) struct Survey {
 /// Lists `under` and compares it with the `known` files under it.
 pub(super) fn survey(under: &Path, root: bool, known: Vec<PathBuf>) -> Survey {
     let walk = walk(under, root);
-    let found: BTreeSet<&Path> = walk.files.iter().map(PathBuf::as_path).collect();
+    // `walk.files` is sorted.
     let missing = known
         .into_iter()
-        .filter(|f| !found.contains(f.as_path()))
+        .filter(|f| walk.files.binary_search(f).is_err())
         .map(|f| {
             let kept = walk.broken.iter().any(|b| f.starts_with(b));
             let read = if kept {

@@ -35,7 +35,7 @@ pub enum WatchError {
         /// The watched path.
         path: PathBuf,
     },
-    /// A scan panicked.
+    /// A scan panicked, or was cancelled because the runtime stopped.
     #[error("a manifest scan panicked")]
     ScanPanicked(#[source] tokio::task::JoinError),
 }
@@ -72,12 +72,15 @@ impl ManifestSource {
     ) -> Result<(), WatchError> {
         let (events_tx, mut events) = mpsc::unbounded_channel();
         let mut target = Target::of(&self.path);
-        let mut watcher = notify::recommended_watcher(move |event| {
-            if classify::may_matter(&event) {
-                // The receiver is gone only when `run` has returned.
-                let _ = events_tx.send(event);
-            }
-        })
+        let mut watcher = notify::RecommendedWatcher::new(
+            move |event| {
+                if classify::may_matter(&event) {
+                    // The receiver is gone only when `run` has returned.
+                    let _ = events_tx.send(event);
+                }
+            },
+            notify::Config::default().with_event_kinds(classify::WATCHED),
+        )
         .map_err(|source| target.error(source))?;
         watcher
             .watch(&target.dir, target.mode)
@@ -219,10 +222,14 @@ async fn first_scan(
     .await
     .map_err(WatchError::ScanPanicked)?;
     report(&found, errors);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     tracing::info!(
         objects = objects.len(),
         errors = found.len(),
-        duration_ms = started.elapsed().as_secs_f64() * 1e3,
+        duration_ms = ms(started.elapsed()),
+        listing_ms = ms(source.phases.listing),
+        reading_ms = ms(source.phases.reading),
+        indexing_ms = ms(source.phases.indexing),
         "read manifests"
     );
     Ok((source, objects))
