@@ -224,7 +224,16 @@ pub fn churn(t: &mut Table, o: &Options, c: &Churned) {
             &run,
             "VmRSS of ferry run: churn start → end (max)",
             "flat",
-            format!("{a:.1} → {b:.1} MiB (max {max:.1}, VmHWM {:.1})", c.hwm_mib),
+            format!(
+                "{a:.1} → {b:.1} MiB (max {max:.1}, VmHWM {:.1}; every 10 s: {})",
+                c.hwm_mib,
+                c.rss_mib
+                    .iter()
+                    .step_by(10)
+                    .map(|m| format!("{m:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
             Some(b <= a * 1.05 + 1.0),
         );
     }

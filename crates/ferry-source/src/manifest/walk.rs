@@ -147,15 +147,16 @@ pub(super) fn survey(under: &Path, root: bool, known: Vec<PathBuf>) -> Survey {
 }
 
 /// Reads `files`, on every core when there are more than a few; results in the order given.
-pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<(PathBuf, FileRead)> {
+/// What this thread reads shares names and endpoint locations through `names` (see
+/// `load::compact_slice`); each other reading thread has an interner of its own.
+pub(super) fn read_all(files: Vec<PathBuf>, names: &mut Interner) -> Vec<(PathBuf, FileRead)> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let threads = cores.min(files.len().div_ceil(CHUNK));
     if threads <= 1 {
-        let mut names = Interner::default();
         return files
             .into_iter()
             .map(|f| {
-                let read = read_file(&f, &mut names);
+                let read = read_file(&f, names);
                 (f, read)
             })
             .collect();
@@ -163,8 +164,7 @@ pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<(PathBuf, FileRead)> {
     let next = AtomicUsize::new(0);
     let done = Mutex::new(Vec::with_capacity(files.len()));
     // Each reader shares names between the objects it reads (see `load::compact_slice`).
-    let reader = || {
-        let mut names = Interner::default();
+    let reader = |names: &mut Interner| {
         loop {
             let start = next.fetch_add(CHUNK, Ordering::Relaxed);
             let Some(chunk) = files.get(start..files.len().min(start + CHUNK)) else {
@@ -176,7 +176,7 @@ pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<(PathBuf, FileRead)> {
             let reads: Vec<(usize, FileRead)> = chunk
                 .iter()
                 .enumerate()
-                .map(|(i, f)| (start + i, read_file(f, &mut names)))
+                .map(|(i, f)| (start + i, read_file(f, names)))
                 .collect();
             // A poisoned lock means another reader panicked; the scope re-raises that.
             if let Ok(mut done) = done.lock() {
@@ -188,9 +188,9 @@ pub(super) fn read_all(files: Vec<PathBuf>) -> Vec<(PathBuf, FileRead)> {
     // arena, which keeps its free memory (one thread fewer: a lower peak RSS).
     std::thread::scope(|scope| {
         for _ in 1..threads {
-            scope.spawn(reader);
+            scope.spawn(|| reader(&mut Interner::default()));
         }
-        reader();
+        reader(names);
     });
     let mut done = done.into_inner().unwrap_or_else(|e| e.into_inner());
     done.sort_unstable_by_key(|(i, _)| *i);

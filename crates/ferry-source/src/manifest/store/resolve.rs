@@ -1,5 +1,7 @@
 //! One identity's verdict: which source decides, and what its last good version is now.
 
+use std::sync::Arc;
+
 use ferry_model::{Object, ObjectRef, ServiceName};
 
 use super::{Found, Id, Outcome, Position, Store};
@@ -48,10 +50,25 @@ impl Store {
             Outcome::Unread => (None, Box::default()),
         };
         self.set_refs(id, refs);
-        // Always the new allocation (even when equal): the source holds it too, so the store
-        // keeps one copy of the objects.
-        if let (Some(good), Some(entry)) = (good, self.entries.get_mut(id)) {
-            entry.good = Some(good);
+        let (Some(good), Some(entry)) = (good, self.entries.get_mut(id)) else {
+            return;
+        };
+        // One copy of the objects: the deciding source holds them too, and a document read
+        // again unchanged (its file rewritten for another object) keeps the allocation the
+        // source, the Pod stage and the cluster state already share; a new one would be a
+        // second copy for as long as the object does not change.
+        match &entry.good {
+            Some(old) if !Arc::ptr_eq(old, &good) && old[..] == good[..] => {
+                let old = Arc::clone(old);
+                if let Some((_, Outcome::Valid(objects))) = entry
+                    .sources
+                    .iter_mut()
+                    .find(|(_, o)| !matches!(o, Outcome::Unread))
+                {
+                    *objects = old;
+                }
+            }
+            _ => entry.good = Some(good),
         }
     }
 
