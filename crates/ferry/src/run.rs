@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context as _;
 use tokio::sync::{mpsc, watch};
 
-use ferry_dataplane::mode::NodeMode;
+use ferry_dataplane::mode::{ModeEntry, NodeMode};
 use ferry_dataplane::modes::entry;
 use ferry_model::{IpFamily, NodeContext};
 use ferry_source::kube::{Connection, KubeSource};
@@ -206,42 +206,38 @@ fn counter(metrics: &Metrics) -> impl Fn(&ferry_source::InvalidObject) + Send + 
     move |e| metrics.invalid_object(&e.object.kind)
 }
 
-async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
-    let mode_entry = entry(config.mode);
-    let described = source.describe();
-    crate::startup::log_start(&config, &described);
-    let metrics = Metrics::new(mode_entry.sync_failures);
-    // Standalone, Ferry runs the Pods' readiness probes: their results are shown by `/status`
-    // and counted on `/metrics`.
-    let probes: Option<SharedBook> = match &source {
-        Source::Manifests(_) => Some(Arc::default()),
-        Source::Kube(_) => None,
-    };
-    if let Some(book) = &probes {
-        metrics.follow_probes(book.clone());
-    }
-    let presence = match &source {
-        Source::Manifests(path) => Some(presence::Presence::new(path.clone())),
-        Source::Kube(_) => None,
-    };
-    // Manifests are read from the start: the first read is most of the start-up, and the
-    // mode's checks below run beside it (its events wait in the channel for the syncer). The
-    // API source starts once the mode is known to work here: it may wait for the API server.
-    let started = match source {
-        Source::Manifests(path) => Started::Reading(start_manifests(
-            path,
-            &metrics,
-            probes.clone().unwrap_or_default(),
-        )),
-        Source::Kube(connection) => Started::Later(connection),
-    };
-
-    // The proxy of the userspace mode and of localhost NodePorts serves on this runtime.
+/// The mode, opened on this runtime (the proxy of the userspace mode and of localhost
+/// NodePorts serves on it), once its checks pass.
+fn open_mode(config: &Config, mode_entry: &ModeEntry) -> anyhow::Result<Arc<dyn NodeMode>> {
     let mut options = config.mode_options();
     options.runtime = Some(tokio::runtime::Handle::current());
     let mode: Arc<dyn NodeMode> = Arc::from((mode_entry.open)(&options));
     crate::startup::preflight(mode.as_ref()).map_err(anyhow::Error::msg)?;
     tracing::info!("{}", mode.describe());
+    Ok(mode)
+}
+
+async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
+    let mode_entry = entry(config.mode);
+    let described = source.describe();
+    crate::startup::log_start(&config, &described);
+    let metrics = Metrics::new(mode_entry.sync_failures);
+    // Manifests are read from the start: the first read is most of the start-up, and the
+    // mode's checks below run beside it (its events wait in the channel for the syncer). The
+    // API source starts once the mode is known to work here: it may wait for the API server.
+    // Standalone, Ferry runs the Pods' readiness probes: their results are shown by `/status`
+    // and counted on `/metrics`.
+    let (started, probes, presence) = match source {
+        Source::Manifests(path) => {
+            let book = SharedBook::default();
+            metrics.follow_probes(book.clone());
+            let presence = presence::Presence::new(path.clone());
+            let rx = start_manifests(path, &metrics, book.clone());
+            (Started::Reading(rx), Some(book), Some(presence))
+        }
+        Source::Kube(connection) => (Started::Later(connection), None, None),
+    };
+    let mode = open_mode(&config, mode_entry)?;
     let families = supported_families(mode.as_ref());
     // Beside the source's first read, not before it (the cleanup after the first sync
     // waits for it).
