@@ -51,6 +51,16 @@ fn a_quick_end_to_end_run_measures_every_part() {
         reference.contains("no rules (after cleanup") && !reference.contains("| - ("),
         "{reference}"
     );
+    // So is the kernel's NAT floor: the first ClusterIP through a static DNAT and masquerade
+    // (connections made, so the two rules were loaded and translated).
+    let floor = stdout
+        .lines()
+        .find(|l| l.contains("through a static DNAT and masquerade"))
+        .unwrap_or_default();
+    assert!(
+        floor.contains(" µs (× ") && floor.contains("(kernel NAT floor)"),
+        "{floor}"
+    );
     // Correctness, not speed: every churned Service ends on its newest endpoint.
     let churn = stdout
         .lines()

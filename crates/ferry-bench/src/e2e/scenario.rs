@@ -65,8 +65,9 @@ pub struct Measured {
     /// Connection set-up times (µs): direct to an endpoint before Ferry started, then the
     /// first and the last ClusterIP, then direct again, with Ferry's rules in place, then
     /// direct once more after `ferry cleanup` removed them (the reference: the same
-    /// namespaces in the same state, but for Ferry's rules).
-    pub connect_us: Option<[Vec<f64>; 5]>,
+    /// namespaces in the same state, but for Ferry's rules), and last the first ClusterIP
+    /// through a static DNAT and masquerade instead of Ferry's rules ([`static_nat`]).
+    pub connect_us: Option<[Vec<f64>; 6]>,
     /// `VmHWM` of `ferry run` at the end.
     pub hwm_mib: f64,
     /// `VmRSS` of `ferry run` at the end.
@@ -170,7 +171,8 @@ pub async fn run(
             .try_into()
             .map_err(|_| anyhow::anyhow!("three targets"))?;
         let us = |v: &[Duration]| v.iter().map(|d| d.as_secs_f64() * 1e6).collect();
-        m.connect_us = Some([us(&before[0]), us(&a), us(&b), us(&c), Vec::new()]);
+        let after = Vec::new();
+        m.connect_us = Some([us(&before[0]), us(&a), us(&b), us(&c), after.clone(), after]);
     }
     m.hwm_mib = ferry.memory_mib("VmHWM:")?;
     m.rss_mib = ferry.memory_mib("VmRSS:")?;
@@ -182,10 +184,36 @@ pub async fn run(
     if let Some(times) = m.connect_us.as_mut() {
         let binary = setup.ferry.to_string_lossy();
         net.node.exec(&binary, ["cleanup"])?;
+        let us = |v: &[Duration]| v.iter().map(|d| d.as_secs_f64() * 1e6).collect();
         let after = probe::connect_times(&[direct(cluster, first)], setup.connects).await;
-        times[4] = after[0].iter().map(|d| d.as_secs_f64() * 1e6).collect();
+        times[4] = us(&after[0]);
+        // The floor of any kernel NAT: the same ClusterIP through two static rules.
+        let vip = SocketAddrV4::new(cluster.cluster_ip(first), PORT);
+        net.node
+            .exec("nft", [static_nat(vip, direct(cluster, first))])?;
+        let floor = probe::connect_times(&[vip], setup.connects).await;
+        net.node.exec("nft", ["delete table ip ferry-bench-nat"])?;
+        times[5] = us(&floor[0]);
     }
     Ok(m)
+}
+
+/// A table that translates `vip` to `endpoint` as Ferry does for the bench's client (outside
+/// the cluster CIDR): one DNAT rule and one masquerade rule, nothing else. What the kernel's
+/// connection tracking and NAT cost a new connection, without Ferry's rules.
+fn static_nat(vip: SocketAddrV4, endpoint: SocketAddrV4) -> String {
+    let t = "ip ferry-bench-nat";
+    format!(
+        "add table {t}; \
+         add chain {t} prerouting {{ type nat hook prerouting priority -100; }}; \
+         add chain {t} postrouting {{ type nat hook postrouting priority 100; }}; \
+         add rule {t} prerouting ip daddr {} tcp dport {} dnat to {endpoint}; \
+         add rule {t} postrouting ip daddr {} tcp dport {} masquerade fully-random",
+        vip.ip(),
+        vip.port(),
+        endpoint.ip(),
+        endpoint.port()
+    )
 }
 
 /// Straight to Service `i`'s first endpoint.
