@@ -12,6 +12,7 @@
 
 mod affinity;
 pub(crate) mod base;
+mod canonical;
 mod load_balancer;
 mod model;
 pub(crate) mod names;
@@ -19,6 +20,7 @@ mod node;
 mod render;
 mod restore;
 
+pub use canonical::{canonical, canonical_digest, SavedDigests};
 pub use model::{Chain, ChainDigest, JumpRule, Ruleset, ServiceRules, Table};
 pub use names::{
     endpoint_chain, port_proto_hash, service_chain, CANARY, EXTERNAL_PREFIX, FIREWALL_PREFIX,

@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
+use ferry_compile::iptables::{Chain, Ruleset, ServiceRules};
 use ferry_dataplane::iptables::{
-    detect_backend, IptablesBackend, IptablesCli, IptablesRunner as _,
+    detect_backend, IptablesBackend, IptablesCli, IptablesDataplane, IptablesRunner as _,
 };
-use ferry_model::IpFamily;
+use ferry_model::{IpFamily, ServiceName};
 
 /// Feeds `input` to `program` (an `iptables-restore`), panicking when it fails.
 fn restore(program: &str, input: &str) {
@@ -131,4 +132,104 @@ fn the_backend_holding_a_kubernetes_marker_chain_is_detected_else_the_one_with_m
         restore("iptables-legacy-restore", canary);
         assert_eq!(detect_backend(), IptablesBackend::Legacy, "legacy's marker");
     });
+}
+
+/// Services `a`, `b`, `c` in upstream's shape (a `KUBE-SVC-` chain jumping to one `KUBE-SEP-`
+/// chain), `b`'s endpoint on port `b_port`.
+fn three_services(b_port: u16) -> Ruleset {
+    let mut rs = Ruleset {
+        family: IpFamily::V4,
+        nat: vec![
+            Chain {
+                name: "KUBE-MARK-MASQ".into(),
+                rules: vec!["-j MARK --or-mark 0x4000".into()],
+            },
+            Chain {
+                name: "KUBE-POSTROUTING".into(),
+                rules: Vec::new(),
+            },
+        ],
+        filter: ["KUBE-FORWARD", "KUBE-NODEPORTS"]
+            .map(|name| Chain {
+                name: name.into(),
+                rules: Vec::new(),
+            })
+            .into(),
+        nodeport_jumps: Vec::new(),
+        external_first: Vec::new(),
+        large_cluster: false,
+        services: BTreeMap::new(),
+    };
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        let port = if name == "b" { b_port } else { 8080 };
+        let (svc, sep) = (format!("KUBE-SVC-{name}"), format!("KUBE-SEP-{name}"));
+        let rules = ServiceRules {
+            chains: vec![
+                Chain {
+                    name: sep.clone(),
+                    rules: vec![
+                        format!("-m comment --comment \"dev/{name}:http\" -s 10.64.0.{i} -j KUBE-MARK-MASQ"),
+                        format!("-m comment --comment \"dev/{name}:http\" -m tcp -p tcp -j DNAT --to-destination 10.64.0.{i}:{port}"),
+                    ],
+                },
+                Chain {
+                    name: svc.clone(),
+                    rules: vec![format!(
+                        "-m comment --comment \"dev/{name}:http -> 10.64.0.{i}:{port}\" -m statistic --mode random --probability 0.5000000000 -j {sep}"
+                    )],
+                },
+            ],
+            nat_services: vec![format!(
+                "-m comment --comment \"dev/{name}:http cluster IP\" -m tcp -p tcp -d 10.96.0.{i} --dport 80 -j {svc}"
+            )],
+            endpoints: 1,
+            ..ServiceRules::default()
+        };
+        rs.set_service(ServiceName::new("dev", name), Some(rules));
+    }
+    rs
+}
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn a_restart_rewrites_only_the_chains_that_differ_from_what_it_wants() {
+    for backend in [IptablesBackend::Nft, IptablesBackend::Legacy] {
+        in_new_netns(move || {
+            let first = IptablesDataplane::new(backend)
+                .apply_full(three_services(8080))
+                .expect("first sync");
+            // A restart: a new process, which knows nothing of what the kernel holds. `b`'s
+            // endpoint moved while it was down, and someone deleted a rule of `a`'s.
+            IptablesCli::new(backend)
+                .iptables(&["-t", "nat", "-D", "KUBE-SEP-a", "1"])
+                .expect("delete a rule");
+            let restart = IptablesDataplane::new(backend)
+                .apply_full(three_services(9090))
+                .expect("restart");
+            assert!(
+                restart.chains_written + 3 == first.chains_written,
+                "{backend:?}: a's SVC chain and c's two are as wanted: {} of {}",
+                restart.chains_written,
+                first.chains_written
+            );
+            let save = IptablesCli::new(backend).save(None).expect("save");
+            for wanted in [
+                "-A KUBE-SEP-a -s 10.64.0.0/32 -m comment --comment \"dev/a:http\" -j KUBE-MARK-MASQ",
+                "--to-destination 10.64.0.1:9090",
+                "--to-destination 10.64.0.2:8080",
+            ] {
+                assert!(save.contains(wanted), "{backend:?}: no {wanted}\n{save}");
+            }
+            assert!(!save.contains("10.64.0.1:8080"), "{backend:?}:\n{save}");
+            // Nothing differs now: only the top-level chains are written.
+            let again = IptablesDataplane::new(backend)
+                .apply_full(three_services(9090))
+                .expect("second restart");
+            assert_eq!(
+                again.chains_written + 6,
+                first.chains_written,
+                "{backend:?}"
+            );
+        });
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead as _, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};
 
-use ferry_compile::iptables::Table;
+use ferry_compile::iptables::{ChainDigest, SavedDigests, Table};
 use ferry_model::IpFamily;
 
 use crate::mode::IptablesBackend;
@@ -50,6 +50,19 @@ pub trait IptablesRunner: Send {
     /// no such chain), for the periodic check; `None` when the runner cannot tell.
     fn rules_in(&mut self, _table: Table, _chain: &str) -> Result<Option<usize>, Error> {
         Ok(None)
+    }
+    /// The canonical digest of each chain of `table` ([`SavedDigests`]), for a first sync over
+    /// chains an earlier run left. By default read from [`IptablesRunner::save`].
+    fn saved_digests(
+        &mut self,
+        table: Table,
+        family: IpFamily,
+    ) -> Result<BTreeMap<String, Option<ChainDigest>>, Error> {
+        let mut digests = SavedDigests::new(family);
+        for line in self.save(Some(table))?.lines() {
+            digests.line(line);
+        }
+        Ok(digests.finish())
     }
 }
 
@@ -270,6 +283,36 @@ impl IptablesRunner for IptablesCli {
             Ok(out)
         } else {
             Err(self.rejected("-save", &[], &done))
+        }
+    }
+
+    /// Reads `iptables-save -t TABLE` line by line into the chains' digests: the text of
+    /// 110 000 chains (31 MiB) is not held.
+    fn saved_digests(
+        &mut self,
+        table: Table,
+        family: IpFamily,
+    ) -> Result<BTreeMap<String, Option<ChainDigest>>, Error> {
+        let args = ["-t", table.as_str()];
+        let mut child = self.spawn("-save", &args, false)?;
+        let io_err = self.io_err("-save");
+        let mut digests = SavedDigests::new(family);
+        if let Some(stdout) = child.stdout.take() {
+            let mut reader = BufReader::new(stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                if reader.read_until(b'\n', &mut line).map_err(&io_err)? == 0 {
+                    break;
+                }
+                digests.line(String::from_utf8_lossy(&line).trim_end());
+            }
+        }
+        let done = child.wait_with_output().map_err(io_err)?;
+        if done.status.success() {
+            Ok(digests.finish())
+        } else {
+            Err(self.rejected("-save", &args, &done))
         }
     }
 

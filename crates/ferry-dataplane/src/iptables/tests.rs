@@ -131,6 +131,44 @@ fn the_first_full_sync_deletes_leftover_service_chains_and_inserts_each_jump_onc
     );
 }
 
+#[test]
+fn a_first_sync_over_chains_an_earlier_run_left_rewrites_only_those_that_differ() {
+    // As iptables-save prints what an earlier run wrote: A's chain as wanted (in the save's
+    // spelling), B's with another rule, C's no longer wanted.
+    let desired = || {
+        let mut rs = ruleset(&[("a", "KUBE-SVC-A"), ("b", "KUBE-SVC-B")]);
+        for svc in rs.services.values_mut() {
+            svc.chains[0].rules = vec!["-m tcp -p tcp -d 10.96.0.1 --dport 80 -j RETURN".into()];
+        }
+        rs
+    };
+    let fake = Fake {
+        save: "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SVC-B - [0:0]\n\
+               :KUBE-SVC-C - [0:0]\n\
+               -A KUBE-SVC-A -d 10.96.0.1/32 -p tcp -m tcp --dport 80 -j RETURN\n\
+               -A KUBE-SVC-B -d 10.96.0.1/32 -p tcp -m tcp --dport 81 -j RETURN\n\
+               -A KUBE-SVC-C -j RETURN\nCOMMIT\n"
+            .into(),
+        ..Fake::default()
+    };
+    let mut dp = IptablesDataplane::with_runner(fake);
+    dp.apply_full(desired()).expect("sync");
+    let text = &dp.runner().restores[0];
+    assert!(!text.contains("KUBE-SVC-A"), "A is as wanted: {text}");
+    assert!(
+        text.contains(":KUBE-SVC-B - [0:0]\n") && text.contains("-A KUBE-SVC-B "),
+        "{text}"
+    );
+    assert!(text.contains("-X KUBE-SVC-C"), "{text}");
+    assert!(
+        text.contains(":KUBE-SERVICES - [0:0]"),
+        "top-level chains are written: {text}"
+    );
+    // Once this process has written its rules, a full sync writes every chain again.
+    dp.apply_full(desired()).expect("resync");
+    assert!(dp.runner().restores[1].contains("-A KUBE-SVC-A "));
+}
+
 /// A ruleset of ten services, one chain each.
 fn ten_services() -> Ruleset {
     let services: Vec<(String, String)> = (0..10)

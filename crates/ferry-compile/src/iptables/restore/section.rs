@@ -1,6 +1,7 @@
 //! One `*table` … `COMMIT` section of a restore, the rules each of its chains is written
 //! with, and the re-rendering of a slim ruleset's chains as they are written.
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 use ferry_model::ServiceName;
@@ -74,6 +75,11 @@ impl<'r> Rerender<'r> {
         }
     }
 
+    /// A service's rules, rendered again (`None`: the service has none).
+    pub fn render(&mut self, service: &ServiceName) -> Option<ServiceRules> {
+        (self.render)(service)
+    }
+
     fn chain(
         &mut self,
         service: &ServiceName,
@@ -145,9 +151,18 @@ impl<'a> Section<'a> {
         self.chain(&chain.name, Rules::Own(&chain.rules));
     }
 
-    /// Every chain of one service: its own rules, or rendered again when it is slim.
-    pub(super) fn service(&mut self, name: &'a ServiceName, rules: &'a ServiceRules) {
+    /// Every chain of one service but the `unchanged` ones: its own rules, or rendered again
+    /// when it is slim.
+    pub(super) fn service(
+        &mut self,
+        name: &'a ServiceName,
+        rules: &'a ServiceRules,
+        unchanged: Option<&BTreeSet<String>>,
+    ) {
         for (i, chain) in rules.chains.iter().enumerate() {
+            if unchanged.is_some_and(|u| u.contains(&chain.name)) {
+                continue;
+            }
             let what = if rules.is_slim() {
                 Rules::Rendered {
                     service: name,

@@ -53,13 +53,18 @@ pub(super) fn full_in_sections<'a>(
         nat.own(c);
     }
     for (name, service) in &desired.services {
-        if nat.chains.len() + service.chains.len() > per_section && !nat.chains.is_empty() {
+        let written = service
+            .chains
+            .iter()
+            .filter(|c| !o.unchanged.is_some_and(|u| u.contains(&c.name)))
+            .count();
+        if nat.chains.len() + written > per_section && !nat.chains.is_empty() {
             sections.push(descending(std::mem::replace(
                 &mut nat,
                 Section::new(Table::Nat),
             )));
         }
-        nat.service(name, service);
+        nat.service(name, service, o.unchanged);
     }
     sections.push(descending(nat));
 
