@@ -13,7 +13,6 @@
 //! of matches when one of them has a side effect (`recent --set`), the target and its options.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, SocketAddr};
@@ -22,6 +21,9 @@ use ferry_model::IpFamily;
 use ipnet::IpNet;
 
 use super::model::ChainDigest;
+
+mod saved;
+pub use saved::SavedDigests;
 
 /// One option: negated or not, its name, its values.
 type Opt = (bool, String, Vec<String>);
@@ -151,64 +153,6 @@ pub fn canonical_digest<'a>(
         rules: count,
         digest: h.finish(),
     })
-}
-
-/// The canonical digests of the chains of one `iptables-save` table, read line by line (the
-/// output of 110 000 chains is 31 MiB: it is not held). A chain with a rule that has no
-/// canonical form has no digest (`None`).
-#[derive(Debug)]
-pub struct SavedDigests {
-    family: IpFamily,
-    chains: BTreeMap<String, Option<(DefaultHasher, usize)>>,
-}
-
-impl SavedDigests {
-    /// Nothing read yet.
-    pub fn new(family: IpFamily) -> Self {
-        Self {
-            family,
-            chains: BTreeMap::new(),
-        }
-    }
-
-    /// Reads one line (`:CHAIN …` declares a chain, `-A CHAIN rule` adds a rule to it).
-    pub fn line(&mut self, line: &str) {
-        let fresh = || Some((DefaultHasher::new(), 0));
-        if let Some(rest) = line.strip_prefix(':') {
-            let chain = rest.split_whitespace().next().unwrap_or_default();
-            self.chains.entry(chain.to_owned()).or_insert_with(fresh);
-        } else if let Some(rest) = line.strip_prefix("-A ") {
-            let (chain, rule) = rest.split_once(' ').unwrap_or((rest, ""));
-            let family = self.family;
-            let entry = match self.chains.get_mut(chain) {
-                Some(entry) => entry,
-                None => self.chains.entry(chain.to_owned()).or_insert_with(fresh),
-            };
-            if let Some((h, count)) = entry {
-                match canonical(rule, family) {
-                    Some(c) => {
-                        c.hash(h);
-                        *count += 1;
-                    }
-                    None => *entry = None,
-                }
-            }
-        }
-    }
-
-    /// Each chain's digest.
-    pub fn finish(self) -> BTreeMap<String, Option<ChainDigest>> {
-        self.chains
-            .into_iter()
-            .map(|(name, d)| {
-                let digest = d.map(|(h, rules)| ChainDigest {
-                    rules,
-                    digest: h.finish(),
-                });
-                (name, digest)
-            })
-            .collect()
-    }
 }
 
 /// `recent` options that change its list.
