@@ -146,3 +146,33 @@ fn a_new_tables_first_sync_goes_in_several_transactions_and_leaves_what_one_batc
         assert_eq!(nft(&["list", "table", "ip", "ferry"]), listed);
     });
 }
+
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn ferrys_chains_are_listed_alone_and_not_at_all_without_its_table() {
+    in_new_netns(|| {
+        // Another table's chains (iptables-nft's are such): the kernel's chain dump lists
+        // every table's.
+        nft(&["add", "table", "ip", "nat"]);
+        for i in 0..50 {
+            nft(&["add", "chain", "ip", "nat", &format!("KUBE-SEP-{i}")]);
+        }
+        nft(&["add", "table", "ip6", "ferry"]);
+        nft(&["add", "chain", "ip6", "ferry", "services"]);
+        let mut s = NetlinkSocket::open().expect("socket");
+        assert_eq!(
+            s.chains(IpFamily::V4).expect("chains"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            s.chains(IpFamily::V6).expect("chains"),
+            vec!["services".to_owned()]
+        );
+        nft(&["add", "table", "ip", "ferry"]);
+        nft(&["add", "chain", "ip", "ferry", "services"]);
+        assert_eq!(
+            s.chains(IpFamily::V4).expect("chains"),
+            vec!["services".to_owned()]
+        );
+    });
+}
