@@ -2,9 +2,11 @@
 //! of upstream kube-proxy's iptables mode (see docs/src/modes/iptables-layout.md).
 //!
 //! The first sync of a process (and the one after a failure, or after the canary chain
-//! vanished) is full: every Ferry chain is rewritten, chains no longer wanted are deleted, and
-//! the jumps from the built-in chains are checked one by one (`-C`) and the missing ones
-//! inserted (`-I`) in the restore itself, so that nothing Ferry did not create is ever touched.
+//! vanished) is full: every Ferry chain is rewritten — but for the per-service chains the
+//! kernel already holds with the wanted rules, read back and compared in canonical form (see
+//! `survey`) — chains no longer wanted are deleted, and the jumps from the built-in chains are
+//! checked one by one (`-C`) and the missing ones inserted (`-I`) in the restore itself, so
+//! that nothing Ferry did not create is ever touched.
 //! How the restore is cut into transactions is the backend's [`Transactions`]: on iptables-nft
 //! the nat chains of a large ruleset go in several transactions of one restore (its
 //! `--noflush` mode is quadratic in the chains of one transaction). Later syncs are partial: the chains of
