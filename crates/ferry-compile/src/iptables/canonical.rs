@@ -31,73 +31,11 @@ type Opt = (bool, String, Vec<String>);
 /// The canonical form of one rule (without `-A CHAIN`), or `None` when it uses an option this
 /// module does not know.
 pub fn canonical(rule: &str, family: IpFamily) -> Option<String> {
-    let tokens = tokenize(rule)?;
-    let mut builtins: Vec<Opt> = Vec::new();
-    let mut modules: Vec<(String, Vec<Opt>)> = Vec::new();
-    let mut target: Option<(String, Vec<Opt>)> = None;
-    let mut negated = false;
-    let mut i = 0;
-    while i < tokens.len() {
-        let tok = tokens[i].as_str();
-        i += 1;
-        if tok == "!" {
-            negated = true;
-            continue;
-        }
-        let neg = std::mem::take(&mut negated);
-        match tok {
-            "-s" | "--source" | "-d" | "--destination" => {
-                let name = if matches!(tok, "-s" | "--source") {
-                    "-s"
-                } else {
-                    "-d"
-                };
-                let value = address(tokens.get(i)?, family)?;
-                i += 1;
-                builtins.push((neg, name.to_owned(), vec![value]));
-            }
-            "-p" | "--protocol" | "-i" | "--in-interface" | "-o" | "--out-interface" => {
-                let name = match tok {
-                    "-p" | "--protocol" => "-p",
-                    "-i" | "--in-interface" => "-i",
-                    _ => "-o",
-                };
-                let value = tokens.get(i)?.to_ascii_lowercase();
-                i += 1;
-                builtins.push((neg, name.to_owned(), vec![value]));
-            }
-            "-m" | "--match" => {
-                if neg || target.is_some() {
-                    return None;
-                }
-                modules.push((tokens.get(i)?.clone(), Vec::new()));
-                i += 1;
-            }
-            "-j" | "--jump" => {
-                if neg || target.is_some() {
-                    return None;
-                }
-                target = Some((tokens.get(i)?.clone(), Vec::new()));
-                i += 1;
-            }
-            opt if opt.starts_with("--") => {
-                let mut values = Vec::new();
-                while i < tokens.len() && !tokens[i].starts_with('-') && tokens[i] != "!" {
-                    values.push(tokens[i].clone());
-                    i += 1;
-                }
-                let owner = match target.as_mut() {
-                    Some((_, opts)) => opts,
-                    None => &mut modules.last_mut()?.1,
-                };
-                owner.push((neg, opt.to_owned(), values));
-            }
-            _ => return None,
-        }
-    }
-    if negated {
-        return None;
-    }
+    let Parsed {
+        mut builtins,
+        modules,
+        target,
+    } = parse(&tokenize(rule)?, family)?;
     let mut modules = modules
         .into_iter()
         .map(|(name, opts)| match_options(&name, opts, family).map(|o| (name, o)))
@@ -138,21 +76,113 @@ pub fn canonical(rule: &str, family: IpFamily) -> Option<String> {
     Some(out)
 }
 
+/// A rule's words sorted by what they belong to: the built-in matches (`-s`, `-d`, `-p`, `-i`,
+/// `-o`), each `-m` match with the options that follow it, the target with its options.
+struct Parsed {
+    builtins: Vec<Opt>,
+    modules: Vec<(String, Vec<Opt>)>,
+    target: Option<(String, Vec<Opt>)>,
+}
+
+fn parse(tokens: &[String], family: IpFamily) -> Option<Parsed> {
+    let mut p = Parsed {
+        builtins: Vec::new(),
+        modules: Vec::new(),
+        target: None,
+    };
+    let mut negated = false;
+    let mut i = 0;
+    while i < tokens.len() {
+        let tok = tokens[i].as_str();
+        i += 1;
+        if tok == "!" {
+            negated = true;
+            continue;
+        }
+        let neg = std::mem::take(&mut negated);
+        let builtin = match tok {
+            "-s" | "--source" => Some("-s"),
+            "-d" | "--destination" => Some("-d"),
+            "-p" | "--protocol" => Some("-p"),
+            "-i" | "--in-interface" => Some("-i"),
+            "-o" | "--out-interface" => Some("-o"),
+            _ => None,
+        };
+        if let Some(name) = builtin {
+            let value = tokens.get(i)?;
+            i += 1;
+            let value = match name {
+                "-s" | "-d" => address(value, family)?,
+                _ => value.to_ascii_lowercase(),
+            };
+            p.builtins.push((neg, name.to_owned(), vec![value]));
+            continue;
+        }
+        match tok {
+            "-m" | "--match" | "-j" | "--jump" => {
+                if neg || p.target.is_some() {
+                    return None;
+                }
+                let named = (tokens.get(i)?.clone(), Vec::new());
+                i += 1;
+                if matches!(tok, "-m" | "--match") {
+                    p.modules.push(named);
+                } else {
+                    p.target = Some(named);
+                }
+            }
+            opt if opt.starts_with("--") => {
+                let mut values = Vec::new();
+                while i < tokens.len() && !tokens[i].starts_with('-') && tokens[i] != "!" {
+                    values.push(tokens[i].clone());
+                    i += 1;
+                }
+                let owner = match p.target.as_mut() {
+                    Some((_, opts)) => opts,
+                    None => &mut p.modules.last_mut()?.1,
+                };
+                owner.push((neg, opt.to_owned(), values));
+            }
+            _ => return None,
+        }
+    }
+    (!negated).then_some(p)
+}
+
 /// The digest of a chain's rules in canonical form (`None`: one has none).
 pub fn canonical_digest<'a>(
     rules: impl IntoIterator<Item = &'a str>,
     family: IpFamily,
 ) -> Option<ChainDigest> {
-    let mut h = DefaultHasher::new();
-    let mut count = 0;
+    let mut d = Digest::default();
     for rule in rules {
-        canonical(rule, family)?.hash(&mut h);
-        count += 1;
+        d.add(rule, family)?;
     }
-    Some(ChainDigest {
-        rules: count,
-        digest: h.finish(),
-    })
+    Some(d.finish())
+}
+
+/// A chain's [`ChainDigest`] in canonical form, built rule by rule: one hashing for the rules
+/// Ferry writes ([`canonical_digest`]) and those iptables-save prints ([`SavedDigests`]).
+#[derive(Debug, Default)]
+struct Digest {
+    hasher: DefaultHasher,
+    rules: usize,
+}
+
+impl Digest {
+    /// Adds the next rule; `None` when it has no canonical form.
+    fn add(&mut self, rule: &str, family: IpFamily) -> Option<()> {
+        canonical(rule, family)?.hash(&mut self.hasher);
+        self.rules += 1;
+        Some(())
+    }
+
+    fn finish(self) -> ChainDigest {
+        ChainDigest {
+            rules: self.rules,
+            digest: self.hasher.finish(),
+        }
+    }
 }
 
 /// `recent` options that change its list.

@@ -1,12 +1,10 @@
 //! The canonical digests of the chains an `iptables-save` prints, read line by line.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
 use ferry_model::IpFamily;
 
-use super::canonical;
+use super::Digest;
 use crate::iptables::model::ChainDigest;
 
 /// The canonical digests of the chains of one `iptables-save` table, read line by line (the
@@ -15,7 +13,7 @@ use crate::iptables::model::ChainDigest;
 #[derive(Debug)]
 pub struct SavedDigests {
     family: IpFamily,
-    chains: BTreeMap<String, Option<(DefaultHasher, usize)>>,
+    chains: BTreeMap<String, Option<Digest>>,
 }
 
 impl SavedDigests {
@@ -29,25 +27,26 @@ impl SavedDigests {
 
     /// Reads one line (`:CHAIN …` declares a chain, `-A CHAIN rule` adds a rule to it).
     pub fn line(&mut self, line: &str) {
-        let fresh = || Some((DefaultHasher::new(), 0));
         if let Some(rest) = line.strip_prefix(':') {
             let chain = rest.split_whitespace().next().unwrap_or_default();
-            self.chains.entry(chain.to_owned()).or_insert_with(fresh);
+            self.chains
+                .entry(chain.to_owned())
+                .or_insert_with(|| Some(Digest::default()));
         } else if let Some(rest) = line.strip_prefix("-A ") {
             let (chain, rule) = rest.split_once(' ').unwrap_or((rest, ""));
-            let family = self.family;
             let entry = match self.chains.get_mut(chain) {
                 Some(entry) => entry,
-                None => self.chains.entry(chain.to_owned()).or_insert_with(fresh),
+                None => self
+                    .chains
+                    .entry(chain.to_owned())
+                    .or_insert_with(|| Some(Digest::default())),
             };
-            if let Some((h, count)) = entry {
-                match canonical(rule, family) {
-                    Some(c) => {
-                        c.hash(h);
-                        *count += 1;
-                    }
-                    None => *entry = None,
-                }
+            if entry
+                .as_mut()
+                .and_then(|d| d.add(rule, self.family))
+                .is_none()
+            {
+                *entry = None;
             }
         }
     }
@@ -56,13 +55,7 @@ impl SavedDigests {
     pub fn finish(self) -> BTreeMap<String, Option<ChainDigest>> {
         self.chains
             .into_iter()
-            .map(|(name, d)| {
-                let digest = d.map(|(h, rules)| ChainDigest {
-                    rules,
-                    digest: h.finish(),
-                });
-                (name, digest)
-            })
+            .map(|(name, d)| (name, d.map(Digest::finish)))
             .collect()
     }
 }
