@@ -172,6 +172,30 @@ impl IptablesCli {
         }
     }
 
+    /// Runs `iptables-save args…` and hands each line of its output to `line` as it is read:
+    /// the output of 110 000 chains (31 MiB) is never held.
+    fn each_saved_line(&self, args: &[&str], mut line: impl FnMut(&[u8])) -> Result<(), Error> {
+        let mut child = self.spawn("-save", args, false)?;
+        let io_err = self.io_err("-save");
+        if let Some(stdout) = child.stdout.take() {
+            let mut reader = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                if reader.read_until(b'\n', &mut buf).map_err(&io_err)? == 0 {
+                    break;
+                }
+                line(&buf);
+            }
+        }
+        let done = child.wait_with_output().map_err(io_err)?;
+        if done.status.success() {
+            Ok(())
+        } else {
+            Err(self.rejected("-save", args, &done))
+        }
+    }
+
     fn rejected(&self, tool: &str, args: &[&str], out: &std::process::Output) -> Error {
         Error::Rejected {
             program: format!(
@@ -257,33 +281,17 @@ impl IptablesRunner for IptablesCli {
                 return Ok(tables);
             }
         }
-        let mut child = self.spawn("-save", &[], false)?;
-        let io_err = self.io_err("-save");
         let mut out = BTreeMap::new();
-        if let Some(stdout) = child.stdout.take() {
-            let mut reader = BufReader::new(stdout);
-            let mut line = Vec::new();
-            let mut current: Option<String> = None;
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).map_err(&io_err)? == 0 {
-                    break;
-                }
-                // Only `*table` and `:CHAIN POLICY [p:b]` lines matter; rules are skipped
-                // without being decoded.
-                if !matches!(line.first(), Some(b'*' | b':')) {
-                    continue;
-                }
-                let text = String::from_utf8_lossy(&line);
+        let mut current: Option<String> = None;
+        self.each_saved_line(&[], |line| {
+            // Only `*table` and `:CHAIN POLICY [p:b]` lines matter; rules are skipped
+            // without being decoded.
+            if matches!(line.first(), Some(b'*' | b':')) {
+                let text = String::from_utf8_lossy(line);
                 super::cleanup::declaration(text.trim_end(), &mut current, &mut out);
             }
-        }
-        let done = child.wait_with_output().map_err(io_err)?;
-        if done.status.success() {
-            Ok(out)
-        } else {
-            Err(self.rejected("-save", &[], &done))
-        }
+        })?;
+        Ok(out)
     }
 
     /// Reads `iptables-save -t TABLE` line by line into the chains' digests: the text of
@@ -293,27 +301,11 @@ impl IptablesRunner for IptablesCli {
         table: Table,
         family: IpFamily,
     ) -> Result<BTreeMap<String, Option<ChainDigest>>, Error> {
-        let args = ["-t", table.as_str()];
-        let mut child = self.spawn("-save", &args, false)?;
-        let io_err = self.io_err("-save");
         let mut digests = SavedDigests::new(family);
-        if let Some(stdout) = child.stdout.take() {
-            let mut reader = BufReader::new(stdout);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).map_err(&io_err)? == 0 {
-                    break;
-                }
-                digests.line(String::from_utf8_lossy(&line).trim_end());
-            }
-        }
-        let done = child.wait_with_output().map_err(io_err)?;
-        if done.status.success() {
-            Ok(digests.finish())
-        } else {
-            Err(self.rejected("-save", &args, &done))
-        }
+        self.each_saved_line(&["-t", table.as_str()], |line| {
+            digests.line(String::from_utf8_lossy(line).trim_end());
+        })?;
+        Ok(digests.finish())
     }
 
     fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {
