@@ -3,6 +3,7 @@
 //! lab in `lab/run.rs`, teardown and leftover cleanup in `lab/teardown.rs`.
 
 mod build;
+pub use build::wire_pod;
 pub mod ipv6;
 mod pods;
 mod run;

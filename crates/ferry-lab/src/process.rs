@@ -5,7 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -72,6 +72,9 @@ pub struct LabProcess {
     log_path: PathBuf,
     child: Option<Child>,
     stop_timeout: Duration,
+    /// Entered with `nsenter --net` (this process's mount namespace) instead of `ip netns
+    /// exec` (a private one): see [`LabProcess::spawn_sharing_mounts`].
+    share_mounts: bool,
 }
 
 impl LabProcess {
@@ -99,6 +102,40 @@ impl LabProcess {
             log_path: log_path.to_path_buf(),
             child: None,
             stop_timeout: DEFAULT_STOP_TIMEOUT,
+            share_mounts: false,
+        };
+        p.start()?;
+        Ok(p)
+    }
+
+    /// Like [`LabProcess::spawn`], but the process enters only the network namespace
+    /// (`nsenter --net=/run/netns/<ns>`), keeping this process's mount namespace: `ip netns
+    /// exec` gives its command a private one, where a namespace it creates with `ip netns add`
+    /// is seen by nobody else. For processes that build lab hosts themselves (the kubelet
+    /// stand-in wires its Pods).
+    pub fn spawn_sharing_mounts<I, S>(
+        name: &str,
+        ns: &str,
+        program: impl AsRef<OsStr>,
+        args: I,
+        log_path: &Path,
+    ) -> Result<Self, ProcessError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut p = LabProcess {
+            name: name.to_string(),
+            ns: ns.to_string(),
+            program: program.as_ref().to_os_string(),
+            args: args
+                .into_iter()
+                .map(|a| a.as_ref().to_os_string())
+                .collect(),
+            log_path: log_path.to_path_buf(),
+            child: None,
+            stop_timeout: DEFAULT_STOP_TIMEOUT,
+            share_mounts: true,
         };
         p.start()?;
         Ok(p)
@@ -123,7 +160,16 @@ impl LabProcess {
     }
 
     fn start(&mut self) -> Result<(), ProcessError> {
-        let mut cmd = netns::exec_command(&self.ns, &self.program, &self.args);
+        let mut cmd = if self.share_mounts {
+            let mut cmd = Command::new("nsenter");
+            cmd.arg(format!("--net={}", netns::path(&self.ns).display()))
+                .arg("--")
+                .arg(&self.program)
+                .args(&self.args);
+            cmd
+        } else {
+            netns::exec_command(&self.ns, &self.program, &self.args)
+        };
         let shown = netns::display_command(&cmd);
         let mut log: File = OpenOptions::new()
             .create(true)

@@ -243,7 +243,10 @@ impl Lab {
     }
 }
 
-fn wire_pod(ns: &str, node_ns: &str, veth: &str, ip: Ipv4Addr) -> Result<(), LabError> {
+/// Wires a pod namespace `ns` (created here) to its node `node_ns`, calico-style: `eth0` with
+/// `ip/32` and a default route in the pod, `veth` with proxy ARP and a `/32` route on the node.
+/// Used by [`Lab::add_pod`] and by the kubelet stand-in of `ferry-kube-lab`.
+pub fn wire_pod(ns: &str, node_ns: &str, veth: &str, ip: Ipv4Addr) -> Result<(), LabError> {
     let mut root = IpBatch::new(None);
     root.line(format!("netns add {ns}"));
     root.line(format!(
