@@ -116,7 +116,11 @@ fn main() -> ExitCode {
 /// (`--cleanup`, `--write-config-to`, `--init-only`), else the proxy.
 fn run_command(args: &RunArgs) -> ExitCode {
     if args.kube_proxy.cleanup == Some(true) {
-        return cleanup::main(&cleanup::CleanupArgs { dry_run: false });
+        // kube-proxy's own flag: its rules are what the caller asks to remove.
+        return cleanup::main(&cleanup::CleanupArgs {
+            dry_run: false,
+            also_kube_proxy: true,
+        });
     }
     let Some((config, warnings, manifests)) = resolve_with_warnings(args) else {
         return ExitCode::from(EXIT_USAGE);

@@ -71,7 +71,7 @@ pub fn log_leftovers(running: &ModeEntry) {
 
 fn report(l: &Leftover, found_by: &ModeEntry, running: &ModeEntry) {
     let line = leftover_line(l, Some(found_by), running);
-    if l.shared {
+    if l.shared || found_by.mode != running.mode {
         tracing::info!("{line}");
     } else {
         tracing::warn!("{line}");
@@ -82,18 +82,19 @@ fn report(l: &Leftover, found_by: &ModeEntry, running: &ModeEntry) {
 /// `running`.
 pub fn leftover_line(l: &Leftover, found_by: Option<&ModeEntry>, running: &ModeEntry) -> String {
     let what = &l.what;
-    match found_by.filter(|_| l.shared) {
-        Some(e) if e.mode == running.mode => format!(
+    match found_by {
+        Some(e) if l.shared && e.mode == running.mode => format!(
             "kube-proxy's leftovers: {what}: {} mode programs these chains (same names) and \
              takes them over at its first sync",
             e.mode
         ),
-        Some(e) => format!(
+        Some(e) if e.mode != running.mode => format!(
             "kube-proxy's leftovers: {what}: removed after Ferry's first sync ({} mode's \
-             cleanup), so they serve traffic until Ferry's rules do",
+             cleanup, as kube-proxy removes the other modes' rules when it starts), so they \
+             serve traffic until Ferry's rules do",
             e.mode
         ),
-        None => {
+        _ => {
             format!(
             "kube-proxy's leftovers: {what}: Ferry leaves it alone, and until it is removed it \
              still acts on the same Services; remove it once Ferry has synced: {}",
@@ -138,7 +139,9 @@ mod tests {
         );
         let removed = leftover_line(&chains, Some(ipt), nft);
         assert!(
-            removed.contains("removed after Ferry's first sync (iptables mode's cleanup)"),
+            removed.contains(
+                "removed after Ferry's first sync (iptables mode's cleanup, as kube-proxy"
+            ),
             "{removed}"
         );
         let table = Leftover {
@@ -146,13 +149,16 @@ mod tests {
             shared: false,
             remove: Some("nft delete table ip kube-proxy".to_owned()),
         };
-        for running in [nft, ipt] {
-            let line = leftover_line(&table, Some(nft), running);
-            assert!(
-                line.contains("Ferry leaves it alone")
-                    && line.ends_with("once Ferry has synced: nft delete table ip kube-proxy"),
-                "{line}"
-            );
-        }
+        let line = leftover_line(&table, Some(nft), nft);
+        assert!(
+            line.contains("Ferry leaves it alone")
+                && line.ends_with("once Ferry has synced: nft delete table ip kube-proxy"),
+            "{line}"
+        );
+        let line = leftover_line(&table, Some(nft), ipt);
+        assert!(
+            line.contains("removed after Ferry's first sync (nftables mode's cleanup"),
+            "{line}"
+        );
     }
 }
