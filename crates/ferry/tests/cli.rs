@@ -391,7 +391,19 @@ fn kubeadms_configmap_checks_clean_as_kubectl_prints_it() {
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!stdout.contains("warning"), "{stdout}");
-    assert!(stdout.contains("node k8s-node2, nftables mode"), "{stdout}");
+    // kubeadm's `mode: ""` is iptables mode for kube-proxy, so for Ferry; check says so and
+    // names what differs from kube-proxy with this file.
+    assert!(
+        stdout.contains("node k8s-node2, iptables mode (mode \"\" in ")
+            && stdout.contains("kube-proxy's default, as kube-proxy runs it)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "differs from kube-proxy with the same configuration: NodePorts on 127.0.0.1"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -120,7 +120,7 @@ fn the_summary_names_the_running_mode() {
         a.proxy_mode = Some("iptables".to_owned())
     });
     assert!(
-        report.summary[0].ends_with("node k8s-node1, iptables mode"),
+        report.summary[0].ends_with("node k8s-node1, iptables mode (--proxy-mode)"),
         "{:?}",
         report.summary
     );
