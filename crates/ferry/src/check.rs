@@ -21,7 +21,7 @@ use crate::cli::RunArgs;
 mod across;
 mod fields;
 mod kube_proxy;
-mod manifests;
+pub(crate) mod manifests;
 
 /// `ferry check` flags.
 #[derive(Debug, Clone, Args)]

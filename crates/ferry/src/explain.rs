@@ -120,7 +120,30 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
         None
     };
     print!("{}", render(&trace, live.as_ref(), args.output));
+    if trace.verdict == Verdict::NotAService && matches!(args.output, Output::Text) {
+        for hint in skipped_documents(&manifests) {
+            println!("hint: {hint}");
+        }
+    }
     ExitCode::SUCCESS
+}
+
+/// The documents of `path` that were likely meant as objects Ferry reads but are skipped (a
+/// Service of `apiVersion: v2`, `kind: Servce`): why a destination may not be a service.
+fn skipped_documents(path: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let _ = ferry_source::manifest::for_each_document(path, |doc| {
+        let (api_version, kind) = doc.type_meta();
+        if let Some((field, why)) = crate::check::manifests::skipped_why(api_version, kind) {
+            out.push(format!(
+                "{}: {}: {}: {field}: {why}",
+                doc.file.display(),
+                doc.position,
+                crate::check::manifests::object_name(&doc)
+            ));
+        }
+    });
+    out
 }
 
 /// The packet of `--from` and `--to`, both of one IP family.

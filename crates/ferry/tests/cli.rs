@@ -434,3 +434,38 @@ fn a_kube_proxy_command_line_without_subcommand_writes_its_config_and_exits() {
     assert_eq!(code, 0);
     assert!(stdout.starts_with("ferry v"), "{stdout}");
 }
+
+#[test]
+fn explain_hints_at_a_skipped_document_when_the_destination_is_not_a_service() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir(seed()).expect("seed") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, dir.path().join(path.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::write(
+        dir.path().join("typo.yaml"),
+        "apiVersion: v1\nkind: Servce\nmetadata: {name: d, namespace: dev}\nspec:\n  clusterIP: 10.96.0.77\n  ports: [{port: 80}]\n",
+    )
+    .expect("write");
+    let manifests = dir.path().display().to_string();
+    let (code, stdout, stderr) = ferry(&[
+        "explain",
+        "--manifests",
+        &manifests,
+        "--node",
+        "k8s-node2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.96.0.77:80",
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("NOT A SERVICE"), "{stdout}");
+    assert!(
+        stdout.contains("hint: ")
+            && stdout.contains("Servce dev/d: kind: skipped: \"Servce\" is not a kind Ferry reads (did you mean Service?)"),
+        "{stdout}"
+    );
+}
