@@ -145,6 +145,15 @@ fn run_command(args: &RunArgs) -> ExitCode {
     }
     startup::apply_oom_score_adj(config.kube_proxy.oom_score_adj);
     configz::publish(&config);
+    // Where a kubeconfig path came from, for an error about it: the flag, or the file's
+    // clientConnection.kubeconfig (a path the user may never have typed).
+    let kubeconfig_from = match (&args.kubeconfig, &args.config) {
+        (None, Some(file)) => Some(format!(
+            "clientConnection.kubeconfig of --config {}",
+            file.display()
+        )),
+        _ => None,
+    };
     let source = match manifests {
         Some(path) => run::Source::Manifests(path),
         None => run::Source::Kube(Connection {
@@ -155,7 +164,15 @@ fn run_command(args: &RunArgs) -> ExitCode {
     match run::run(config, source) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<ConnectError>().is_some() => {
-            eprintln!("ferry: {e:#}");
+            match (e.downcast_ref::<ConnectError>(), kubeconfig_from) {
+                (Some(ConnectError::Kubeconfig { path, reason }), Some(from)) => eprintln!(
+                    "ferry: {from}: {}: {reason} (this path is the configuration file's, not a \
+                     flag: mount the kubeconfig there, or clear the field to use the pod's \
+                     service account)",
+                    path.display()
+                ),
+                _ => eprintln!("ferry: {e:#}"),
+            }
             ExitCode::from(EXIT_USAGE)
         }
         Err(e) => {

@@ -469,3 +469,25 @@ fn explain_hints_at_a_skipped_document_when_the_destination_is_not_a_service() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_missing_kubeconfig_named_by_the_config_file_is_said_to_come_from_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.conf");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n\
+         clientConnection:\n  kubeconfig: /nonexistent/kubeconfig.conf\nclusterCIDR: 10.0.0.0/8\n\
+         healthzBindAddress: 127.0.0.1:0\nmetricsBindAddress: 127.0.0.1:0\n",
+    )
+    .expect("write");
+    let cfg = cfg.display().to_string();
+    let (code, _, stderr) = ferry(&["run", "--config", &cfg, "--hostname-override", "n1"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "ferry: clientConnection.kubeconfig of --config {cfg}: /nonexistent/kubeconfig.conf: "
+        )) && !stderr.contains("--kubeconfig /nonexistent"),
+        "{stderr}"
+    );
+}
