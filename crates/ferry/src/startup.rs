@@ -14,15 +14,29 @@ use crate::config::{format_duration, Config};
 
 /// Sets this process's OOM score adjustment (`oomScoreAdj`, kube-proxy's default -999, so the
 /// kernel kills the proxy last). Best effort, as upstream: lowering it needs
-/// CAP_SYS_RESOURCE, and a failure is only a debug line.
+/// CAP_SYS_RESOURCE; a failure is one warning (this runs once, at start-up) saying so.
 pub fn apply_oom_score_adj(value: Option<i32>) {
     let Some(value) = value else {
         return;
     };
     match std::fs::write("/proc/self/oom_score_adj", value.to_string()) {
         Ok(()) => tracing::debug!(oom_score_adj = value, "OOM score adjusted"),
-        Err(e) => tracing::debug!(oom_score_adj = value, "cannot set the OOM score: {e}"),
+        Err(e) => tracing::warn!(oom_score_adj = value, "{}", oom_score_adj_failed(value, &e)),
     }
+}
+
+/// The warning when `oomScoreAdj` could not be written.
+fn oom_score_adj_failed(value: i32, e: &std::io::Error) -> String {
+    let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+        " (lowering it needs CAP_SYS_RESOURCE: securityContext.capabilities.add: \
+         [SYS_RESOURCE])"
+    } else {
+        ""
+    };
+    format!(
+        "cannot set oomScoreAdj {value} (/proc/self/oom_score_adj: {e}){hint}; under memory \
+         pressure the kernel may kill Ferry before other processes"
+    )
 }
 
 /// The start-up line's message: `ferry v0.1.0 starting (nftables mode, manifests examples/seed)`.
@@ -121,6 +135,18 @@ mod tests {
                 "ferry v{} starting (nftables mode, Kubernetes API)",
                 crate::version::VERSION
             )
+        );
+    }
+
+    #[test]
+    fn a_refused_oom_score_adj_names_the_capability() {
+        let e = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let line = oom_score_adj_failed(-999, &e);
+        assert!(
+            line.starts_with("cannot set oomScoreAdj -999 (/proc/self/oom_score_adj: ")
+                && line
+                    .contains("CAP_SYS_RESOURCE: securityContext.capabilities.add: [SYS_RESOURCE]"),
+            "{line}"
         );
     }
 
