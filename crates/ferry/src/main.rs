@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ferry_source::kube::{ConnectError, Connection};
 
+mod api_read;
 mod backoff;
 mod check;
 mod cleanup;
@@ -83,10 +84,6 @@ fn main() -> ExitCode {
         args.ignored_flags = normalized.ignored;
     }
     match cli.command {
-        Command::Rules(args) if args.manifests.is_none() => {
-            eprintln!("ferry: --manifests: required by `ferry rules`");
-            ExitCode::from(EXIT_USAGE)
-        }
         Command::Run(args) => run_command(&args),
         Command::Rules(args) => rules::main(&args),
         Command::Check(args) => check::main(&args),
