@@ -282,3 +282,40 @@ fn a_chain_someone_else_jumps_to_is_not_removed_and_the_message_names_the_rule()
         );
     });
 }
+
+/// The same on the legacy backend (kube-proxy on an older node): kube-proxy's chains stay, and
+/// go with their jumps only when asked for.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn on_the_legacy_backend_too_kube_proxys_chains_stay_unless_asked_for() {
+    in_private_netns(|| {
+        ok(
+            "iptables-legacy-restore",
+            &["--noflush"],
+            Some(KUBE_PROXY_RULES),
+        );
+        let legacy_save = || -> String {
+            ok("iptables-legacy-save", &[], None)
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(|l| format!("{l}\n"))
+                .collect()
+        };
+        let before = legacy_save();
+        let (code, out, err) = cleanup(&[]);
+        assert_eq!(code, 0, "{err}{out}");
+        assert!(
+            out.contains("iptables mode: left iptables-legacy: 14 KUBE-* chains of kube-proxy's iptables layout"),
+            "{out}"
+        );
+        assert_eq!(legacy_save(), before);
+        let (code, out, err) = cleanup(&["--also-kube-proxy"]);
+        assert_eq!(code, 0, "{err}{out}");
+        assert!(
+            out.contains("iptables mode: removed kube-proxy's iptables-legacy jumps: "),
+            "{out}"
+        );
+        let after = legacy_save();
+        assert!(!after.contains("KUBE-"), "{after}");
+    });
+}
