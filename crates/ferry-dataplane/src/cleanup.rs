@@ -5,14 +5,39 @@ mod chains;
 
 pub(crate) use chains::remove_chains;
 
+/// What a cleanup removes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Only find the objects; remove nothing.
+    pub dry_run: bool,
+    /// Remove kube-proxy's objects too: its `KUBE-*` chains (iptables and IPVS layouts, where
+    /// Ferry's owner marker is not there), its IPVS state, its nftables tables (`ip
+    /// kube-proxy`, `ip6 kube-proxy`). `ferry cleanup --also-kube-proxy`, kube-proxy's
+    /// `--cleanup`, and an agent removing the other modes' rules after its first sync (as
+    /// kube-proxy does at start-up).
+    pub kube_proxy: bool,
+}
+
 /// What a mode's cleanup found in this network namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cleanup {
-    /// The objects removed (or, dry, that would be), one phrase each (`table ip ferry`,
-    /// `iptables-nft nat chains: KUBE-SERVICES, …`).
+    /// The objects removed (or, dry, that would be), one phrase each (`Ferry's table ip
+    /// ferry`, `kube-proxy's iptables-nft nat chains: KUBE-SERVICES, …`).
     pub objects: Vec<String>,
     /// Where the cleanup could not look, and why (`iptables-legacy is not installed`).
     pub skipped: Vec<String>,
+    /// kube-proxy's objects found and left (the scope did not include them), one phrase each
+    /// saying how they were told from Ferry's.
+    pub left: Vec<String>,
+}
+
+impl Cleanup {
+    /// Adds `other`'s findings to these.
+    pub fn extend(&mut self, other: Cleanup) {
+        self.objects.extend(other.objects);
+        self.skipped.extend(other.skipped);
+        self.left.extend(other.left);
+    }
 }
 
 /// At most `shown` of `names` (then how many more): a cleanup of 10 000 services names a few

@@ -42,6 +42,23 @@ pub enum Error {
         /// What it printed.
         stderr: String,
     },
+    /// A cleanup could not remove a chain: a rule of a chain it does not remove (not a
+    /// built-in one, whose jumps it removes) still jumps to it.
+    #[error(
+        "{tool}: cannot remove {table} chain {chain}: a rule of a chain that is neither Ferry's \
+         nor kube-proxy's jumps to it (`{rule}`); the {table} table was left as it was: remove \
+         that rule, then run the cleanup again"
+    )]
+    StillReferenced {
+        /// The tool (`iptables-nft`).
+        tool: String,
+        /// The table.
+        table: String,
+        /// The chain that could not go.
+        chain: String,
+        /// The rule jumping to it, as `iptables-save` prints it.
+        rule: String,
+    },
 }
 
 impl Error {

@@ -36,7 +36,7 @@ mod pipe;
 
 pub use crate::mode::IptablesBackend;
 pub use cleanup::{cleanup, leftovers};
-pub(crate) use cleanup::{iptables_mode_ran, shared};
+pub(crate) use cleanup::{ferry_wrote, iptables_mode_ran, left_phrase, shared};
 pub use cli::{IptablesCli, IptablesRunner};
 pub use detect::{choose as choose_backend, detect as detect_backend};
 pub(crate) use mode::MODE;

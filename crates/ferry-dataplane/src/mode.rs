@@ -11,7 +11,7 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily};
 
-use crate::cleanup::Cleanup;
+use crate::cleanup::{Cleanup, Scope};
 use crate::leftovers::Leftover;
 use crate::live::{KernelReport, LiveReport};
 use crate::preflight::Requirements;
@@ -28,10 +28,11 @@ pub struct ModeEntry {
     /// Prepares the mode on this node (e.g. finds the iptables backend to use): the kernel
     /// half, for `ferry run` and `ferry explain --live`.
     pub open: fn(&ModeOptions) -> Box<dyn NodeMode>,
-    /// Removes everything the mode programs in this network namespace (both families), or
-    /// with `dry_run` only says what it would remove; nothing there is not an error, nor is a
-    /// tool that is not installed (it is in [`Cleanup::skipped`]).
-    pub cleanup: fn(dry_run: bool) -> Result<Cleanup, Error>,
+    /// Removes everything the mode programs in this network namespace (both families), and
+    /// kube-proxy's objects of the same kind when the scope says so (else they are in
+    /// [`Cleanup::left`]), or with a dry scope only says what it would remove; nothing there
+    /// is not an error, nor is a tool that is not installed (it is in [`Cleanup::skipped`]).
+    pub cleanup: fn(Scope) -> Result<Cleanup, Error>,
     /// What kube-proxy left in this network namespace of this mode's kind (its nftables
     /// table, its iptables chains), found at start-up.
     pub leftovers: fn() -> Vec<Leftover>,

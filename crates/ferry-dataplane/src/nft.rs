@@ -47,9 +47,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     },
     // The userspace mode's table is Ferry's table too: a node switching modes loses it, a
     // userspace node starting up (which cleans up after the other modes) keeps it.
-    cleanup: |dry_run| {
-        cleanup::cleanup_unless_chain(Some(crate::userspace::DISTINCT_CHAIN), dry_run)
-    },
+    cleanup: cleanup::cleanup_mode,
     leftovers,
     sync_failures: FailureCounter::NftablesSync,
     writes_iptables: false,

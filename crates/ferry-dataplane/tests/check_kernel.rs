@@ -12,6 +12,7 @@ use std::process::Command;
 
 use ferry_compile::mode::ProxyMode;
 use ferry_compile::{CompileConfig, NodeCompiler};
+use ferry_dataplane::cleanup::Scope;
 use ferry_dataplane::mode::{IptablesBackend, ModeOptions};
 use ferry_dataplane::modes::entry;
 use ferry_dataplane::{Applier, SyncKind, SyncReport};
@@ -212,7 +213,7 @@ fn the_other_modes_cleanup_leaves_the_running_modes_table_intact() {
     for (running, other) in pairs {
         in_new_netns(move || {
             let mut applier = synced(running, None);
-            let done = (entry(other).cleanup)(false).expect("cleanup");
+            let done = (entry(other).cleanup)(Scope::default()).expect("cleanup");
             assert!(
                 done.objects.is_empty(),
                 "{other:?} removed {:?}",
@@ -224,7 +225,7 @@ fn the_other_modes_cleanup_leaves_the_running_modes_table_intact() {
         // chain and removes it.
         in_new_netns(move || {
             let _applier = synced(running, None);
-            let done = (entry(running).cleanup)(false).expect("cleanup");
+            let done = (entry(running).cleanup)(Scope::default()).expect("cleanup");
             assert_eq!(done.objects, ["table ip ferry"], "{running:?}");
         });
     }
@@ -255,7 +256,31 @@ fn kube_proxys_tables_are_found_among_every_familys_tables() {
                 "table ip6 kube-proxy (kube-proxy's nftables mode)"
             ]
         );
-        let done = (entry(ProxyMode::Nftables).cleanup)(false).expect("cleanup");
+        let done = (entry(ProxyMode::Nftables).cleanup)(Scope::default()).expect("cleanup");
         assert_eq!(done.objects, ["table ip ferry"]);
+        assert_eq!(
+            done.left,
+            [
+                "kube-proxy's nftables mode's table ip kube-proxy, table ip6 kube-proxy; \
+              `ferry cleanup --also-kube-proxy` removes them"
+            ]
+        );
+        let also = Scope {
+            dry_run: false,
+            kube_proxy: true,
+        };
+        let done = (entry(ProxyMode::Nftables).cleanup)(also).expect("cleanup");
+        assert_eq!(
+            done.objects,
+            [
+                "kube-proxy's table ip kube-proxy",
+                "kube-proxy's table ip6 kube-proxy"
+            ]
+        );
+        let tables = nft(&["list", "tables"]);
+        assert!(
+            !tables.contains("kube-proxy") && tables.contains("table inet filter"),
+            "{tables}"
+        );
     });
 }

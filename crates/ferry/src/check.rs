@@ -20,7 +20,8 @@ use crate::cli::RunArgs;
 
 mod across;
 mod fields;
-mod manifests;
+mod kube_proxy;
+pub(crate) mod manifests;
 
 /// `ferry check` flags.
 #[derive(Debug, Clone, Args)]
@@ -201,10 +202,15 @@ pub fn check(args: &RunArgs) -> Report {
                 .as_ref()
                 .map_or("flags and defaults".to_owned(), |p| p.display().to_string());
             report.summary.push(format!(
-                "ok: configuration ({source}): node {}, {} mode",
+                "ok: configuration ({source}): node {}, {}",
                 config.node_name,
-                config.mode.as_str()
+                kube_proxy::mode_line(&config)
             ));
+            for d in kube_proxy::differences(&config) {
+                report.summary.push(format!(
+                    "differs from kube-proxy with the same configuration: {d}"
+                ));
+            }
             Some(config.node_name)
         }
         Err(e) => {

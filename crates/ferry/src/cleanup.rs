@@ -1,12 +1,13 @@
-//! `ferry cleanup [--dry-run]` (and kube-proxy's `--cleanup`): every mode's cleanup, from the
-//! mode table, then one line per object removed (or, dry, that would be), or that there was
-//! nothing; what could not be looked at is said too.
+//! `ferry cleanup [--dry-run] [--also-kube-proxy]` (and kube-proxy's `--cleanup`): every
+//! mode's cleanup, from the mode table, then one line per object removed (or, dry, that would
+//! be), or that there was nothing; what could not be looked at, and kube-proxy's objects left
+//! in place, are said too.
 
 use std::process::ExitCode;
 
 use clap::Args;
 use ferry_compile::mode::ProxyMode;
-use ferry_dataplane::cleanup::Cleanup;
+use ferry_dataplane::cleanup::{Cleanup, Scope};
 use ferry_dataplane::modes::MODES;
 
 /// `ferry cleanup` flags.
@@ -15,18 +16,23 @@ pub struct CleanupArgs {
     /// Only say what would be removed.
     #[arg(long)]
     pub dry_run: bool,
+    /// Remove kube-proxy's rules too: the KUBE-* chains of the iptables and IPVS layouts that
+    /// kube-proxy wrote last (Ferry's carry its marker in nat KUBE-POSTROUTING), kube-proxy's
+    /// IPVS state (kube-ipvs0, ipsets, virtual servers) and its nftables tables (ip
+    /// kube-proxy, ip6 kube-proxy). Without it they are named and left.
+    #[arg(long)]
+    pub also_kube_proxy: bool,
 }
 
 /// Runs every mode's cleanup in this network namespace and prints what it removed.
 pub fn main(args: &CleanupArgs) -> ExitCode {
+    let scope = Scope {
+        dry_run: args.dry_run,
+        kube_proxy: args.also_kube_proxy,
+    };
     let results: Vec<(ProxyMode, Result<Cleanup, String>)> = MODES
         .iter()
-        .map(|m| {
-            (
-                m.mode,
-                (m.cleanup)(args.dry_run).map_err(|e| e.with_causes()),
-            )
-        })
+        .map(|m| (m.mode, (m.cleanup)(scope).map_err(|e| e.with_causes())))
         .collect();
     let (out, err) = report(&results, args.dry_run);
     print!("{out}");
@@ -49,6 +55,10 @@ pub fn report(results: &[(ProxyMode, Result<Cleanup, String>)], dry_run: bool) -
                 for object in &c.objects {
                     found = true;
                     out.push_str(&format!("{mode} mode: {verb} {object}\n"));
+                }
+                for object in &c.left {
+                    found = true;
+                    out.push_str(&format!("{mode} mode: left {object}\n"));
                 }
                 if !c.skipped.is_empty() {
                     out.push_str(&format!(
@@ -81,7 +91,21 @@ mod tests {
         Cleanup {
             objects: objects.iter().map(|s| (*s).to_owned()).collect(),
             skipped: skipped.iter().map(|s| (*s).to_owned()).collect(),
+            left: Vec::new(),
         }
+    }
+
+    #[test]
+    fn kube_proxys_objects_left_are_named_and_are_not_nothing() {
+        let mut left = Cleanup::default();
+        left.left
+            .push("iptables-nft: 5 KUBE-* chains of kube-proxy's iptables layout".to_owned());
+        let (out, err) = report(&[(ProxyMode::Iptables, Ok(left))], false);
+        assert_eq!(
+            out,
+            "iptables mode: left iptables-nft: 5 KUBE-* chains of kube-proxy's iptables layout\n"
+        );
+        assert!(err.is_empty());
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct Config {
     pub node_name: String,
     /// Proxy mode.
     pub mode: ProxyMode,
+    /// Where the mode came from (`--proxy-mode`, `mode: "" in kube-proxy.yaml: …`), for
+    /// `ferry check`; empty when built without flags.
+    pub mode_reason: String,
     /// iptables backend (iptables mode only); `None`: detected.
     pub iptables_backend: Option<IptablesBackend>,
     /// `clusterCIDR` (comma-separated in kube-proxy; a list here).
@@ -157,6 +160,7 @@ impl Default for Config {
         Self {
             node_name: String::new(),
             mode: ProxyMode::Nftables,
+            mode_reason: String::new(),
             iptables_backend: None,
             cluster_cidrs: Vec::new(),
             detect_local_mode: DetectLocalMode::ClusterCidr,

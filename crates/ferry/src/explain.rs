@@ -54,10 +54,6 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
     if let Some(node) = args.node.take() {
         args.run.hostname_override = Some(node);
     }
-    if args.run.manifests.is_none() {
-        eprintln!("ferry: --manifests: required");
-        return ExitCode::from(EXIT_USAGE);
-    }
     if args.live && !args.node_addresses.is_empty() {
         eprintln!(
             "ferry: --node-address: not with --live (the node's interfaces give its addresses)"
@@ -86,8 +82,13 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
              judged by their status"
         );
     }
-    let manifests = manifests.unwrap_or_default();
-    let (state, pods) = crate::rules::load_judged(&manifests, probes.verdicts());
+    let (state, pods) = match &manifests {
+        Some(path) => crate::rules::load_judged(path, probes.verdicts()),
+        None => match crate::rules::load_from(&config, None) {
+            Ok(state) => (state, ferry_source::pods::EndpointController::new()),
+            Err(code) => return code,
+        },
+    };
     if let Err(e) = known_node(&state, &config.node_name) {
         eprintln!("ferry: {e}");
         return ExitCode::from(EXIT_USAGE);
@@ -120,7 +121,30 @@ pub fn run(mut args: ExplainArgs) -> ExitCode {
         None
     };
     print!("{}", render(&trace, live.as_ref(), args.output));
+    if trace.verdict == Verdict::NotAService && matches!(args.output, Output::Text) {
+        for hint in manifests.iter().flat_map(|m| skipped_documents(m)) {
+            println!("hint: {hint}");
+        }
+    }
     ExitCode::SUCCESS
+}
+
+/// The documents of `path` that were likely meant as objects Ferry reads but are skipped (a
+/// Service of `apiVersion: v2`, `kind: Servce`): why a destination may not be a service.
+fn skipped_documents(path: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let _ = ferry_source::manifest::for_each_document(path, |doc| {
+        let (api_version, kind) = doc.type_meta();
+        if let Some((field, why)) = crate::check::manifests::skipped_why(api_version, kind) {
+            out.push(format!(
+                "{}: {}: {}: {field}: {why}",
+                doc.file.display(),
+                doc.position,
+                crate::check::manifests::object_name(&doc)
+            ));
+        }
+    });
+    out
 }
 
 /// The packet of `--from` and `--to`, both of one IP family.

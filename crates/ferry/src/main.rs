@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use ferry_source::kube::{ConnectError, Connection};
 
+mod api_read;
 mod backoff;
 mod check;
 mod cleanup;
@@ -83,10 +84,6 @@ fn main() -> ExitCode {
         args.ignored_flags = normalized.ignored;
     }
     match cli.command {
-        Command::Rules(args) if args.manifests.is_none() => {
-            eprintln!("ferry: --manifests: required by `ferry rules`");
-            ExitCode::from(EXIT_USAGE)
-        }
         Command::Run(args) => run_command(&args),
         Command::Rules(args) => rules::main(&args),
         Command::Check(args) => check::main(&args),
@@ -116,7 +113,11 @@ fn main() -> ExitCode {
 /// (`--cleanup`, `--write-config-to`, `--init-only`), else the proxy.
 fn run_command(args: &RunArgs) -> ExitCode {
     if args.kube_proxy.cleanup == Some(true) {
-        return cleanup::main(&cleanup::CleanupArgs { dry_run: false });
+        // kube-proxy's own flag: its rules are what the caller asks to remove.
+        return cleanup::main(&cleanup::CleanupArgs {
+            dry_run: false,
+            also_kube_proxy: true,
+        });
     }
     let Some((config, warnings, manifests)) = resolve_with_warnings(args) else {
         return ExitCode::from(EXIT_USAGE);
@@ -141,6 +142,15 @@ fn run_command(args: &RunArgs) -> ExitCode {
     }
     startup::apply_oom_score_adj(config.kube_proxy.oom_score_adj);
     configz::publish(&config);
+    // Where a kubeconfig path came from, for an error about it: the flag, or the file's
+    // clientConnection.kubeconfig (a path the user may never have typed).
+    let kubeconfig_from = match (&args.kubeconfig, &args.config) {
+        (None, Some(file)) => Some(format!(
+            "clientConnection.kubeconfig of --config {}",
+            file.display()
+        )),
+        _ => None,
+    };
     let source = match manifests {
         Some(path) => run::Source::Manifests(path),
         None => run::Source::Kube(Connection {
@@ -151,7 +161,15 @@ fn run_command(args: &RunArgs) -> ExitCode {
     match run::run(config, source) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<ConnectError>().is_some() => {
-            eprintln!("ferry: {e:#}");
+            match (e.downcast_ref::<ConnectError>(), kubeconfig_from) {
+                (Some(ConnectError::Kubeconfig { path, reason }), Some(from)) => eprintln!(
+                    "ferry: {from}: {}: {reason} (this path is the configuration file's, not a \
+                     flag: mount the kubeconfig there, or clear the field to use the pod's \
+                     service account)",
+                    path.display()
+                ),
+                _ => eprintln!("ferry: {e:#}"),
+            }
             ExitCode::from(EXIT_USAGE)
         }
         Err(e) => {

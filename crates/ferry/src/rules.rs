@@ -18,10 +18,13 @@ use crate::config::Config;
 /// are produced (at 10 000 Services the text is tens of MiB). A closed pipe (`| head`) ends it
 /// quietly, with a failure status.
 pub fn main(args: &RunArgs) -> ExitCode {
-    let Some((config, Some(manifests))) = resolve(args, |w| eprintln!("warning: {w}")) else {
+    let Some((config, manifests)) = resolve(args, |w| eprintln!("warning: {w}")) else {
         return ExitCode::from(EXIT_USAGE);
     };
-    let state = load(&manifests);
+    let state = match load_from(&config, manifests.as_deref()) {
+        Ok(state) => state,
+        Err(code) => return code,
+    };
     let nodes = state.nodes().map(|n| n.name.as_str());
     if let Some(w) = crate::check::unknown_node_warning(&config.node_name, nodes) {
         eprintln!("warning: {w}");
@@ -38,6 +41,21 @@ pub fn main(args: &RunArgs) -> ExitCode {
             }
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The cluster state of `manifests`, or without them of the Kubernetes API (as the agent reads
+/// it); the exit code when the API cannot be read (64: a configuration error, as `ferry run`).
+pub fn load_from(config: &Config, manifests: Option<&Path>) -> Result<ClusterState, ExitCode> {
+    match manifests {
+        Some(path) => Ok(load(path)),
+        None => match crate::api_read::read(config) {
+            Ok(objects) => Ok(state_of(vec![SourceEvent::Resync(objects)])),
+            Err(e) => {
+                eprintln!("ferry: {e}");
+                Err(ExitCode::from(EXIT_USAGE))
+            }
+        },
     }
 }
 

@@ -14,15 +14,29 @@ use crate::config::{format_duration, Config};
 
 /// Sets this process's OOM score adjustment (`oomScoreAdj`, kube-proxy's default -999, so the
 /// kernel kills the proxy last). Best effort, as upstream: lowering it needs
-/// CAP_SYS_RESOURCE, and a failure is only a debug line.
+/// CAP_SYS_RESOURCE; a failure is one warning (this runs once, at start-up) saying so.
 pub fn apply_oom_score_adj(value: Option<i32>) {
     let Some(value) = value else {
         return;
     };
     match std::fs::write("/proc/self/oom_score_adj", value.to_string()) {
         Ok(()) => tracing::debug!(oom_score_adj = value, "OOM score adjusted"),
-        Err(e) => tracing::debug!(oom_score_adj = value, "cannot set the OOM score: {e}"),
+        Err(e) => tracing::warn!(oom_score_adj = value, "{}", oom_score_adj_failed(value, &e)),
     }
+}
+
+/// The warning when `oomScoreAdj` could not be written.
+fn oom_score_adj_failed(value: i32, e: &std::io::Error) -> String {
+    let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+        " (lowering it needs CAP_SYS_RESOURCE: securityContext.capabilities.add: \
+         [SYS_RESOURCE])"
+    } else {
+        ""
+    };
+    format!(
+        "cannot set oomScoreAdj {value} (/proc/self/oom_score_adj: {e}){hint}; under memory \
+         pressure the kernel may kill Ferry before other processes"
+    )
 }
 
 /// The start-up line's message: `ferry v0.1.0 starting (nftables mode, manifests examples/seed)`.
@@ -71,7 +85,7 @@ pub fn log_leftovers(running: &ModeEntry) {
 
 fn report(l: &Leftover, found_by: &ModeEntry, running: &ModeEntry) {
     let line = leftover_line(l, Some(found_by), running);
-    if l.shared {
+    if l.shared || found_by.mode != running.mode {
         tracing::info!("{line}");
     } else {
         tracing::warn!("{line}");
@@ -82,18 +96,19 @@ fn report(l: &Leftover, found_by: &ModeEntry, running: &ModeEntry) {
 /// `running`.
 pub fn leftover_line(l: &Leftover, found_by: Option<&ModeEntry>, running: &ModeEntry) -> String {
     let what = &l.what;
-    match found_by.filter(|_| l.shared) {
-        Some(e) if e.mode == running.mode => format!(
+    match found_by {
+        Some(e) if l.shared && e.mode == running.mode => format!(
             "kube-proxy's leftovers: {what}: {} mode programs these chains (same names) and \
              takes them over at its first sync",
             e.mode
         ),
-        Some(e) => format!(
+        Some(e) if e.mode != running.mode => format!(
             "kube-proxy's leftovers: {what}: removed after Ferry's first sync ({} mode's \
-             cleanup), so they serve traffic until Ferry's rules do",
+             cleanup, as kube-proxy removes the other modes' rules when it starts), so they \
+             serve traffic until Ferry's rules do",
             e.mode
         ),
-        None => {
+        _ => {
             format!(
             "kube-proxy's leftovers: {what}: Ferry leaves it alone, and until it is removed it \
              still acts on the same Services; remove it once Ferry has synced: {}",
@@ -124,6 +139,18 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_oom_score_adj_names_the_capability() {
+        let e = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let line = oom_score_adj_failed(-999, &e);
+        assert!(
+            line.starts_with("cannot set oomScoreAdj -999 (/proc/self/oom_score_adj: ")
+                && line
+                    .contains("CAP_SYS_RESOURCE: securityContext.capabilities.add: [SYS_RESOURCE]"),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn each_leftover_says_what_ferry_does_about_it_in_each_mode() {
         let chains = Leftover {
             what: "iptables-nft nat chain KUBE-SERVICES".to_owned(),
@@ -138,7 +165,9 @@ mod tests {
         );
         let removed = leftover_line(&chains, Some(ipt), nft);
         assert!(
-            removed.contains("removed after Ferry's first sync (iptables mode's cleanup)"),
+            removed.contains(
+                "removed after Ferry's first sync (iptables mode's cleanup, as kube-proxy"
+            ),
             "{removed}"
         );
         let table = Leftover {
@@ -146,13 +175,16 @@ mod tests {
             shared: false,
             remove: Some("nft delete table ip kube-proxy".to_owned()),
         };
-        for running in [nft, ipt] {
-            let line = leftover_line(&table, Some(nft), running);
-            assert!(
-                line.contains("Ferry leaves it alone")
-                    && line.ends_with("once Ferry has synced: nft delete table ip kube-proxy"),
-                "{line}"
-            );
-        }
+        let line = leftover_line(&table, Some(nft), nft);
+        assert!(
+            line.contains("Ferry leaves it alone")
+                && line.ends_with("once Ferry has synced: nft delete table ip kube-proxy"),
+            "{line}"
+        );
+        let line = leftover_line(&table, Some(nft), ipt);
+        assert!(
+            line.contains("removed after Ferry's first sync (nftables mode's cleanup"),
+            "{line}"
+        );
     }
 }

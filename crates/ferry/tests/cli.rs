@@ -391,7 +391,19 @@ fn kubeadms_configmap_checks_clean_as_kubectl_prints_it() {
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!stdout.contains("warning"), "{stdout}");
-    assert!(stdout.contains("node k8s-node2, nftables mode"), "{stdout}");
+    // kubeadm's `mode: ""` is iptables mode for kube-proxy, so for Ferry; check says so and
+    // names what differs from kube-proxy with this file.
+    assert!(
+        stdout.contains("node k8s-node2, iptables mode (mode \"\" in ")
+            && stdout.contains("kube-proxy's default, as kube-proxy runs it)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "differs from kube-proxy with the same configuration: NodePorts on 127.0.0.1"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -421,4 +433,61 @@ fn a_kube_proxy_command_line_without_subcommand_writes_its_config_and_exits() {
     let (code, stdout, _) = ferry(&["version"]);
     assert_eq!(code, 0);
     assert!(stdout.starts_with("ferry v"), "{stdout}");
+}
+
+#[test]
+fn explain_hints_at_a_skipped_document_when_the_destination_is_not_a_service() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir(seed()).expect("seed") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, dir.path().join(path.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::write(
+        dir.path().join("typo.yaml"),
+        "apiVersion: v1\nkind: Servce\nmetadata: {name: d, namespace: dev}\nspec:\n  clusterIP: 10.96.0.77\n  ports: [{port: 80}]\n",
+    )
+    .expect("write");
+    let manifests = dir.path().display().to_string();
+    let (code, stdout, stderr) = ferry(&[
+        "explain",
+        "--manifests",
+        &manifests,
+        "--node",
+        "k8s-node2",
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.96.0.77:80",
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("NOT A SERVICE"), "{stdout}");
+    assert!(
+        stdout.contains("hint: ")
+            && stdout.contains("Servce dev/d: kind: skipped: \"Servce\" is not a kind Ferry reads (did you mean Service?)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_missing_kubeconfig_named_by_the_config_file_is_said_to_come_from_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("config.conf");
+    std::fs::write(
+        &cfg,
+        "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n\
+         clientConnection:\n  kubeconfig: /nonexistent/kubeconfig.conf\nclusterCIDR: 10.0.0.0/8\n\
+         healthzBindAddress: 127.0.0.1:0\nmetricsBindAddress: 127.0.0.1:0\n",
+    )
+    .expect("write");
+    let cfg = cfg.display().to_string();
+    let (code, _, stderr) = ferry(&["run", "--config", &cfg, "--hostname-override", "n1"]);
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "ferry: clientConnection.kubeconfig of --config {cfg}: /nonexistent/kubeconfig.conf: "
+        )) && !stderr.contains("--kubeconfig /nonexistent"),
+        "{stderr}"
+    );
 }

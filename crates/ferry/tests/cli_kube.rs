@@ -132,11 +132,91 @@ fn bad_kubeconfig_master_or_source_combinations_exit_64_naming_the_flag() {
         ),
         (
             vec!["rules", "--master", "http://127.0.0.1:1"],
-            "--manifests: required",
+            "the Kubernetes API server did not answer within 10s",
         ),
     ] {
         let (code, stderr) = ferry(&args);
         assert_eq!(code, 64, "{args:?}: {stderr}");
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
+}
+
+/// `ferry rules` and `ferry explain` without `--manifests` read the API server as the agent
+/// does (`--master`, or the kubeconfig a `--config` file's `clientConnection.kubeconfig`
+/// names): the same Services, EndpointSlices and Node. The fake API server listens inside the
+/// test's namespace, and ferry runs in there.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn rules_and_explain_read_the_objects_the_agent_reads_from_the_api_server() {
+    let ns = node_ns::NodeNs::new("kr");
+    let listener = ferry_lab::netns::run_in(&ns.name, || TcpListener::bind(("127.0.0.1", PORT)))
+        .expect("enter the namespace")
+        .expect("bind the port");
+    let server = FakeApiServer::start(listener).expect("fake API server");
+    server.apply(objects::service("dev", "web", "10.96.0.10", 80, 8080));
+    server.apply(objects::endpoint_slice(
+        "dev",
+        "web-abc",
+        "web",
+        8080,
+        &[("192.168.169.166", true, node_ns::NODE)],
+    ));
+    server.apply(objects::node(
+        node_ns::NODE,
+        "10.1.1.9",
+        "192.168.169.128/26",
+    ));
+    let url = format!("http://127.0.0.1:{PORT}");
+    let (code, stdout, stderr) = ns.ferry(&[
+        "rules",
+        "--master",
+        &url,
+        "--hostname-override",
+        node_ns::NODE,
+        "--cluster-cidr",
+        "192.168.0.0/16",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("10.96.0.10 . tcp . 80 comment \"dev/web:http\""),
+        "{stdout}"
+    );
+
+    let kubeconfig = ns.dir.path().join("kubeconfig.conf");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {url}\n\
+             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n\
+             current-context: c\nusers:\n- name: u\n  user: {{}}\n"
+        ),
+    )
+    .expect("write kubeconfig");
+    let config = ns.dir.path().join("config.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n\
+             mode: nftables\nclusterCIDR: 192.168.0.0/16\nclientConnection:\n  kubeconfig: {}\n",
+            kubeconfig.display()
+        ),
+    )
+    .expect("write config");
+    let config = config.display().to_string();
+    let (code, stdout, stderr) = ns.ferry(&[
+        "explain",
+        "--config",
+        &config,
+        "--node",
+        node_ns::NODE,
+        "--from",
+        "10.1.1.100",
+        "--to",
+        "10.96.0.10:80",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("Service dev/web") && stdout.contains("192.168.169.166:8080"),
+        "{stdout}"
+    );
 }

@@ -297,7 +297,7 @@ fn kube_proxys_leftovers_are_named_at_start_with_what_ferry_does_about_them() {
         "{log}"
     );
     assert!(
-        log.contains("kube-proxy's leftovers: iptables-nft nat chain KUBE-SERVICES and the KUBE-* chains of kube-proxy's iptables layout: removed after Ferry's first sync (iptables mode's cleanup)"),
+        log.contains("kube-proxy's leftovers: iptables-nft nat chain KUBE-SERVICES and the KUBE-* chains of kube-proxy's iptables layout: removed after Ferry's first sync (iptables mode's cleanup, as kube-proxy removes the other modes' rules when it starts)"),
         "{log}"
     );
     // Removed after the first sync, not before.
@@ -306,7 +306,10 @@ fn kube_proxys_leftovers_are_named_at_start_with_what_ferry_does_about_them() {
         .find("removed what iptables mode left")
         .expect("removed");
     assert!(synced < removed, "{log}");
-    assert!(log.contains("KUBE-SVC-OLD"), "{log}");
+    assert!(
+        log.contains("removed what iptables mode left: kube-proxy's iptables-nft nat chains: KUBE-SERVICES, 1 per-service chain (KUBE-SVC-OLD, …)"),
+        "each removal is logged at info, saying whose: {log}"
+    );
     ferry.stop().expect("stop");
     let tables = String::from_utf8_lossy(&ns.run("nft", &["list", "tables"]).stdout).into_owned();
     assert!(
@@ -316,14 +319,16 @@ fn kube_proxys_leftovers_are_named_at_start_with_what_ferry_does_about_them() {
     let nat = ns.run("iptables-nft-save", &["-t", "nat"]);
     assert!(!String::from_utf8_lossy(&nat.stdout).contains("KUBE-SVC-OLD"));
 
-    // In iptables mode the chains are its own: taken over.
+    // In iptables mode the chains are its own: taken over; kube-proxy's nftables tables are
+    // another mode's, removed after the first sync as kube-proxy in iptables mode does.
     let ns = NodeNs::new("left2");
     leave_kube_proxys_rules(&ns);
     let iptables = ["--proxy-mode", "iptables", "--iptables-backend", "nft"];
     let ferry = ns.spawn_ferry(&seed(), &iptables, None, &[]);
-    let log = wait_log(&ferry, "synced rules", 1);
+    let log = wait_log(&ferry, "removed what nftables mode left", 1);
     assert!(
-        log.contains("iptables-nft nat chain KUBE-SERVICES and the KUBE-* chains of kube-proxy's iptables layout: iptables mode programs these chains (same names) and takes them over at its first sync"),
+        log.contains("iptables-nft nat chain KUBE-SERVICES and the KUBE-* chains of kube-proxy's iptables layout: iptables mode programs these chains (same names) and takes them over at its first sync")
+            && log.contains("removed what nftables mode left: kube-proxy's table ip kube-proxy"),
         "{log}"
     );
 }

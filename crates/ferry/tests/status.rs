@@ -122,7 +122,7 @@ fn cleanup_says_what_it_removed_or_that_there_was_nothing() {
             "nftables" => "nftables mode: would remove table ip ferry\n",
             // The userspace mode's table is left to its own cleanup by nftables mode's.
             "userspace" => "userspace mode: would remove table ip ferry\n",
-            _ => "iptables mode: would remove iptables-nft nat chains: ",
+            _ => "iptables mode: would remove Ferry's iptables-nft nat chains: ",
         };
         assert!(dry.contains(expected), "{mode}: {dry}");
         // Nothing was removed: the same again.

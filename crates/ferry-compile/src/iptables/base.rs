@@ -21,7 +21,8 @@ pub(crate) fn mark_text(mark: u32) -> String {
     format!("{mark:#08x}")
 }
 
-/// `KUBE-POSTROUTING`: masquerade what `KUBE-MARK-MASQ` marked (iptables and IPVS modes).
+/// `KUBE-POSTROUTING`: masquerade what `KUBE-MARK-MASQ` marked (iptables and IPVS modes), then
+/// Ferry's owner marker ([`OWNER_COMMENT`]).
 pub(crate) fn postrouting_rules(mark: u32) -> Vec<String> {
     let mark = mark_text(mark);
     vec![
@@ -29,6 +30,7 @@ pub(crate) fn postrouting_rules(mark: u32) -> Vec<String> {
         // Clear the mark so a packet that re-traverses the stack is not masqueraded twice.
         format!("-j MARK --xor-mark {mark}"),
         "-m comment --comment \"kubernetes service traffic requiring SNAT\" -j MASQUERADE --random-fully".to_owned(),
+        format!("-m comment --comment \"{OWNER_COMMENT}\" -j RETURN"),
     ]
 }
 

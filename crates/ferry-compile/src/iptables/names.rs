@@ -30,6 +30,18 @@ pub const CANARY: &str = "KUBE-PROXY-CANARY";
 /// nat, Ferry's own: "mark for masquerade unless the source is a pod", used only when the
 /// local-traffic detector has several CIDRs (iptables cannot negate a list of sources).
 pub const NON_POD_MASQ: &str = "KUBE-FERRY-NON-POD-MASQ";
+/// The comment of the rule Ferry appends to nat `KUBE-POSTROUTING` (iptables and IPVS modes):
+/// the one difference between Ferry's `KUBE-*` chains and kube-proxy's. kube-proxy rewrites
+/// `KUBE-POSTROUTING` whole at every sync, so the rule is there exactly when Ferry, not
+/// kube-proxy, wrote the layout last: `ferry cleanup` removes the chains only then (or when
+/// asked to remove kube-proxy's too).
+pub const OWNER_COMMENT: &str = "written by Ferry; kube-proxy removes this rule when it syncs";
+
+/// The owner marker rule ([`OWNER_COMMENT`]), as `iptables` arguments after the chain. It
+/// comes after the `MASQUERADE` (which every packet reaching it takes), so it never matches.
+pub fn owner_marker_args() -> [&'static str; 6] {
+    ["-m", "comment", "--comment", OWNER_COMMENT, "-j", "RETURN"]
+}
 
 /// Cluster-policy endpoint dispatch of a service port.
 pub const SVC_PREFIX: &str = "KUBE-SVC-";

@@ -1,6 +1,9 @@
 //! `ferry cleanup` for iptables: removes Ferry's jumps and chains from both backends (or, dry,
 //! names them), and finds kube-proxy's chains at start-up. Ferry's iptables mode uses
-//! upstream's chain names, so kube-proxy's iptables-mode chains are the same objects.
+//! upstream's chain names, so kube-proxy's iptables-mode chains are the same objects; they are
+//! told apart by Ferry's owner marker in nat `KUBE-POSTROUTING` ([`ferry_wrote`]), and
+//! kube-proxy's go only when asked (`ferry cleanup --also-kube-proxy`, and an agent in another
+//! mode after its first sync, as kube-proxy does when it starts).
 //!
 //! iptables and IPVS modes share some chain names (`KUBE-SERVICES`, `KUBE-POSTROUTING`, …, as
 //! upstream's do): this cleanup acts only where iptables mode ran (its canary, or a chain only
@@ -11,15 +14,15 @@
 use std::collections::BTreeMap;
 
 use ferry_compile::iptables::{
-    jump_rules, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_EXTERNAL_SERVICES,
-    KUBE_NODEPORTS, KUBE_SERVICES, SERVICE_CHAIN_PREFIXES,
+    owner_marker_args, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_EXTERNAL_SERVICES,
+    KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_SERVICES, SERVICE_CHAIN_PREFIXES,
 };
 
 use ferry_model::IpFamily;
 
 use super::chains_in;
 use super::cli::{IptablesCli, IptablesRunner};
-use crate::cleanup::{not_installed, remove_chains, Cleanup};
+use crate::cleanup::{not_installed, remove_chains, Cleanup, Scope};
 use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
 use crate::Error;
@@ -94,18 +97,37 @@ fn ours(table: Table, chain: &str) -> bool {
         }
 }
 
-/// Removes Ferry's chains through one runner (whose tools `tool` names, `iptables-nft`): the
-/// jumps from built-in chains first, then every chain of Ferry's in one restore; with
-/// `dry_run`, only finds them. Tables that do not exist are not created. Returns what it
-/// removed (or would), one phrase per kind.
+/// Whether Ferry wrote the `KUBE-*` layout here last: its owner marker is in nat
+/// `KUBE-POSTROUTING` (which kube-proxy rewrites whole at every sync, iptables or IPVS mode).
+pub(crate) fn ferry_wrote(runner: &mut impl IptablesRunner) -> Result<bool, Error> {
+    let mut args = vec!["-t", Table::Nat.as_str(), "-C", KUBE_POSTROUTING];
+    args.extend(owner_marker_args());
+    runner.check(&args)
+}
+
+/// The phrase for layout chains left because they are kube-proxy's.
+pub(crate) fn left_phrase(tool: &str, layout: &str, chains: usize) -> String {
+    format!(
+        "{tool}: {chains} KUBE-* chain{} of kube-proxy's {layout} layout (no Ferry marker in nat \
+         {KUBE_POSTROUTING}: kube-proxy wrote them last); `ferry cleanup --also-kube-proxy` \
+         removes them",
+        if chains == 1 { "" } else { "s" }
+    )
+}
+
+/// Removes the iptables layout's chains through one runner (whose tools `tool` names,
+/// `iptables-nft`): the jumps from built-in chains and every chain in one restore; with
+/// `dry_run`, only finds them. Only Ferry's ([`ferry_wrote`]) unless `scope` says kube-proxy's
+/// too; kube-proxy's are otherwise named in [`Cleanup::left`]. Tables that do not exist are
+/// not created.
 pub fn cleanup_with(
     runner: &mut impl IptablesRunner,
     tool: &str,
-    dry_run: bool,
-) -> Result<Vec<String>, Error> {
+    scope: Scope,
+) -> Result<Cleanup, Error> {
     let existing = runner.saved_chains()?;
     if !iptables_mode_ran(&existing) {
-        return Ok(Vec::new());
+        return Ok(Cleanup::default());
     }
     let keep_shared = crate::ipvs::ipvs_mode_ran(&existing);
     let chains_of = |t: Table| -> Vec<String> {
@@ -119,7 +141,21 @@ pub fn cleanup_with(
             })
             .unwrap_or_default()
     };
-    remove_chains(runner, tool, jump_rules(), &chains_of, dry_run)
+    let mut out = Cleanup::default();
+    let whose = if ferry_wrote(runner)? {
+        "Ferry's"
+    } else if scope.kube_proxy {
+        "kube-proxy's"
+    } else {
+        let count = [Table::Filter, Table::Nat, Table::Mangle]
+            .into_iter()
+            .map(|t| chains_of(t).len())
+            .sum();
+        out.left.push(left_phrase(tool, "iptables", count));
+        return Ok(out);
+    };
+    out.objects = remove_chains(runner, tool, whose, &chains_of, scope.dry_run)?;
+    Ok(out)
 }
 
 /// The tools of both backends, both families, with their names (`ip6tables-legacy`).
@@ -134,14 +170,15 @@ fn every_cli() -> impl Iterator<Item = (IptablesCli, String)> {
     })
 }
 
-/// Removes Ferry's iptables and ip6tables chains and jumps from both backends in the current
-/// network namespace (or, dry, names them). A tool that is not installed is skipped.
-pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+/// Removes the iptables layout's iptables and ip6tables chains and jumps from both backends
+/// in the current network namespace (or, dry, names them): Ferry's, and kube-proxy's when
+/// `scope` says so. A tool that is not installed is skipped.
+pub fn cleanup(scope: Scope) -> Result<Cleanup, Error> {
     let mut out = Cleanup::default();
     for (mut cli, tool) in every_cli() {
-        match cleanup_with(&mut cli, &tool, dry_run) {
+        match cleanup_with(&mut cli, &tool, scope) {
             Err(e) if not_installed(&e) => out.skipped.push(format!("{tool} is not installed")),
-            other => out.objects.extend(other?),
+            other => out.extend(other?),
         }
     }
     Ok(out)

@@ -51,6 +51,12 @@ pub trait IptablesRunner: Send {
     fn rules_in(&mut self, _table: Table, _chain: &str) -> Result<Option<usize>, Error> {
         Ok(None)
     }
+    /// The rules of `table`'s `chain` as `iptables -S` prints them (`-A CHAIN …`, restore
+    /// syntax); none when there is no such chain. By default, none: a runner that cannot list
+    /// finds no jump to remove.
+    fn list_rules(&mut self, _table: Table, _chain: &str) -> Result<Vec<String>, Error> {
+        Ok(Vec::new())
+    }
     /// The canonical digest of each chain of `table` ([`SavedDigests`]), for a first sync over
     /// chains an earlier run left. By default read from [`IptablesRunner::save`].
     fn saved_digests(
@@ -306,6 +312,21 @@ impl IptablesRunner for IptablesCli {
             digests.line(String::from_utf8_lossy(line).trim_end());
         })?;
         Ok(digests.finish())
+    }
+
+    fn list_rules(&mut self, table: Table, chain: &str) -> Result<Vec<String>, Error> {
+        let args = ["-w", WAIT, "-t", table.as_str(), "-S", chain];
+        let out = self.run("", &args, None)?;
+        match out.status.code() {
+            Some(0) => Ok(String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| l.starts_with("-A "))
+                .map(str::to_owned)
+                .collect()),
+            // No such chain (a table iptables-nft has not created).
+            Some(1) => Ok(Vec::new()),
+            _ => Err(self.rejected("", &args, &out)),
+        }
     }
 
     fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {

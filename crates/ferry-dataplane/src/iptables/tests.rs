@@ -5,6 +5,7 @@ use ferry_model::{IpFamily, ServiceName};
 
 use super::cleanup::cleanup_with;
 use super::*;
+use crate::cleanup::{Cleanup, Scope};
 
 /// Records what was sent; answers `-C`/`-S` from a set of present rules and chains.
 #[derive(Default)]
@@ -15,6 +16,8 @@ struct Fake {
     save: String,
     /// Rules per `(table, chain)` as the restores left them.
     rules: BTreeMap<(String, String), usize>,
+    /// What `-S` lists per `(table, chain)`.
+    listed: BTreeMap<(String, String), Vec<String>>,
 }
 
 impl IptablesRunner for Fake {
@@ -61,6 +64,11 @@ impl IptablesRunner for Fake {
 
     fn save(&mut self, _table: Option<Table>) -> Result<String, Error> {
         Ok(self.save.clone())
+    }
+
+    fn list_rules(&mut self, table: Table, chain: &str) -> Result<Vec<String>, Error> {
+        let key = (table.as_str().to_owned(), chain.to_owned());
+        Ok(self.listed.get(&key).cloned().unwrap_or_default())
     }
 
     fn rules_in(&mut self, table: Table, chain: &str) -> Result<Option<usize>, Error> {
@@ -321,22 +329,58 @@ fn a_partial_sync_of_an_unchanged_service_sends_nothing() {
     assert_eq!(dp.runner().restores.len(), 1);
 }
 
-fn with_kube_chains() -> Fake {
+/// The KUBE-* layout's chains, with kube-proxy's jumps (not the text Ferry writes: a
+/// `--ctstate NEW` more), and with Ferry's owner marker when `ferrys`.
+fn with_kube_chains(ferrys: bool) -> Fake {
+    let listed = |table: &str, chain: &str, rules: &[&str]| {
+        (
+            (table.to_owned(), chain.to_owned()),
+            rules.iter().map(|r| (*r).to_owned()).collect::<Vec<_>>(),
+        )
+    };
+    let mut present = BTreeSet::new();
+    if ferrys {
+        present.insert(format!(
+            "-t nat KUBE-POSTROUTING {}",
+            ferry_compile::iptables::owner_marker_args().join(" ")
+        ));
+    }
     Fake {
         save: "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FORWARD - [0:0]\n:MINE - [0:0]\nCOMMIT\n\
                *nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-X - [0:0]\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
             .into(),
-        present: ["-t nat PREROUTING -m comment --comment kubernetes service portals -j KUBE-SERVICES".to_owned()]
-            .into_iter()
-            .collect(),
+        present,
+        listed: [
+            listed(
+                "nat",
+                "PREROUTING",
+                &["-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES"],
+            ),
+            listed(
+                "filter",
+                "FORWARD",
+                &[
+                    "-A FORWARD -j MINE",
+                    "-A FORWARD -m conntrack --ctstate NEW -m comment --comment \"kubernetes forwarding rules\" -j KUBE-FORWARD",
+                ],
+            ),
+        ]
+        .into_iter()
+        .collect(),
         ..Fake::default()
     }
 }
 
+const FERRYS: Scope = Scope {
+    dry_run: false,
+    kube_proxy: false,
+};
+
 #[test]
-fn cleanup_removes_jumps_then_only_ferrys_chains_and_says_which() {
-    let mut fake = with_kube_chains();
-    let removed = cleanup_with(&mut fake, "iptables-nft", false).expect("cleanup");
+fn cleanup_removes_the_listed_jumps_and_ferrys_chains_in_one_restore_and_says_which() {
+    let mut fake = with_kube_chains(true);
+    let removed = cleanup_with(&mut fake, "iptables-nft", FERRYS).expect("cleanup");
+    assert_eq!(fake.restores.len(), 1);
     let text = &fake.restores[0];
     for c in [
         "KUBE-FORWARD",
@@ -346,38 +390,71 @@ fn cleanup_removes_jumps_then_only_ferrys_chains_and_says_which() {
     ] {
         assert!(text.contains(&format!("-X {c}\n")), "{c}: {text}");
     }
+    assert!(
+        text.contains("-D FORWARD -m conntrack --ctstate NEW -m comment --comment \"kubernetes forwarding rules\" -j KUBE-FORWARD\n")
+            && text.contains("-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n"),
+        "{text}"
+    );
     assert!(!text.contains("MINE") && !text.contains("mangle"), "{text}");
-    assert!(fake
-        .commands
-        .iter()
-        .any(|c| c.starts_with("-t nat -D PREROUTING")));
     assert_eq!(
-        removed,
+        removed.objects,
         [
-            "iptables-nft jumps: nat PREROUTING → KUBE-SERVICES",
-            "iptables-nft filter chains: KUBE-FORWARD",
-            "iptables-nft nat chains: KUBE-SERVICES, KUBE-SVC-X, KUBE-PROXY-CANARY",
+            "Ferry's iptables-nft jumps: filter FORWARD → KUBE-FORWARD, nat PREROUTING → KUBE-SERVICES",
+            "Ferry's iptables-nft filter chains: KUBE-FORWARD",
+            "Ferry's iptables-nft nat chains: KUBE-SERVICES, KUBE-PROXY-CANARY, 1 per-service chain (KUBE-SVC-X, …)",
         ]
+    );
+    assert!(removed.left.is_empty(), "{removed:?}");
+}
+
+#[test]
+fn kube_proxys_chains_are_left_unless_asked_for() {
+    let mut fake = with_kube_chains(false);
+    let found = cleanup_with(&mut fake, "iptables-nft", FERRYS).expect("cleanup");
+    assert!(fake.restores.is_empty(), "{:?}", fake.restores);
+    assert!(found.objects.is_empty(), "{found:?}");
+    assert_eq!(found.left.len(), 1);
+    assert!(
+        found.left[0].starts_with("iptables-nft: 4 KUBE-* chains of kube-proxy's iptables layout (no Ferry marker in nat KUBE-POSTROUTING")
+            && found.left[0].ends_with("`ferry cleanup --also-kube-proxy` removes them"),
+        "{}",
+        found.left[0]
+    );
+    let also = Scope {
+        dry_run: false,
+        kube_proxy: true,
+    };
+    let removed = cleanup_with(&mut fake, "iptables-nft", also).expect("cleanup");
+    assert_eq!(fake.restores.len(), 1);
+    assert!(fake.restores[0].contains("-X KUBE-SERVICES\n"));
+    assert!(
+        removed.objects[0].starts_with("kube-proxy's iptables-nft jumps: "),
+        "{removed:?}"
     );
 }
 
 #[test]
 fn a_dry_cleanup_names_the_same_objects_and_changes_nothing() {
-    let mut fake = with_kube_chains();
-    let would = cleanup_with(&mut fake, "iptables-nft", true).expect("dry cleanup");
+    let mut fake = with_kube_chains(true);
+    let dry = Scope {
+        dry_run: true,
+        kube_proxy: false,
+    };
+    let would = cleanup_with(&mut fake, "iptables-nft", dry).expect("dry cleanup");
     assert!(fake.restores.is_empty(), "{:?}", fake.restores);
     assert!(
         fake.commands.iter().all(|c| !c.contains(" -D ")),
         "{:?}",
         fake.commands
     );
-    let mut fake = with_kube_chains();
+    let mut fake = with_kube_chains(true);
     assert_eq!(
         would,
-        cleanup_with(&mut fake, "iptables-nft", false).expect("cleanup")
+        cleanup_with(&mut fake, "iptables-nft", FERRYS).expect("cleanup")
     );
     let mut empty = Fake::default();
-    assert!(cleanup_with(&mut empty, "iptables-nft", false)
-        .expect("cleanup")
-        .is_empty());
+    assert_eq!(
+        cleanup_with(&mut empty, "iptables-nft", FERRYS).expect("cleanup"),
+        Cleanup::default()
+    );
 }

@@ -13,9 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ferry_compile::iptables::Table;
-use ferry_compile::ipvs::chains::{
-    jump_rules, FILTER_CHAINS, KUBE_IPVS_FILTER, KUBE_NODE_PORT, NAT_CHAINS,
-};
+use ferry_compile::ipvs::chains::{FILTER_CHAINS, KUBE_IPVS_FILTER, KUBE_NODE_PORT, NAT_CHAINS};
 use ferry_compile::ipvs::sets::{self, SetKind};
 use ferry_compile::ipvs::{VirtualAddress, DUMMY_DEVICE};
 use ferry_model::{IpFamily, Protocol};
@@ -24,8 +22,10 @@ use super::client::{Change, IpvsClient};
 use super::ipset::{self, LiveSets};
 use super::link::Links;
 use super::{node, IpvsError};
-use crate::cleanup::{not_installed, remove_chains, some_of, Cleanup};
-use crate::iptables::{iptables_mode_ran, shared, IptablesCli, IptablesRunner};
+use crate::cleanup::{not_installed, remove_chains, some_of, Cleanup, Scope};
+use crate::iptables::{
+    ferry_wrote, iptables_mode_ran, left_phrase, shared, IptablesCli, IptablesRunner,
+};
 use crate::leftovers::Leftover;
 use crate::mode::IptablesBackend;
 use crate::Error;
@@ -53,10 +53,34 @@ fn ipvs_chains_present(cli: &mut IptablesCli) -> Result<bool, Error> {
         || cli.has_chain(Table::Filter, KUBE_IPVS_FILTER)?)
 }
 
+/// Whose the IPVS state (virtual servers, sets, kube-ipvs0) is: Ferry's where Ferry's owner
+/// marker is in the IPVS layout's chains of some family and backend; kube-proxy's otherwise
+/// (also when no chain is left to tell: then Ferry cannot say it wrote them).
+fn ferry_wrote_ipvs() -> Result<bool, Error> {
+    for family in [IpFamily::V4, IpFamily::V6] {
+        for backend in IptablesBackend::ALL {
+            let mut cli = IptablesCli::for_family(backend, family);
+            match ipvs_chains_present(&mut cli) {
+                Ok(true) => {
+                    if ferry_wrote(&mut cli)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false) => {}
+                Err(e) if not_installed(&e) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Removes IPVS mode's objects from the current network namespace (both families, both
-/// iptables backends), or with `dry_run` names them. Tools or kernel parts that are missing
-/// are skipped (and said so).
-pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
+/// iptables backends), or with a dry `scope` names them: Ferry's, and kube-proxy's when
+/// `scope` says so (else they are named in [`Cleanup::left`]). Tools or kernel parts that are
+/// missing are skipped (and said so).
+pub fn cleanup(scope: Scope) -> Result<Cleanup, Error> {
+    let dry_run = scope.dry_run;
     let mut out = Cleanup::default();
     let sets = match ipset::read_if_present()? {
         Some(sets) => sets,
@@ -75,32 +99,50 @@ pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
         Some(index) => links.addresses(index).map_err(link_err)?,
         None => Vec::new(),
     };
+    // Nothing of the IPVS state to remove (the chains' owner is asked per backend below), or
+    // Ferry's marker in the layout's chains.
+    let whose = if (dummy.is_none() && sets.is_empty()) || ferry_wrote_ipvs()? {
+        "Ferry's"
+    } else if scope.kube_proxy {
+        "kube-proxy's"
+    } else {
+        out.left.push(format!(
+            "{DUMMY_DEVICE}, {} KUBE-* ipsets and the IPVS virtual servers they mark, of \
+             kube-proxy's IPVS mode (no Ferry marker in nat KUBE-POSTROUTING: kube-proxy wrote \
+             them last); `ferry cleanup --also-kube-proxy` removes them",
+            sets.len()
+        ));
+        remove_ipvs_chains(scope, &mut out)?;
+        return Ok(out);
+    };
     if dummy.is_some() || !sets.is_empty() {
         // First, while the markers that identify them are still there.
         match IpvsClient::open() {
             Ok(mut client) => {
                 let vs = delete_virtual_servers(&mut client, &bound, &sets, dry_run)?;
                 if !vs.is_empty() {
-                    out.objects
-                        .push(format!("IPVS virtual servers: {}", some_of(&vs, SHOWN)));
+                    out.objects.push(format!(
+                        "{whose} IPVS virtual servers: {}",
+                        some_of(&vs, SHOWN)
+                    ));
                 }
             }
             Err(IpvsError::NoIpvs(_)) => out.skipped.push("the kernel has no IPVS".to_owned()),
             Err(e) => return Err(e.into()),
         }
     }
-    remove_ipvs_chains(dry_run, &mut out)?;
+    remove_ipvs_chains(scope, &mut out)?;
     // After the rules that match them: a set in use cannot be destroyed.
     if !sets.is_empty() {
         let names: Vec<String> = sets.keys().cloned().collect();
         out.objects
-            .push(format!("ipsets: {}", some_of(&names, SHOWN)));
+            .push(format!("{whose} ipsets: {}", some_of(&names, SHOWN)));
         if !dry_run {
             ipset::destroy_all(&sets)?;
         }
     }
     if dummy.is_some() {
-        out.objects.push(format!("link {DUMMY_DEVICE}"));
+        out.objects.push(format!("{whose} link {DUMMY_DEVICE}"));
         if !dry_run {
             links.delete(DUMMY_DEVICE).map_err(link_err)?;
         }
@@ -140,8 +182,9 @@ pub fn leftovers() -> Vec<Leftover> {
     }]
 }
 
-/// The jumps and chains of IPVS mode, in each family and backend where IPVS mode ran.
-fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
+/// The jumps and chains of IPVS mode, in each family and backend where IPVS mode ran: where
+/// Ferry wrote them, or kube-proxy did and `scope` includes kube-proxy's.
+fn remove_ipvs_chains(scope: Scope, out: &mut Cleanup) -> Result<(), Error> {
     for family in [IpFamily::V4, IpFamily::V6] {
         for backend in IptablesBackend::ALL {
             let tool = backend.program_for(family, "");
@@ -158,6 +201,22 @@ fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
             if !ipvs_mode_ran(&existing) {
                 continue;
             }
+            let whose = if ferry_wrote(&mut cli)? {
+                "Ferry's"
+            } else if scope.kube_proxy {
+                "kube-proxy's"
+            } else {
+                let count = existing
+                    .iter()
+                    .filter(|(t, _)| *t == "nat" || *t == "filter")
+                    .flat_map(|(_, cs)| cs)
+                    .filter(|c| {
+                        NAT_CHAINS.contains(&c.as_str()) || FILTER_CHAINS.contains(&c.as_str())
+                    })
+                    .count();
+                out.left.push(left_phrase(&tool, "IPVS", count));
+                continue;
+            };
             let keep_shared = iptables_mode_ran(&existing);
             let chains_of = |table: Table| -> Vec<String> {
                 let list = match table {
@@ -177,9 +236,9 @@ fn remove_ipvs_chains(dry_run: bool, out: &mut Cleanup) -> Result<(), Error> {
             out.objects.extend(remove_chains(
                 &mut cli,
                 &tool,
-                jump_rules(),
+                whose,
                 &chains_of,
-                dry_run,
+                scope.dry_run,
             )?);
         }
     }

@@ -5,7 +5,7 @@ use ferry_compile::nft::TABLE;
 use ferry_model::IpFamily;
 
 use super::cli::{NftCli, NftRunner};
-use crate::cleanup::{not_installed, Cleanup};
+use crate::cleanup::{not_installed, Cleanup, Scope};
 use crate::leftovers::Leftover;
 use crate::netlink::NetlinkSocket;
 use crate::Error;
@@ -44,10 +44,51 @@ fn ours(tables: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// Removes Ferry's tables (both families) from the current network namespace, or with
-/// `dry_run` names them. Without the `nft` tool there is nothing it can look at.
-pub fn cleanup(dry_run: bool) -> Result<Cleanup, Error> {
-    cleanup_unless_chain(None, dry_run)
+/// Removes Ferry's tables (both families) from the current network namespace, and with
+/// `scope.kube_proxy` kube-proxy's nftables tables, or with `scope.dry_run` names them.
+/// Without the `nft` tool there is nothing it can look at.
+pub fn cleanup(scope: Scope) -> Result<Cleanup, Error> {
+    with_kube_proxy(cleanup_unless_chain(None, scope.dry_run)?, scope)
+}
+
+/// nftables mode's line in the mode table: Ferry's tables except one the userspace mode
+/// uses ([`cleanup_unless_chain`]), and kube-proxy's nftables tables as `scope` says.
+pub(crate) fn cleanup_mode(scope: Scope) -> Result<Cleanup, Error> {
+    with_kube_proxy(
+        cleanup_unless_chain(Some(crate::userspace::DISTINCT_CHAIN), scope.dry_run)?,
+        scope,
+    )
+}
+
+/// `ours` (what a cleanup of Ferry's tables found) and kube-proxy's nftables tables: removed
+/// (or, dry, named) with `scope.kube_proxy`, else named in [`Cleanup::left`].
+fn with_kube_proxy(mut ours: Cleanup, scope: Scope) -> Result<Cleanup, Error> {
+    if !ours.skipped.is_empty() {
+        // nft is not installed: nothing to look at.
+        return Ok(ours);
+    }
+    let theirs: Vec<String> = tables()?
+        .into_iter()
+        .filter(|(family, name)| name == KUBE_PROXY_TABLE && FAMILIES.contains(&family.as_str()))
+        .map(|(family, name)| format!("table {family} {name}"))
+        .collect();
+    if theirs.is_empty() {
+        return Ok(ours);
+    }
+    if !scope.kube_proxy {
+        ours.left.push(format!(
+            "kube-proxy's nftables mode's {}; `ferry cleanup --also-kube-proxy` removes them",
+            theirs.join(", ")
+        ));
+        return Ok(ours);
+    }
+    if !scope.dry_run {
+        let script: String = theirs.iter().map(|t| format!("delete {t}\n")).collect();
+        NftCli::default().run(&script)?;
+    }
+    ours.objects
+        .extend(theirs.iter().map(|t| format!("kube-proxy's {t}")));
+    Ok(ours)
 }
 
 /// Ferry's tables that do not hold `keep_with`, read with one netlink chain dump per family
@@ -92,6 +133,7 @@ pub(crate) fn cleanup_unless_chain(
             return Ok(Cleanup {
                 objects: Vec::new(),
                 skipped: vec!["nft is not installed".to_owned()],
+                left: Vec::new(),
             })
         }
         other => other?,
@@ -112,6 +154,7 @@ pub(crate) fn cleanup_unless_chain(
                 return Ok(Cleanup {
                     objects: Vec::new(),
                     skipped: vec!["nft is not installed".to_owned()],
+                    left: Vec::new(),
                 })
             }
             other => other?,
@@ -119,7 +162,7 @@ pub(crate) fn cleanup_unless_chain(
     }
     Ok(Cleanup {
         objects,
-        skipped: Vec::new(),
+        ..Cleanup::default()
     })
 }
 

@@ -27,7 +27,9 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     open: |options: &ModeOptions| Box::new(UserspaceMode::open(options)),
     // Ferry's table, unless it is nftables mode's (see nftables mode's line). The proxy's
     // listeners are the process's own: they end with it.
-    cleanup: |dry_run| crate::nft::cleanup_unless_chain(Some(crate::nft::DISTINCT_CHAIN), dry_run),
+    cleanup: |scope| {
+        crate::nft::cleanup_unless_chain(Some(crate::nft::DISTINCT_CHAIN), scope.dry_run)
+    },
     // kube-proxy's leftovers are the kernel modes' to find (their tables and chains).
     leftovers: Vec::new,
     sync_failures: FailureCounter::NftablesSync,

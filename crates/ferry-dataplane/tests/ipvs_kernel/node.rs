@@ -5,6 +5,7 @@
 use ferry_compile::config::LocalDetector;
 use ferry_compile::mode::ProxyMode;
 use ferry_compile::{CompileConfig, NodeCompiler};
+use ferry_dataplane::cleanup::Scope;
 use ferry_dataplane::mode::{IptablesBackend, IpvsOptions, ModeOptions};
 use ferry_dataplane::modes::entry;
 use ferry_model::fixtures::{mk_endpoint, mk_node, mk_service, mk_slice, with_node_port};
@@ -123,7 +124,7 @@ fn virtual_servers_in_exclude_cidrs_are_kept_and_others_replaced() {
 fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
     in_guest_netns(|| {
         let cleanup = entry(ProxyMode::Ipvs).cleanup;
-        let nothing = cleanup(false).expect("nothing to clean is fine");
+        let nothing = cleanup(Scope::default()).expect("nothing to clean is fine");
         assert!(nothing.objects.is_empty(), "{nothing:?}");
         sync(IpvsOptions {
             exclude_cidrs: vec!["10.200.0.0/16".parse().expect("cidr")],
@@ -135,12 +136,25 @@ fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
         );
         assert!(sh("ip -br link").contains("kube-ipvs0"));
         // A dry run names IPVS mode's objects and removes none.
-        let dry = cleanup(true).expect("dry run").objects.join("\n");
-        for what in ["IPVS virtual servers: ", "ipsets: KUBE-", "link kube-ipvs0"] {
+        let dry = cleanup(Scope {
+            dry_run: true,
+            kube_proxy: false,
+        })
+        .expect("dry run")
+        .objects
+        .join("\n");
+        for what in [
+            "Ferry's IPVS virtual servers: ",
+            "Ferry's ipsets: KUBE-",
+            "Ferry's link kube-ipvs0",
+        ] {
             assert!(dry.contains(what), "{what}: {dry}");
         }
         assert!(sh("ip -br link").contains("kube-ipvs0"));
-        let done = cleanup(false).expect("cleanup").objects.join("\n");
+        let done = cleanup(Scope::default())
+            .expect("cleanup")
+            .objects
+            .join("\n");
         assert_eq!(done, dry);
         let list = sh("ipvsadm -Ln");
         println!("{list}");
@@ -155,7 +169,7 @@ fn cleanup_removes_ipvs_modes_objects_and_nothing_else() {
         assert!(!nat.contains("KUBE-"), "{nat}");
         assert!(nat.contains("-A PREROUTING -j OTHER"), "{nat}");
         assert!(!sh("iptables-nft-save -t filter").contains("KUBE-"));
-        let again = cleanup(false).expect("a second cleanup");
+        let again = cleanup(Scope::default()).expect("a second cleanup");
         assert!(again.objects.is_empty(), "{again:?}");
     });
 }

@@ -245,8 +245,18 @@ impl Across {
         for c in &self.services {
             let place = &c.place;
             let here = format!("{} ({}: {})", place.object, place.file, place.position);
+            // A ClusterIP taken already is one problem: its ports with it are not another.
+            let mut taken_ips = Vec::new();
             for &(key, at) in &c.claims {
+                if let (Key::Frontend(ip, ..), At::ClusterIpPort(..)) = (key, at) {
+                    if taken_ips.contains(&ip) {
+                        continue;
+                    }
+                }
                 if let Some(first) = taken.claim(key, place, &here) {
+                    if let Key::ClusterIp(ip) = key {
+                        taken_ips.push(ip);
+                    }
                     out.push(place.finding(Severity::Error, at.field(), at.message(key, first)));
                 }
             }

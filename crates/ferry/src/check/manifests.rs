@@ -51,6 +51,36 @@ fn known_tree(api_version: &str, kind: &str) -> Option<Value> {
     }
 }
 
+/// The kinds Ferry reads, with their apiVersion.
+const KINDS: [(&str, &str); 5] = [
+    ("v1", "Service"),
+    ("discovery.k8s.io/v1", "EndpointSlice"),
+    ("v1", "Endpoints"),
+    ("v1", "Node"),
+    ("v1", "Pod"),
+];
+
+/// Why a document Ferry skips was most likely meant to be read: a kind Ferry reads under an
+/// apiVersion it does not (`apiVersion: v2`), or a misspelt kind (`Servce`). `None` for other
+/// kinds (a Deployment beside the Services is not Ferry's to read).
+/// Returns the field at fault (`apiVersion`, `kind`) and the message.
+pub fn skipped_why(api_version: &str, kind: &str) -> Option<(&'static str, String)> {
+    if KINDS.contains(&(api_version, kind)) || kind.ends_with("List") {
+        return None;
+    }
+    if let Some((want, _)) = KINDS.iter().find(|(_, k)| *k == kind) {
+        return Some((
+            "apiVersion",
+            format!("skipped: Ferry reads {kind} of apiVersion {want}, not {api_version:?}"),
+        ));
+    }
+    let closest = crate::suggest::closest(kind, KINDS.iter().map(|(_, k)| *k))?;
+    Some((
+        "kind",
+        format!("skipped: {kind:?} is not a kind Ferry reads (did you mean {closest}?)"),
+    ))
+}
+
 /// Checks one document: unknown fields and every conversion error.
 pub fn check_document(
     doc: &Document,
@@ -70,6 +100,9 @@ pub fn check_document(
     let tree = trees
         .entry(format!("{api_version} {kind}"))
         .or_insert_with(|| known_tree(api_version, kind));
+    if let Some((field, why)) = skipped_why(api_version, kind) {
+        out.push(finding(Severity::Warning, field.to_owned(), why));
+    }
     if let Some(tree) = tree {
         for f in unknown_fields(&doc.value, tree) {
             let message = match &f.suggestion {
@@ -81,6 +114,7 @@ pub fn check_document(
     }
     let mut value = doc.value.clone();
     let mut seen = Vec::new();
+    let mut placed = Vec::new();
     loop {
         let retry = Document {
             value: value.clone(),
@@ -95,12 +129,23 @@ pub fn check_document(
             }
             Err(e) => {
                 let field = e.field.clone();
-                // The same field again is the removal's doing ("must be set"): not news.
+                // The same field again is the removal's doing ("must be set"): not news. A
+                // stand-in lets the check go on to the other fields (a bad nodePort must not
+                // hide a bad protocol in the next port).
                 if seen.contains(&field) {
-                    return Checked {
-                        objects: Vec::new(),
-                        object,
-                    };
+                    let stand_in = placeholder(&field).filter(|_| !placed.contains(&field));
+                    match stand_in {
+                        Some(v) if set_path(&mut value, &field, v.clone()) => {
+                            placed.push(field);
+                            continue;
+                        }
+                        _ => {
+                            return Checked {
+                                objects: Vec::new(),
+                                object,
+                            }
+                        }
+                    }
                 }
                 out.push(finding(Severity::Error, field.clone(), e.reason.clone()));
                 seen.push(field.clone());
@@ -120,6 +165,43 @@ pub fn check_document(
 
 /// Removes the field at `path` (`spec.ports[0].port`, `metadata.labels[kubernetes.io/x]`).
 fn remove_path(value: &mut Value, path: &str) -> bool {
+    edit_path(value, path, |here, last| match here {
+        Value::Object(m) => m.remove(last).is_some(),
+        Value::Array(a) => match last.parse::<usize>() {
+            Ok(i) if i < a.len() => {
+                a[i] = Value::Null;
+                true
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
+/// A stand-in for a field whose removal the conversion refuses ("must be set"), so that the
+/// object's other fields are still checked: a NodePort in the default range, distinct per
+/// port (`spec.ports[k].nodePort`: 30000 + k). `None` for any other field.
+fn placeholder(path: &str) -> Option<Value> {
+    let rest = path.strip_prefix("spec.ports[")?;
+    let (index, field) = rest.split_once("].")?;
+    let k: u64 = index.parse().ok()?;
+    (field == "nodePort").then(|| Value::from(30000 + k))
+}
+
+/// Sets the field at `path` to `new`.
+fn set_path(value: &mut Value, path: &str, new: Value) -> bool {
+    edit_path(value, path, |here, last| match here {
+        Value::Object(m) => {
+            m.insert(last.to_owned(), new);
+            true
+        }
+        _ => false,
+    })
+}
+
+/// Finds the parent of the field at `path` and hands it, with the field's last step, to
+/// `edit`; false when the path leads nowhere.
+fn edit_path(value: &mut Value, path: &str, edit: impl FnOnce(&mut Value, &str) -> bool) -> bool {
     let mut steps: Vec<String> = Vec::new();
     let mut current = String::new();
     let mut in_brackets = false;
@@ -163,17 +245,7 @@ fn remove_path(value: &mut Value, path: &str) -> bool {
             _ => return false,
         };
     }
-    match here {
-        Value::Object(m) => m.remove(last).is_some(),
-        Value::Array(a) => match last.parse::<usize>() {
-            Ok(i) if i < a.len() => {
-                a[i] = Value::Null;
-                true
-            }
-            _ => false,
-        },
-        _ => false,
-    }
+    edit(here, last)
 }
 
 #[cfg(test)]

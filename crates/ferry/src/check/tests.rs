@@ -120,7 +120,7 @@ fn the_summary_names_the_running_mode() {
         a.proxy_mode = Some("iptables".to_owned())
     });
     assert!(
-        report.summary[0].ends_with("node k8s-node1, iptables mode"),
+        report.summary[0].ends_with("node k8s-node1, iptables mode (--proxy-mode)"),
         "{:?}",
         report.summary
     );
@@ -139,4 +139,31 @@ fn the_seed_checks_clean() {
         ..RunArgs::default()
     });
     assert_eq!(report.findings, Vec::new());
+}
+
+#[test]
+fn skipped_objects_each_port_and_a_duplicate_clusterip_once_are_reported() {
+    let docs = "apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: dev}\nspec:\n  \
+                type: NodePort\n  clusterIP: 10.96.0.5\n  ports:\n  \
+                - {name: px, port: 80, nodePort: 99999}\n  \
+                - {name: py, port: 81, nodePort: 30081, protocol: TPC}\n\
+                ---\napiVersion: v2\nkind: Service\nmetadata: {name: c, namespace: dev}\n\
+                ---\napiVersion: v1\nkind: Servce\nmetadata: {name: d, namespace: dev}\n\
+                ---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: e, namespace: dev}\n\
+                ---\napiVersion: v1\nkind: Service\nmetadata: {name: f, namespace: dev}\n\
+                spec:\n  clusterIP: 10.96.0.9\n  ports:\n  - {port: 80}\n\
+                ---\napiVersion: v1\nkind: Service\nmetadata: {name: g, namespace: dev}\n\
+                spec:\n  clusterIP: 10.96.0.9\n  ports:\n  - {port: 80}\n";
+    let (_, lines) = run_check(&[("s.yaml", docs)], |_| {});
+    for want in [
+        "Service dev/a: spec.ports[0].nodePort: must be between 1 and 65535, got 99999",
+        "Service dev/a: spec.ports[1].protocol: unsupported protocol \"TPC\"",
+        "warning: s.yaml: document 2: Service dev/c: apiVersion: skipped: Ferry reads Service of apiVersion v1, not \"v2\"",
+        "warning: s.yaml: document 3: Servce dev/d: kind: skipped: \"Servce\" is not a kind Ferry reads (did you mean Service?)",
+    ] {
+        assert!(has(&lines, want), "{want}: {lines:#?}");
+    }
+    assert!(!has(&lines, "Deployment"), "{lines:#?}");
+    let dup = lines.iter().filter(|l| l.contains("Service dev/g")).count();
+    assert_eq!(dup, 1, "{lines:#?}");
 }

@@ -64,6 +64,25 @@ pub fn normalize(args: impl IntoIterator<Item = OsString>) -> Normalized {
         .file_name()
         .is_some_and(|n| n == "kube-proxy");
     let first = rest.first().and_then(|a| a.to_str()).unwrap_or("");
+    // kube-proxy's `--version` (`=true`, `=raw`) prints the version and exits, wherever it
+    // is among the flags; `--version=false` is no flag at all.
+    let version_flag = |a: &OsString| {
+        a.to_str().is_some_and(|t| {
+            matches!(t, "--version" | "-version")
+                || t.strip_prefix("--version=").is_some_and(|v| v != "false")
+        })
+    };
+    if as_kube_proxy && !SUBCOMMANDS.contains(&first) && rest.iter().any(version_flag) {
+        return Normalized {
+            args: vec![program, OsString::from("version")],
+            ignored: Vec::new(),
+        };
+    }
+    let rest: Vec<OsString> = rest
+        .into_iter()
+        .filter(|a| a.to_str() != Some("--version=false"))
+        .collect();
+    let first = rest.first().and_then(|a| a.to_str()).unwrap_or("");
     let implicit_run = as_kube_proxy
         || (first.starts_with('-')
             && !matches!(

@@ -24,6 +24,21 @@ impl RunArgs {
             }
             None => (KubeProxyConfiguration::empty(), String::new()),
         };
+        // kube-proxy runs iptables mode when a file's `mode` is empty (kubeadm's ConfigMap
+        // says `mode: ""`): a drop-in replacement reading that file must too. Without a file
+        // Ferry's own default (nftables) stays.
+        let mode_reason = if self.proxy_mode.is_some() {
+            "--proxy-mode".to_owned()
+        } else if origin.is_empty() {
+            "Ferry's default without --config; kube-proxy's default is iptables mode: \
+             --proxy-mode iptables runs that"
+                .to_owned()
+        } else if kp.mode.is_empty() {
+            kp.mode = ProxyMode::Iptables.as_str().to_owned();
+            format!("mode \"\" in {origin}: kube-proxy's default, as kube-proxy runs it")
+        } else {
+            format!("mode in {origin}")
+        };
         kp.follow_iptables_section_for_empty_mode();
         defaults::apply(&mut kp);
         if !origin.is_empty() {
@@ -31,6 +46,7 @@ impl RunArgs {
         }
         self.apply_flags(&mut kp)?;
         let mut config = Config::derive(kp, &origin)?;
+        config.mode_reason = mode_reason;
         config.master = self.master.clone().filter(|m| !m.is_empty());
         if let Some(b) = &self.iptables_backend {
             config.iptables_backend =

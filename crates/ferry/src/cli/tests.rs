@@ -217,6 +217,27 @@ fn kube_proxy_style_command_lines_without_a_subcommand_are_run() {
 }
 
 #[test]
+fn kube_proxys_version_flag_prints_the_version_through_the_kube_proxy_name() {
+    for flags in [
+        &["--version"][..],
+        &["--v=2", "--version=raw"],
+        &["--config=/x", "--version=true"],
+    ] {
+        let args = std::iter::once("/usr/local/bin/kube-proxy").chain(flags.iter().copied());
+        let n = argv::normalize(args.map(OsString::from));
+        let cli = Cli::try_parse_from(&n.args).expect("parses");
+        assert!(matches!(cli.command, Command::Version), "{flags:?}");
+    }
+    let n = argv::normalize(
+        ["kube-proxy", "--version=false", "--v=2"]
+            .iter()
+            .map(OsString::from),
+    );
+    let cli = Cli::try_parse_from(&n.args).expect("parses");
+    assert!(matches!(cli.command, Command::Run(_)));
+}
+
+#[test]
 fn flags_next_to_a_config_file_override_it_and_are_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("c.yaml");

@@ -106,6 +106,7 @@ impl Config {
             ipvs,
             node_name,
             mode,
+            mode_reason: String::new(),
             iptables_backend: None,
             cluster_cidrs: parse_cidrs(&at("clusterCIDR"), &kp.cluster_cidr)?,
             detect_local_mode: DetectLocalMode::parse(&kp.detect_local_mode)

@@ -53,7 +53,13 @@ fn kubeadms_configmap_loads_as_is_with_upstreams_defaults() {
     assert_eq!(c.sync_period, Duration::from_secs(30));
     assert_eq!(c.min_sync_period, Duration::from_secs(1));
     assert_eq!(c.masquerade_bit, 14);
-    assert_eq!(c.mode, ProxyMode::Nftables);
+    // kubeadm's `mode: ""`: iptables mode, as kube-proxy runs it.
+    assert_eq!(c.mode, ProxyMode::Iptables);
+    assert!(
+        c.mode_reason.contains("kube-proxy's default"),
+        "{}",
+        c.mode_reason
+    );
     assert_eq!(
         c.cluster_cidrs,
         vec!["10.244.0.0/16".parse::<IpNet>().expect("net")]
@@ -146,7 +152,7 @@ fn an_empty_mode_reads_the_iptables_section_as_kube_proxy_does() {
         "{HEAD}mode: \"\"\niptables:\n  masqueradeAll: true\n  syncPeriod: 10s\n  minSyncPeriod: 2s\n"
     ))
     .expect("valid");
-    assert_eq!(c.mode, ProxyMode::Nftables);
+    assert_eq!(c.mode, ProxyMode::Iptables);
     assert!(c.masquerade_all);
     assert_eq!(c.sync_period, Duration::from_secs(10));
     assert_eq!(c.min_sync_period, Duration::from_secs(2));
@@ -231,9 +237,18 @@ fn each_bad_value_names_its_field() {
             "iptables:\n  masqueradeAll: maybe\n",
             "iptables.masqueradeAll",
         ),
-        ("nftables:\n  masqueradeBit: 32\n", "nftables.masqueradeBit"),
-        ("nftables:\n  syncPeriod: soon\n", "nftables.syncPeriod"),
-        ("nftables:\n  minSyncPeriod: 5m\n", "nftables.minSyncPeriod"),
+        (
+            "mode: nftables\nnftables:\n  masqueradeBit: 32\n",
+            "nftables.masqueradeBit",
+        ),
+        (
+            "mode: nftables\nnftables:\n  syncPeriod: soon\n",
+            "nftables.syncPeriod",
+        ),
+        (
+            "mode: nftables\nnftables:\n  minSyncPeriod: 5m\n",
+            "nftables.minSyncPeriod",
+        ),
         ("iptables:\n  minSyncPeriod: 5\n", "iptables.minSyncPeriod"),
         (
             "clientConnection:\n  kubeconfig: [7]\n",
@@ -269,7 +284,7 @@ fn node_port_addresses_take_cidrs_and_keywords_alone_or_mixed() {
 
 #[test]
 fn a_loopback_node_port_range_asks_for_localhost_node_ports_unless_the_mode_says_no() {
-    let head = format!("{HEAD}clusterCIDR: 10.244.0.0/16\n");
+    let head = format!("{HEAD}mode: nftables\nclusterCIDR: 10.244.0.0/16\n");
     let (c, warnings) = resolve(&format!("{head}nodePortAddresses: [127.0.0.0/8]\n")).expect("ok");
     assert_eq!(c.node_port_addresses.cidrs.len(), 1);
     assert!(c.compile_config(IpFamily::V4).localhost_node_ports);

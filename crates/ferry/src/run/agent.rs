@@ -11,6 +11,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
+use ferry_dataplane::cleanup::Scope;
 use ferry_dataplane::mode::{ModeEntry, NodeMode};
 use ferry_dataplane::modes::MODES;
 use ferry_model::IpFamily;
@@ -306,13 +307,17 @@ fn start_cleanup_of_other_modes(running: &'static ModeEntry) {
 }
 
 /// Removes what the other modes left (a node switched from one mode to another, or kube-proxy's
-/// iptables chains under nftables mode), as upstream kube-proxy does at start-up, but after
-/// the first successful sync, so that the node's Services are served throughout. A failure is
+/// iptables chains under nftables mode), kube-proxy's included, as upstream kube-proxy does at
+/// start-up, but after the first successful sync, so that the node's Services are served
+/// throughout. Each removal is logged at info (whose, which chains or tables); a failure is
 /// only worth a warning.
 fn cleanup_other_modes(running: &ModeEntry) {
     for other in MODES.iter().filter(|e| e.mode != running.mode) {
         let started = std::time::Instant::now();
-        let result = (other.cleanup)(false);
+        let result = (other.cleanup)(Scope {
+            dry_run: false,
+            kube_proxy: true,
+        });
         tracing::debug!(
             mode = %other.mode,
             duration_ms = started.elapsed().as_secs_f64() * 1e3,

@@ -55,9 +55,14 @@ async fn answer(requests: &mpsc::Sender<Request>) -> axum::response::Response {
 /// `ferry status` flags.
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    /// The agent's metrics server (its `metricsBindAddress`), HOST:PORT.
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:10249")]
-    pub address: String,
+    /// The agent's metrics server (its `metricsBindAddress`), HOST:PORT. Default: the
+    /// `metricsBindAddress` of `--config`, else 127.0.0.1:10249.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub address: Option<String>,
+    /// The agent's configuration file (kube-proxy's format, or its ConfigMap): its
+    /// `metricsBindAddress` says where to ask (an unspecified address is asked on loopback).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -74,17 +79,49 @@ pub enum Format {
 
 /// `ferry status`: fetches `/status` from the agent at `--address` and prints it.
 pub fn main(args: &StatusArgs) -> ExitCode {
-    let text = fetch_body(&args.address).and_then(|body| render(&body, args.output));
+    let address = match address(args) {
+        Ok(address) => address,
+        Err(e) => {
+            eprintln!("ferry status: {e}");
+            return ExitCode::from(crate::cli::EXIT_USAGE);
+        }
+    };
+    let text = fetch_body(&address).and_then(|body| render(&body, args.output));
     match text {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("ferry status: {}: {e}", args.address);
+            eprintln!("ferry status: {address}: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Where the agent's metrics server listens: `--address`, else the `metricsBindAddress` of
+/// `--config` (with kube-proxy's default), else kube-proxy's default, 127.0.0.1:10249.
+fn address(args: &StatusArgs) -> Result<String, crate::config::ConfigError> {
+    use crate::config::kube_proxy::defaults::{self, METRICS_PORT};
+    if let Some(address) = &args.address {
+        return Ok(address.clone());
+    }
+    let Some(path) = &args.config else {
+        return Ok(format!("127.0.0.1:{METRICS_PORT}"));
+    };
+    let mut kp = crate::config::FileConfig::load(path)?.config;
+    defaults::apply(&mut kp);
+    let place = format!("{}: metricsBindAddress", path.display());
+    let bound = crate::config::parse_bind_address(&place, &kp.metrics_bind_address, METRICS_PORT)?
+        .ok_or_else(|| {
+            crate::config::ConfigError::new(place, "the agent serves no metrics (port 0)")
+        })?;
+    let ip = if bound.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        bound.ip()
+    };
+    Ok(std::net::SocketAddr::new(ip, bound.port()).to_string())
 }
 
 /// The status of the agent at `address` (HOST:PORT), fetched now.
@@ -151,4 +188,38 @@ async fn fetch(address: &str) -> Result<(u16, String), String> {
         .map_err(|e| e.to_string())?
         .to_bytes();
     Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+#[cfg(test)]
+mod address_tests {
+    use super::*;
+
+    fn args(address: Option<&str>, config: Option<std::path::PathBuf>) -> StatusArgs {
+        StatusArgs {
+            address: address.map(str::to_owned),
+            config,
+            output: Format::Text,
+        }
+    }
+
+    #[test]
+    fn the_agents_config_file_says_where_to_ask() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("config.conf");
+        std::fs::write(
+            &file,
+            "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n\
+             metricsBindAddress: 0.0.0.0:10999\n",
+        )
+        .expect("write");
+        assert_eq!(
+            address(&args(None, Some(file.clone()))).expect("ok"),
+            "127.0.0.1:10999"
+        );
+        assert_eq!(
+            address(&args(Some("10.0.0.1:1"), Some(file))).expect("ok"),
+            "10.0.0.1:1"
+        );
+        assert_eq!(address(&args(None, None)).expect("ok"), "127.0.0.1:10249");
+    }
 }
