@@ -91,21 +91,7 @@ impl LabProcess {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut p = LabProcess {
-            name: name.to_string(),
-            ns: ns.to_string(),
-            program: program.as_ref().to_os_string(),
-            args: args
-                .into_iter()
-                .map(|a| a.as_ref().to_os_string())
-                .collect(),
-            log_path: log_path.to_path_buf(),
-            child: None,
-            stop_timeout: DEFAULT_STOP_TIMEOUT,
-            share_mounts: false,
-        };
-        p.start()?;
-        Ok(p)
+        Self::launch(name, ns, program.as_ref(), args, log_path, false)
     }
 
     /// Like [`LabProcess::spawn`], but the process enters only the network namespace
@@ -124,10 +110,25 @@ impl LabProcess {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        Self::launch(name, ns, program.as_ref(), args, log_path, true)
+    }
+
+    fn launch<I, S>(
+        name: &str,
+        ns: &str,
+        program: &OsStr,
+        args: I,
+        log_path: &Path,
+        share_mounts: bool,
+    ) -> Result<Self, ProcessError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let mut p = LabProcess {
             name: name.to_string(),
             ns: ns.to_string(),
-            program: program.as_ref().to_os_string(),
+            program: program.to_os_string(),
             args: args
                 .into_iter()
                 .map(|a| a.as_ref().to_os_string())
@@ -135,7 +136,7 @@ impl LabProcess {
             log_path: log_path.to_path_buf(),
             child: None,
             stop_timeout: DEFAULT_STOP_TIMEOUT,
-            share_mounts: true,
+            share_mounts,
         };
         p.start()?;
         Ok(p)
