@@ -10,7 +10,6 @@
 
 #[path = "support/real_cluster.rs"]
 mod real_cluster;
-#[allow(dead_code, reason = "the seed's lab and answer types only")]
 #[path = "support/seed.rs"]
 mod seed;
 
@@ -225,11 +224,11 @@ fn endpoint_slices_from_the_real_controller() {
 
     // publishNotReadyAddresses: the failing POD_A is published as ready and gets traffic
     // (its /hello answers 503: the connection reached it).
-    rc.apply(&format!(
+    rc.apply(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: unready\n  namespace: dev\nspec:\n  \
          clusterIP: 10.96.0.77\n  publishNotReadyAddresses: true\n  selector:\n    \
-         app: url-analysis\n  ports:\n  - port: 80\n    targetPort: 56010\n"
-    ));
+         app: url-analysis\n  ports:\n  - port: 80\n    targetPort: 56010\n",
+    );
     rc.wait_endpoints("dev", "unready", "POD_A published", |eps| {
         eps.iter().any(|e| e.0 == POD_A.1 && e.1)
     });
