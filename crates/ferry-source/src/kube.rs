@@ -49,6 +49,7 @@ use crate::{convert, InvalidObject, SourceEvent};
 
 mod connect;
 pub mod lean;
+mod refusal;
 mod retry;
 pub mod state;
 
@@ -125,7 +126,16 @@ impl KubeSource {
                     continue;
                 }
                 Err(e) => {
-                    tracing::warn!(?kind, error = %e, "Kubernetes API watch failed; retrying");
+                    match refusal::explain(kind, &e) {
+                        Some(why) => tracing::warn!(
+                            ?kind,
+                            error = %e,
+                            "Kubernetes API watch failed: {why}; retrying"
+                        ),
+                        None => {
+                            tracing::warn!(?kind, error = %e, "Kubernetes API watch failed; retrying");
+                        }
+                    }
                     continue;
                 }
             };

@@ -283,3 +283,105 @@ fn api_faults_keep_the_rules_and_converge() {
 
     let _ = NODE1;
 }
+
+/// A revoked token: Ferry runs on a token bound to a Secret; the Secret is deleted (the real
+/// authenticator refuses the token from then on) and the API server restarted, so every watch
+/// must make a new request: each is refused `401`, Ferry says its credentials are not
+/// accepted, and the rules stay. A fresh token written to the token file is read within a
+/// minute (kube-rs re-reads a `tokenFile` as client-go does) and a change made meanwhile
+/// reaches the kernel.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn a_revoked_token_keeps_the_rules_and_a_rotated_one_converges() {
+    let test = "a_revoked_token_keeps_the_rules_and_a_rotated_one_converges";
+    let Some(mut rc) = RealCluster::start(test) else {
+        return;
+    };
+    rc.apply(&seed_objects("Cluster"));
+    rc.wait_endpoints("dev", "url-analysis", "two ready endpoints", two_ready);
+    rc.apply(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ferry-token-holder\n  \
+         namespace: kube-system\n",
+    );
+    let bound = rc
+        .cp
+        .token("kube-system", "ferry", 3600, Some("ferry-token-holder"))
+        .expect("a token bound to the Secret");
+    std::fs::write(&rc.token_file, &bound).expect("write the bound token");
+    rc.start_ferries(&[]);
+    let client = Host::default_client();
+    let node2 = node_port_url("10.1.1.9");
+    rc.hello(&client, &node2);
+
+    rc.kubectl(&[
+        "-n",
+        "kube-system",
+        "delete",
+        "secret",
+        "ferry-token-holder",
+    ]);
+    rc.cp.stop_apiserver().expect("stop kube-apiserver");
+    rc.cp.start_apiserver().expect("start kube-apiserver");
+    rc.wait_logged(
+        NODE2,
+        "does not accept Ferry's credentials (401 Unauthorized",
+        1,
+    );
+    rc.hello(&client, &node2);
+
+    let fresh = rc
+        .cp
+        .token("kube-system", "ferry", 3600, None)
+        .expect("a fresh token");
+    std::fs::write(&rc.token_file, &fresh).expect("rotate the token");
+    rc.kubectl(&[
+        "-n",
+        "dev",
+        "delete",
+        "pod",
+        POD_A.0,
+        "--grace-period=0",
+        "--force",
+    ]);
+    // Up to a minute until the file is read again, then up to the watch back-off (30 s).
+    rc.wait_only_answered_by(
+        std::time::Duration::from_secs(150),
+        &client,
+        &node2,
+        POD_B.1,
+    );
+}
+
+/// In-cluster configuration, as the DaemonSet's pod has it: `deploy/configmap.yaml` as
+/// `--config`, no kubeconfig, the ServiceAccount's token, CA and namespace at
+/// `/var/run/secrets/kubernetes.io/serviceaccount` and `KUBERNETES_SERVICE_HOST`/`_PORT`.
+/// Ferry connects, lists and programs the seed table; a Pod failing its probe leaves it.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn in_cluster_configuration_as_the_daemonset_gives_it() {
+    let Some(mut rc) = RealCluster::start("in_cluster_configuration_as_the_daemonset_gives_it")
+    else {
+        return;
+    };
+    rc.apply(&seed_objects("Cluster"));
+    rc.wait_endpoints("dev", "url-analysis", "two ready endpoints", two_ready);
+    rc.start_ferries_in_cluster();
+    assert!(
+        rc.ferry(NODE1)
+            .log()
+            .contains("watching the Kubernetes API"),
+        "{}",
+        rc.logs()
+    );
+    let client = Host::default_client();
+    for (node, ip) in NODES {
+        let h = rc.hello(&client, &node_port_url(ip));
+        assert_eq!(h.client_ip, ip, "Cluster policy via {node} is SNATed to it");
+    }
+    std::fs::write(rc.fail_dir.path().join(POD_A.0), "").expect("fail POD_A's probe");
+    rc.wait_endpoints("dev", "url-analysis", "POD_A not ready", |eps| {
+        eps.iter().any(|e| e.0 == POD_A.1 && !e.1)
+    });
+    let node2 = node_port_url("10.1.1.9");
+    rc.wait_only_answered_by(std::time::Duration::from_secs(30), &client, &node2, POD_B.1);
+}

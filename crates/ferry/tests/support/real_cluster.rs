@@ -127,6 +127,60 @@ impl RealCluster {
         }
     }
 
+    /// Starts one `ferry run` per node configured as the DaemonSet's pod is: `--config` with
+    /// `deploy/configmap.yaml` (its `clusterCIDR` set to the lab's pod network),
+    /// `--hostname-override`, and no kubeconfig, so Ferry uses its in-cluster configuration:
+    /// `KUBERNETES_SERVICE_HOST`/`_PORT` and the token, CA and namespace files at
+    /// `/var/run/secrets/kubernetes.io/serviceaccount`, mounted (a tmpfs over `/run`, in the
+    /// private mount namespace `ip netns exec` gives each process) as the kubelet mounts them.
+    /// The environment names the API server's own address, as the DaemonSet's comment tells a
+    /// user to: the `kubernetes` Service's ClusterIP is only reachable once a proxy runs.
+    pub fn start_ferries_in_cluster(&mut self) {
+        let token = std::fs::read_to_string(&self.token_file).expect("token");
+        let secrets = self.cp.dir().join("serviceaccount");
+        std::fs::create_dir_all(&secrets).expect("serviceaccount dir");
+        std::fs::write(secrets.join("token"), token).expect("token file");
+        std::fs::copy(self.cp.ca(), secrets.join("ca.crt")).expect("ca.crt");
+        std::fs::write(secrets.join("namespace"), "kube-system").expect("namespace file");
+        let config =
+            deploy("configmap.yaml").replace("clusterCIDR: \"\"", "clusterCIDR: 192.168.0.0/16");
+        assert!(
+            config.contains("192.168.0.0/16"),
+            "configmap.yaml has clusterCIDR \"\""
+        );
+        let config = self
+            .cp
+            .write_file("ferry-configmap.yaml", &config)
+            .expect("config file");
+        let host = self.cp.url();
+        let host = host
+            .trim_start_matches("https://")
+            .split(':')
+            .next()
+            .expect("host")
+            .to_owned();
+        for (node, _) in NODES {
+            let script = format!(
+                "set -e; mount -t tmpfs ferry-pod-run /run; \
+                 mkdir -p /run/secrets/kubernetes.io/serviceaccount; \
+                 cp {secrets}/token {secrets}/ca.crt {secrets}/namespace \
+                 /run/secrets/kubernetes.io/serviceaccount/; \
+                 export KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT=6443; \
+                 exec {FERRY} run --config={config} --hostname-override={node}",
+                secrets = secrets.display(),
+                config = config.display(),
+            );
+            let p = self
+                .lab
+                .spawn_on_node(node, "sh", ["-c", &script])
+                .expect("spawn ferry");
+            self.ferries.push((node, p));
+        }
+        for (node, _) in NODES {
+            self.wait_logged(node, "synced rules", 1);
+        }
+    }
+
     pub fn ferry(&self, node: &str) -> &LabProcess {
         &self
             .ferries
@@ -235,7 +289,19 @@ impl RealCluster {
         want: impl Fn(&CurlResult) -> bool,
         what: &str,
     ) -> CurlResult {
-        let deadline = Instant::now() + ferry_lab::scaled(Duration::from_secs(30));
+        self.wait_curl_within(Duration::from_secs(30), from, url, want, what)
+    }
+
+    /// [`RealCluster::wait_curl`] with its own limit (scaled like every lab timeout).
+    pub fn wait_curl_within(
+        &self,
+        limit: Duration,
+        from: &Host,
+        url: &str,
+        want: impl Fn(&CurlResult) -> bool,
+        what: &str,
+    ) -> CurlResult {
+        let deadline = Instant::now() + ferry_lab::scaled(limit);
         loop {
             let got = self.curl(from, url);
             if want(&got) {
@@ -244,6 +310,28 @@ impl RealCluster {
             assert!(
                 Instant::now() < deadline,
                 "{from:?} → {url}: never {what}, last {got:?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until ten connections in a row from `from` to `url` are answered by `server`
+    /// (one answer alone may be the luck of a random pick from the old endpoints).
+    pub fn wait_only_answered_by(&self, limit: Duration, from: &Host, url: &str, server: &str) {
+        let deadline = Instant::now() + ferry_lab::scaled(limit);
+        loop {
+            let answers: Vec<CurlResult> = (0..10).map(|_| self.curl(from, url)).collect();
+            let mark = format!("ServerIp : {server}");
+            let only = answers
+                .iter()
+                .all(|r| matches!(r, CurlResult::Ok(b) if b.contains(&mark)));
+            if only {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{from:?} → {url}: never answered by {server} alone, last {answers:?}\n{}",
                 self.logs()
             );
             std::thread::sleep(Duration::from_millis(200));
