@@ -55,6 +55,14 @@ pub enum AssetsError {
         /// The binaries not found, comma-separated.
         missing: String,
     },
+    /// `TEST_ASSET_<NAME>` names something that is not a file.
+    #[error("{var}={}: not a file", path.display())]
+    NotAFile {
+        /// The variable.
+        var: &'static str,
+        /// What it holds.
+        path: PathBuf,
+    },
     /// `lab/k8s/build` failed.
     #[error("lab/k8s/build failed ({status}); its output:\n{output}")]
     Build {
@@ -68,54 +76,23 @@ pub enum AssetsError {
 impl Assets {
     /// Finds every binary, building the missing ones from source when Go is there.
     pub fn find() -> Result<Assets, AssetsError> {
-        let given = |name: &str, var: &str| -> Option<PathBuf> {
-            if let Some(p) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-                return Some(PathBuf::from(p));
-            }
-            let dir = std::env::var_os("KUBEBUILDER_ASSETS").filter(|v| !v.is_empty())?;
-            let p = Path::new(&dir).join(name);
-            p.is_file().then_some(p)
-        };
-        let cache = cache_dir();
-        let lookup = |cache: &Option<PathBuf>| -> Vec<Option<PathBuf>> {
-            NAMES
-                .iter()
-                .map(|(name, var)| {
-                    given(name, var).or_else(|| {
-                        let p = cache.as_ref()?.join(name);
-                        p.is_file().then_some(p)
-                    })
-                })
-                .collect()
-        };
-        let mut found = lookup(&cache);
+        let env = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+        let mut found = locate(&env, cache_dir().as_deref())?;
         // kube-proxy is optional only when the rest came from the user.
-        let needed = |found: &[Option<PathBuf>]| found[..4].iter().any(Option::is_none);
-        if needed(&found) || (found[4].is_none() && go_available()) {
-            if go_available() {
-                let dir = build()?;
-                found = lookup(&Some(dir));
-            }
-            if needed(&found) {
-                let missing: Vec<&str> = NAMES
-                    .iter()
-                    .zip(&found)
-                    .filter(|(_, f)| f.is_none())
-                    .map(|((name, _), _)| *name)
-                    .collect();
-                return Err(AssetsError::Unavailable {
-                    missing: missing.join(", "),
-                });
-            }
+        if (missing(&found).is_some() || found[4].is_none()) && go_available() {
+            let dir = build()?;
+            found = locate(&env, Some(&dir))?;
         }
-        let mut it = found.into_iter();
-        let mut next = || it.next().flatten();
+        if let Some(missing) = missing(&found) {
+            return Err(AssetsError::Unavailable { missing });
+        }
+        let [etcd, kube_apiserver, kube_controller_manager, kubectl, kube_proxy] = found;
         Ok(Assets {
-            etcd: next().unwrap_or_default(),
-            kube_apiserver: next().unwrap_or_default(),
-            kube_controller_manager: next().unwrap_or_default(),
-            kubectl: next().unwrap_or_default(),
-            kube_proxy: next(),
+            etcd: etcd.unwrap_or_default(),
+            kube_apiserver: kube_apiserver.unwrap_or_default(),
+            kube_controller_manager: kube_controller_manager.unwrap_or_default(),
+            kubectl: kubectl.unwrap_or_default(),
+            kube_proxy,
         })
     }
 
@@ -132,6 +109,46 @@ impl Assets {
             Err(e) => panic!("{test}: {e}"),
         }
     }
+}
+
+/// Where each binary of [`NAMES`] is: its `TEST_ASSET_<NAME>` variable, else
+/// `KUBEBUILDER_ASSETS/<name>`, else `cache/<name>`; `None` where none has it. `env` reads a
+/// variable (empty counts as unset).
+fn locate(
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    cache: Option<&Path>,
+) -> Result<[Option<PathBuf>; 5], AssetsError> {
+    let mut found: [Option<PathBuf>; 5] = Default::default();
+    for (slot, (name, var)) in found.iter_mut().zip(NAMES) {
+        if let Some(path) = env(var).map(PathBuf::from) {
+            if !path.is_file() {
+                return Err(AssetsError::NotAFile { var, path });
+            }
+            *slot = Some(path);
+            continue;
+        }
+        let folders = [
+            env("KUBEBUILDER_ASSETS").map(PathBuf::from),
+            cache.map(Path::to_path_buf),
+        ];
+        *slot = folders
+            .into_iter()
+            .flatten()
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file());
+    }
+    Ok(found)
+}
+
+/// The required binaries (all but kube-proxy) not in `found`, comma-separated.
+fn missing(found: &[Option<PathBuf>; 5]) -> Option<String> {
+    let missing: Vec<&str> = NAMES[..4]
+        .iter()
+        .zip(found)
+        .filter(|(_, f)| f.is_none())
+        .map(|((name, _), _)| *name)
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
 }
 
 /// The folder holding the pinned go.mod and the build script.
@@ -178,4 +195,79 @@ fn build() -> Result<PathBuf, AssetsError> {
     }
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(PathBuf::from(text.lines().last().unwrap_or("").trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::ffi::OsString;
+
+    use super::*;
+
+    fn folder(names: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for name in names {
+            std::fs::write(dir.path().join(name), "").expect("file");
+        }
+        dir
+    }
+
+    fn env(vars: &[(&str, &Path)]) -> impl Fn(&str) -> Option<OsString> {
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.as_os_str().to_owned()))
+            .collect();
+        move |k| vars.get(k).cloned()
+    }
+
+    #[test]
+    fn a_test_asset_variable_wins_then_kubebuilder_assets_then_the_cache() {
+        let all = [
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kubectl",
+            "kube-proxy",
+        ];
+        let cache = folder(&all);
+        let kb = folder(&["etcd", "kubectl"]);
+        let own = folder(&["my-etcd"]);
+        let own_etcd = own.path().join("my-etcd");
+        let vars = env(&[
+            ("KUBEBUILDER_ASSETS", kb.path()),
+            ("TEST_ASSET_ETCD", &own_etcd),
+        ]);
+        let found = locate(&vars, Some(cache.path())).expect("found");
+        assert_eq!(found[0].as_deref(), Some(own_etcd.as_path()));
+        assert_eq!(found[1], Some(cache.path().join("kube-apiserver")));
+        assert_eq!(found[3], Some(kb.path().join("kubectl")));
+        assert_eq!(found[4], Some(cache.path().join("kube-proxy")));
+        assert_eq!(missing(&found), None);
+    }
+
+    #[test]
+    fn kube_proxy_is_optional_and_the_others_are_named_when_missing() {
+        let kb = folder(&["etcd", "kube-apiserver", "kubectl"]);
+        let found = locate(&env(&[("KUBEBUILDER_ASSETS", kb.path())]), None).expect("found");
+        assert_eq!(missing(&found).as_deref(), Some("kube-controller-manager"));
+        let controller = folder(&["kcm"]);
+        let kcm = controller.path().join("kcm");
+        let vars = env(&[
+            ("KUBEBUILDER_ASSETS", kb.path()),
+            ("TEST_ASSET_KUBE_CONTROLLER_MANAGER", &kcm),
+        ]);
+        let found = locate(&vars, None).expect("found");
+        assert_eq!(missing(&found), None);
+        assert_eq!(found[4], None);
+    }
+
+    #[test]
+    fn a_test_asset_variable_naming_no_file_is_an_error_naming_it() {
+        let nowhere = Path::new("/nonexistent/etcd");
+        let err = locate(&env(&[("TEST_ASSET_ETCD", nowhere)]), None).expect_err("not a file");
+        assert_eq!(
+            err.to_string(),
+            "TEST_ASSET_ETCD=/nonexistent/etcd: not a file"
+        );
+    }
 }
