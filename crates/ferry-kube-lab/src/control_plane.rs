@@ -72,6 +72,9 @@ pub enum ControlPlaneError {
         /// The component's log (its end).
         log: String,
     },
+    /// [`ControlPlane::start_kubelets`] was given no command.
+    #[error("the kubelet stand-in's command is empty")]
+    EmptyKubeletCommand,
     /// kubectl failed.
     #[error("kubectl {args}: {detail}")]
     Kubectl {
@@ -87,7 +90,7 @@ type Result<T, E = ControlPlaneError> = std::result::Result<T, E>;
 /// The running control plane. Dropping it stops its processes (the lab's teardown deletes its
 /// namespace); [`ControlPlane::stop_kubelets`] also removes the stand-ins' Pods.
 pub struct ControlPlane {
-    dir: tempfile::TempDir,
+    dir: Folder,
     ns: String,
     lab_prefix: String,
     assets: Assets,
@@ -99,11 +102,49 @@ pub struct ControlPlane {
     kubelets: Vec<(String, LabProcess)>,
 }
 
+/// Where the control plane's files live: a temporary folder (removed with it), or one the
+/// caller keeps ([`ControlPlane::start_in`], for `ferry lab`).
+enum Folder {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Folder {
+    fn path(&self) -> &Path {
+        match self {
+            Folder::Temporary(t) => t.path(),
+            Folder::Kept(p) => p,
+        }
+    }
+}
+
 impl ControlPlane {
     /// Adds the `control-plane` host to `lab` and starts etcd, kube-apiserver and
     /// kube-controller-manager on it; returns once the API server is ready and the namespaces
     /// the lab uses exist. Kubelets are started with [`ControlPlane::start_kubelets`].
     pub fn start(lab: &mut Lab, assets: Assets) -> Result<ControlPlane> {
+        let dir = tempfile::Builder::new()
+            .prefix("ferry-control-plane-")
+            .tempdir()
+            .map_err(|source| ControlPlaneError::Write {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        Self::start_with(lab, assets, Folder::Temporary(dir))
+    }
+
+    /// [`ControlPlane::start`] with its files (certificates, kubeconfigs, etcd's data, logs) in
+    /// `dir`, created if missing and left in place: for a lab that outlives this process
+    /// (`ferry lab up`, then [`ControlPlane::detach`]).
+    pub fn start_in(lab: &mut Lab, assets: Assets, dir: &Path) -> Result<ControlPlane> {
+        std::fs::create_dir_all(dir).map_err(|source| ControlPlaneError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Self::start_with(lab, assets, Folder::Kept(dir.to_path_buf()))
+    }
+
+    fn start_with(lab: &mut Lab, assets: Assets, dir: Folder) -> Result<ControlPlane> {
         lab.add_client(&ClientSpec {
             name: HOST.into(),
             ip: IP,
@@ -120,13 +161,6 @@ impl ControlPlane {
                 source,
             })?
             .to_owned();
-        let dir = tempfile::Builder::new()
-            .prefix("ferry-control-plane-")
-            .tempdir()
-            .map_err(|source| ControlPlaneError::Write {
-                path: std::env::temp_dir(),
-                source,
-            })?;
         let pki = Pki::create(
             dir.path(),
             &[
@@ -268,6 +302,23 @@ impl ControlPlane {
     /// control plane's namespace, as [`ControlPlane::kubectl`] does).
     pub fn admin_kubeconfig(&self) -> &Path {
         &self.admin
+    }
+
+    /// Leaves the control plane running after this value is gone (its processes detached, its
+    /// folder kept, the kubelet stand-ins' Pods left): `ferry lab up` hands it to `ferry lab
+    /// down`, which removes the lab's namespaces (and with them every process in them).
+    pub fn detach(self) -> PathBuf {
+        // Never dropped: its Drop would remove the Pods, and etcd's, kube-apiserver's and
+        // kube-controller-manager's would stop them. What stays allocated (paths and names) is
+        // a few hundred bytes, once per `ferry lab up`.
+        let mut this = std::mem::ManuallyDrop::new(self);
+        for (_, p) in std::mem::take(&mut this.kubelets) {
+            p.detach();
+        }
+        match std::mem::replace(&mut this.dir, Folder::Kept(PathBuf::new())) {
+            Folder::Temporary(t) => t.keep(),
+            Folder::Kept(p) => p,
+        }
     }
 
     /// The folder holding the control plane's files (certificates, kubeconfigs, logs).

@@ -6,7 +6,6 @@
 //! without them it prints `skipped: <test>: <reason>` and passes. Building this test also makes
 //! `cargo test --workspace` build the `ferry-lab-kubelet` binary the other crates' tests use.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ferry_kube_lab::{Assets, ControlPlane};
@@ -33,10 +32,10 @@ fn nodes_pods_and_endpoint_slices_as_a_cluster_has_them() {
     );
     let mut lab = Lab::seed004().expect("the seed lab");
     let mut cp = ControlPlane::start(&mut lab, assets).expect("start the control plane");
-    let kubelet = Path::new(env!("CARGO_BIN_EXE_ferry-lab-kubelet"));
+    let kubelet = [env!("CARGO_BIN_EXE_ferry-lab-kubelet").to_owned()];
     // Any program serves as the Pod's process; a sleeping shell ignores --name and --listen.
     let echo = ["sh", "-c", "exec sleep 100000", "sh"].map(str::to_owned);
-    cp.start_kubelets(&lab, kubelet, &echo, &[("k8s-node2", "zone-b")])
+    cp.start_kubelets(&lab, &kubelet, &echo, &[("k8s-node2", "zone-b")])
         .unwrap_or_else(|e| panic!("{e}\n{}", cp.logs()));
 
     let node: serde_json::Value = serde_json::from_str(

@@ -51,6 +51,10 @@ pub enum Command {
     /// A small cluster in network namespaces on this machine (root).
     #[command(subcommand)]
     Lab(crate::lab_cmd::LabCommand),
+    /// (lab) Play the kubelet for one node of `ferry lab up --control-plane`: register its Node,
+    /// run its Pods' namespaces, servers and readiness probes, write their status.
+    #[command(hide = true)]
+    LabKubelet(ferry_kube_lab::kubelet::Options),
     /// (lab) Serve the seed's url-analysis echo app, as a lab pod (TCP and UDP).
     #[command(hide = true)]
     LabPod {

@@ -17,6 +17,8 @@ use ferry_lab::spec::CLIENT;
 use ferry_lab::{ClientSpec, Lab, LabProcess, LabSpec, LabState, NodeSpec, PodProgram};
 use ferry_model::{IpFamily, NodeAddressType, Object, Protocol};
 
+mod control_plane;
+
 /// `ferry lab` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
@@ -35,6 +37,23 @@ pub enum LabCommand {
         /// Where the lab's state file lives.
         #[arg(long, default_value = "/run/ferry-lab")]
         state_dir: PathBuf,
+        /// Run a real control plane: etcd, kube-apiserver and kube-controller-manager's
+        /// EndpointSlice controllers (built from source by lab/k8s/build, or found through
+        /// KUBEBUILDER_ASSETS / TEST_ASSET_<NAME>), and a kubelet stand-in per node that runs
+        /// the Pods. The manifests (examples/seed-pods) are applied with kubectl, Nodes left to
+        /// the stand-ins; each node's Ferry watches the API as deploy/'s ServiceAccount.
+        #[arg(long)]
+        control_plane: bool,
+    },
+    /// Run kubectl, as the administrator, against the control plane of `ferry lab up
+    /// --control-plane` (inside its host's network namespace).
+    Kubectl {
+        /// Where the lab's state file lives.
+        #[arg(long, default_value = "/run/ferry-lab")]
+        state_dir: PathBuf,
+        /// kubectl's arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
     },
     /// Run curl inside the lab, from the client, a node or a pod.
     Curl {
@@ -67,7 +86,15 @@ pub fn run(cmd: LabCommand) -> ExitCode {
             cluster_cidr,
             prefix,
             state_dir,
-        } => up(&manifests, cluster_cidr.as_deref(), &prefix, &state_dir),
+            control_plane,
+        } => up(
+            &manifests,
+            cluster_cidr.as_deref(),
+            &prefix,
+            &state_dir,
+            control_plane,
+        ),
+        LabCommand::Kubectl { state_dir, args } => return kubectl(&state_dir, &args),
         LabCommand::Curl {
             from,
             url,
@@ -166,6 +193,7 @@ fn up(
     cluster_cidr: Option<&str>,
     prefix: &str,
     state_dir: &Path,
+    with_control_plane: bool,
 ) -> anyhow::Result<ExitCode> {
     let state_path = state_file(state_dir);
     if state_path.exists() {
@@ -197,23 +225,35 @@ fn up(
     let exe = std::env::current_exe().context("locating the ferry binary")?;
     let mut lab = Lab::build(&spec).context("building the lab")?;
     check()?;
-    let program = PodProgram::ferry(&exe);
-    for (name, node, ip, port) in pods(&scan.objects, &spec.nodes) {
-        lab.add_echo_pod(&node, &name, ip, port, &program)
-            .with_context(|| format!("pod {name} on {node}"))?;
-        check()?;
-    }
+    let mut started = None;
+    let source = if with_control_plane {
+        let s = control_plane::start(&mut lab, &exe, &manifests, &scan.objects, state_dir)?;
+        let source = [
+            "--kubeconfig".to_owned(),
+            s.kubeconfig.display().to_string(),
+        ];
+        started = Some(s);
+        source
+    } else {
+        let program = PodProgram::ferry(&exe);
+        for (name, node, ip, port) in pods(&scan.objects, &spec.nodes) {
+            lab.add_echo_pod(&node, &name, ip, port, &program)
+                .with_context(|| format!("pod {name} on {node}"))?;
+            check()?;
+        }
+        ["--manifests".to_owned(), manifests.display().to_string()]
+    };
+    check()?;
     let mut ferries: Vec<(String, LabProcess)> = Vec::new();
     for node in &spec.nodes {
-        let mut args = vec![
-            "run".to_owned(),
-            "--manifests".to_owned(),
-            manifests.display().to_string(),
+        let mut args = vec!["run".to_owned()];
+        args.extend(source.iter().cloned());
+        args.extend([
             "--hostname-override".to_owned(),
             node.name.clone(),
             "--min-sync-period".to_owned(),
             "100ms".to_owned(),
-        ];
+        ]);
         match cluster_cidr {
             Some(c) => args.extend(["--cluster-cidr".to_owned(), c.to_owned()]),
             None => args.extend(["--detect-local-mode".to_owned(), "NodeCIDR".to_owned()]),
@@ -241,6 +281,12 @@ fn up(
     }
     lab.persist();
     print_summary(&state, &state_path);
+    if let Some(s) = started {
+        let url = s.control_plane.url();
+        let dir = s.control_plane.detach();
+        println!("  control plane: {url} (files: {})", dir.display());
+        println!("     ferry lab kubectl get endpointslices -A");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -294,6 +340,16 @@ fn curl(from: &str, url: &str, state_dir: &Path) -> ExitCode {
     }
 }
 
+fn kubectl(state_dir: &Path, args: &[String]) -> ExitCode {
+    match control_plane::kubectl(state_dir, args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ferry lab kubectl: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn down(state_dir: &Path) -> anyhow::Result<ExitCode> {
     let path = state_file(state_dir);
     let state = match LabState::load(&path) {
@@ -307,6 +363,11 @@ fn down(state_dir: &Path) -> anyhow::Result<ExitCode> {
     let removed = Lab::cleanup_stale(&state.prefix).context("removing the lab")?;
     if let Some(dir) = &state.dir {
         let _ = std::fs::remove_dir_all(dir);
+    }
+    let control_plane = control_plane::folder(state_dir);
+    if control_plane.exists() {
+        std::fs::remove_dir_all(&control_plane)
+            .with_context(|| format!("removing {}", control_plane.display()))?;
     }
     std::fs::remove_file(&path).context("removing the state file")?;
     println!(

@@ -89,6 +89,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::main(&args),
         Command::Explain(args) => explain::run(args),
         Command::Lab(cmd) => lab_cmd::run(cmd),
+        Command::LabKubelet(options) => ferry_kube_lab::kubelet::main(options),
         Command::Cleanup(args) => cleanup::main(&args),
         Command::Status(args) => status::client::main(&args),
         Command::Version => {

@@ -1,6 +1,5 @@
 //! The kubelet stand-ins ([`crate::kubelet`]), one per lab node, and their Pods' namespaces.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ferry_lab::{netns, Lab, LabProcess};
@@ -10,18 +9,19 @@ use crate::pki::kubeconfig;
 
 impl ControlPlane {
     /// Starts one kubelet stand-in per node of `lab` ([`crate::kubelet`]): each registers its
-    /// Node and runs the Pods bound to it. `program` is the `ferry-lab-kubelet` binary, `echo`
-    /// the pods' server and its arguments (any program taking `--name` and `--listen`).
+    /// Node and runs the Pods bound to it. `kubelet` is the stand-in's command (`ferry-lab-kubelet`,
+    /// or `ferry lab-kubelet`), `echo` the pods' server and its arguments (any program taking
+    /// `--name` and `--listen`).
     /// Returns once every Node is registered.
     pub fn start_kubelets(
         &mut self,
         lab: &Lab,
-        program: &Path,
+        kubelet: &[String],
         echo: &[String],
         zones: &[(&str, &str)],
     ) -> Result<()> {
         let kubeconfig = write(
-            self.dir.path(),
+            self.dir(),
             "kubelet.kubeconfig",
             &kubeconfig(
                 &self.url(),
@@ -38,7 +38,11 @@ impl ControlPlane {
                 .iter()
                 .find(|(n, _)| *n == node.name)
                 .map(|(_, z)| (*z).to_owned());
-            let mut args = vec![
+            let (program, leading) = kubelet
+                .split_first()
+                .ok_or(ControlPlaneError::EmptyKubeletCommand)?;
+            let mut args = leading.to_vec();
+            args.extend([
                 "--kubeconfig".to_owned(),
                 kubeconfig.display().to_string(),
                 "--node".into(),
@@ -51,13 +55,13 @@ impl ControlPlane {
                 node.netns.clone(),
                 "--pod-netns-prefix".into(),
                 format!("{}-k{i}", self.lab_prefix),
-            ];
+            ]);
             if let Some(zone) = zone {
                 args.extend(["--zone".into(), zone]);
             }
             args.push("--".into());
             args.extend(echo.iter().cloned());
-            let log = self.dir.path().join(format!("kubelet-{}.log", node.name));
+            let log = self.dir().join(format!("kubelet-{}.log", node.name));
             let p = LabProcess::spawn_sharing_mounts(
                 &format!("kubelet {}", node.name),
                 &node.netns,

@@ -27,29 +27,6 @@ pub struct RealCluster {
     pub kubeconfig: PathBuf,
 }
 
-/// The `ferry-lab-kubelet` binary, next to the `ferry` binary (built by `cargo test
-/// --workspace`; built here when a narrower command left it out).
-fn kubelet_binary() -> PathBuf {
-    let path = Path::new(FERRY)
-        .parent()
-        .expect("target dir")
-        .join("ferry-lab-kubelet");
-    if !path.is_file() {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "-p",
-                "ferry-kube-lab",
-                "--bin",
-                "ferry-lab-kubelet",
-            ])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p ferry-kube-lab failed");
-    }
-    path
-}
-
 fn deploy(file: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy")
@@ -71,7 +48,7 @@ impl RealCluster {
             "--fail-dir".into(),
             fail_dir.path().display().to_string(),
         ];
-        cp.start_kubelets(&lab, &kubelet_binary(), &echo, &ZONES)
+        cp.start_kubelets(&lab, &[FERRY.into(), "lab-kubelet".into()], &echo, &ZONES)
             .unwrap_or_else(|e| panic!("{e}\n{}", cp.logs()));
         for file in [
             "serviceaccount.yaml",
