@@ -1,6 +1,11 @@
 //! The Kubernetes API source driving the real kube-rs client against a fake API server over
 //! real HTTP (ferry-testkit): initial list, watch updates, bookmarks, a dropped watch, an
 //! outage, and a relist after `410 Gone` (at once, without the back-off).
+//!
+//! Why the fake: it serves an invalid object (a real API server validates it away), drops a
+//! watch, sends a bookmark or a `410 Gone` at the moment the test chooses, and records every
+//! request (which watches, from which resourceVersion); it also needs no root and starts in a
+//! millisecond. The same source against the real API server: `crates/ferry/tests/kube_real.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

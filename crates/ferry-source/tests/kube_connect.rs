@@ -1,6 +1,9 @@
 //! `connect` against an API server that is not up yet: it waits, retrying with back-off, and
 //! returns once the server answers (over real HTTP on loopback, the fake API server of
 //! ferry-testkit).
+//!
+//! Why the fake: it starts answering at the moment the test chooses, on a loopback port, with
+//! no root and no network namespace; against the real API server (as root): `kube_real.rs`.
 
 use std::net::TcpListener;
 use std::time::Duration;

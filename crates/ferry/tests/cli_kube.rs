@@ -1,6 +1,11 @@
 //! `ferry run` without manifests: the Kubernetes API source's configuration errors exit 64 with
 //! one clear message; an API server that does not answer yet is waited for. (Running against a
 //! fake API server in the example cluster is the lab test `lab_kube.rs`.)
+//!
+//! Why the fake API server: it starts answering at a moment the test chooses, and it serves
+//! objects the test writes in place (no kubectl, no controller) in a millisecond, so the
+//! flag and configuration cases run without the real control plane's binaries. With the real
+//! one: `kube_real.rs`.
 
 #[path = "support/node_ns.rs"]
 mod node_ns;

@@ -4,6 +4,8 @@
 //! object named (a warning naming its file or object), no crash, memory bounded (`VmHWM`
 //! with and without the bad objects). Runs in nftables mode (reading and converting input
 //! does not depend on the mode), and in userspace mode when `--modes` has it.
+//!
+//! Why the fake API server: it serves malformed objects, which a real one refuses to store.
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;

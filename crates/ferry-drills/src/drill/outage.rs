@@ -5,6 +5,10 @@
 //! untouched during the outage, the reconnects must back off (no tight loop, a bounded log),
 //! and the relist must converge to exactly the new state. Figures: rules changed during the
 //! outage (goal 0), seconds to converge after the return.
+//!
+//! Why the fake: its objects change while it is away, and it comes back without its history;
+//! a real API server serves no changes while down (its restart with etcd compacted is tested
+//! against the real one in `crates/ferry/tests/kube_real.rs`).
 
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
