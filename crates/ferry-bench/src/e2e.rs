@@ -31,6 +31,7 @@ use self::scenario::{Feed, Setup};
 
 pub mod churn;
 pub mod floor;
+pub mod real_api;
 pub mod report;
 pub mod scenario;
 mod tables;
@@ -50,6 +51,9 @@ pub enum Part {
     IptablesLegacy,
     /// Sustained churn.
     Churn,
+    /// nftables mode, the real API server and EndpointSlice controller (not in [`Part::ALL`]:
+    /// creating the cluster's Pods takes minutes).
+    RealApi,
 }
 
 impl Part {
@@ -70,6 +74,7 @@ impl Part {
             "iptables-nft" => Part::IptablesNft,
             "iptables-legacy" => Part::IptablesLegacy,
             "churn" => Part::Churn,
+            "real-api" => Part::RealApi,
             other => anyhow::bail!("unknown part {other:?}"),
         })
     }
@@ -117,7 +122,7 @@ struct Dirs {
 }
 
 /// Runs the parts; a part that fails gets a line saying why, and the others still run.
-pub fn run(o: &Options, progress: impl Fn(&str)) -> anyhow::Result<Table> {
+pub fn run(o: &Options, progress: impl Fn(&str) + Sync) -> anyhow::Result<Table> {
     let mut cluster = Cluster::new(o.services, o.endpoints, Layout::BENCH)?;
     for name in crate::netns::reap_stale()? {
         progress(&format!("deleted stale namespace {name}"));
@@ -138,6 +143,7 @@ pub fn run(o: &Options, progress: impl Fn(&str)) -> anyhow::Result<Table> {
             Part::IptablesNft => iptables(o, &mut cluster, &dirs, "nft", &mut table),
             Part::IptablesLegacy => iptables(o, &mut cluster, &dirs, "legacy", &mut table),
             Part::Churn => churn(o, &mut cluster, &dirs, &mut table),
+            Part::RealApi => real_api(o, &mut cluster, &dirs, &mut table, &progress),
         };
         if let Err(e) = result {
             progress(&format!("{part:?} failed: {e:#}"));
@@ -246,6 +252,29 @@ fn api(o: &Options, cluster: &mut Cluster, dirs: &Dirs, table: &mut Table) -> an
     let setup = setup(o, dirs, "nft-api", &["--min-sync-period=0s"], o.changes);
     let m = in_client(&net, scenario::run(&net, cluster, &feed, &setup))?;
     tables::nftables(table, "nftables, API", &m);
+    Ok(())
+}
+
+fn real_api(
+    o: &Options,
+    cluster: &mut Cluster,
+    dirs: &Dirs,
+    table: &mut Table,
+    progress: &(dyn Fn(&str) + Sync),
+) -> anyhow::Result<()> {
+    let net = Net::create(crate::netns::PREFIX, "real-api")?;
+    let _endpoints = Endpoints::start(net.pods.name())?;
+    let api = real_api::RealApi::start(&net, cluster, o.changes, progress)?;
+    let feed = Feed::Real(&api);
+    let setup = setup(
+        o,
+        dirs,
+        "nft-real-api",
+        &["--min-sync-period=0s"],
+        o.changes,
+    );
+    let m = in_client(&net, scenario::run(&net, cluster, &feed, &setup))?;
+    tables::nftables(table, "nftables, real API", &m);
     Ok(())
 }
 

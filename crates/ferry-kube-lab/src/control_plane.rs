@@ -90,6 +90,7 @@ type Result<T, E = ControlPlaneError> = std::result::Result<T, E>;
 /// The running control plane. Dropping it stops its processes (the lab's teardown deletes its
 /// namespace); [`ControlPlane::stop_kubelets`] also removes the stand-ins' Pods.
 pub struct ControlPlane {
+    ip: Ipv4Addr,
     dir: Folder,
     ns: String,
     lab_prefix: String,
@@ -100,6 +101,24 @@ pub struct ControlPlane {
     apiserver: LabProcess,
     controller_manager: LabProcess,
     kubelets: Vec<(String, LabProcess)>,
+}
+
+/// Extra command-line arguments for the components (a benchmark raises the controller
+/// manager's API rate limits, which are set for a real cluster's shared API server).
+#[derive(Debug, Clone, Default)]
+pub struct Tuning {
+    /// Appended to kube-apiserver's.
+    pub apiserver: Vec<String>,
+    /// Appended to kube-controller-manager's.
+    pub controller_manager: Vec<String>,
+}
+
+/// Where the control plane runs: a network namespace, the address it advertises, the prefix
+/// of its lab (the kubelet stand-ins name their Pods' namespaces after it).
+struct Place {
+    ns: String,
+    ip: Ipv4Addr,
+    lab_prefix: String,
 }
 
 /// Where the control plane's files live: a temporary folder (removed with it), or one the
@@ -161,10 +180,45 @@ impl ControlPlane {
                 source,
             })?
             .to_owned();
+        let place = Place {
+            ns,
+            ip: IP,
+            lab_prefix: lab.prefix().to_owned(),
+        };
+        Self::launch(place, assets, dir, &Tuning::default())
+    }
+
+    /// A control plane in an existing network namespace `ns` (not a lab's: the benchmark's
+    /// node), the API server advertising `ip` (an address of `ns`) and listening on every
+    /// address of `ns`, port [`PORT`]; its files in a temporary folder. No kubelet stand-ins
+    /// (they need a lab).
+    pub fn start_on(
+        ns: &str,
+        ip: Ipv4Addr,
+        assets: Assets,
+        tuning: &Tuning,
+    ) -> Result<ControlPlane> {
+        let dir = tempfile::Builder::new()
+            .prefix("ferry-control-plane-")
+            .tempdir()
+            .map_err(|source| ControlPlaneError::Write {
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let place = Place {
+            ns: ns.to_owned(),
+            ip,
+            lab_prefix: String::new(),
+        };
+        Self::launch(place, assets, Folder::Temporary(dir), tuning)
+    }
+
+    fn launch(place: Place, assets: Assets, dir: Folder, tuning: &Tuning) -> Result<ControlPlane> {
+        let Place { ns, ip, lab_prefix } = place;
         let pki = Pki::create(
             dir.path(),
             &[
-                IpAddr::V4(IP),
+                IpAddr::V4(ip),
                 IpAddr::V4(Ipv4Addr::LOCALHOST),
                 IpAddr::V4(KUBERNETES_SERVICE_IP),
             ],
@@ -220,18 +274,19 @@ impl ControlPlane {
             })
         };
         let etcd = spawn("etcd", &assets.etcd, etcd_args(dir.path()))?;
-        let apiserver = spawn(
-            "kube-apiserver",
-            &assets.kube_apiserver,
-            apiserver_args(&pki),
-        )?;
+        let mut args = apiserver_args(&pki, ip);
+        args.extend(tuning.apiserver.iter().cloned());
+        let apiserver = spawn("kube-apiserver", &assets.kube_apiserver, args)?;
+        let mut args = controller_manager_args(&kcm);
+        args.extend(tuning.controller_manager.iter().cloned());
         let controller_manager = spawn(
             "kube-controller-manager",
             &assets.kube_controller_manager,
-            controller_manager_args(&kcm),
+            args,
         )?;
         let mut cp = ControlPlane {
-            lab_prefix: lab.prefix().to_owned(),
+            ip,
+            lab_prefix,
             dir,
             ns,
             assets,
@@ -290,7 +345,7 @@ impl ControlPlane {
 
     /// The API server's URL as the nodes reach it.
     pub fn url(&self) -> String {
-        format!("https://{IP}:{PORT}")
+        format!("https://{}:{PORT}", self.ip)
     }
 
     /// The cluster CA's certificate.

@@ -21,4 +21,4 @@ pub mod kubelet;
 pub mod pki;
 
 pub use assets::{Assets, AssetsError};
-pub use control_plane::{ControlPlane, ControlPlaneError};
+pub use control_plane::{ControlPlane, ControlPlaneError, Tuning};

@@ -8,6 +8,7 @@
 //! target/release/ferry-bench-e2e                 # N = 10 000 × 10, every part (~10 minutes)
 //! target/release/ferry-bench-e2e --quick         # N = 100, a smoke test (about a minute)
 //! target/release/ferry-bench-e2e --only manifests,api -n 1000
+//! target/release/ferry-bench-e2e --source real-api # the real API server (Pods created first)
 //! ```
 
 use std::path::PathBuf;
@@ -57,9 +58,15 @@ struct Cli {
     /// Longest wait for the first answers, and for each change (seconds).
     #[arg(long, default_value_t = 600)]
     timeout_secs: u64,
-    /// Parts to run, comma-separated: manifests, api, iptables-nft, iptables-legacy, churn.
+    /// Parts to run, comma-separated: manifests, api, iptables-nft, iptables-legacy, churn,
+    /// real-api (not run by default: the real control plane, built by lab/k8s/build).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// nftables mode from these sources only, comma-separated: manifests, api (the fake API
+    /// server), real-api (etcd, kube-apiserver and the EndpointSlice controller, the Pods'
+    /// status written in the kubelet's place). The same as `--only`.
+    #[arg(long, value_delimiter = ',', value_name = "SOURCE")]
+    source: Vec<String>,
     /// Keep Ferry's logs in DIR.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
@@ -102,12 +109,17 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         "{} not found (build ferry, or pass --ferry)",
         ferry.display()
     );
-    let parts = if cli.only.is_empty() {
+    let parts = if cli.only.is_empty() && cli.source.is_empty() {
         Part::ALL.to_vec()
     } else {
+        let sources = cli.source.iter().map(|s| match s.as_str() {
+            "manifests" | "api" | "real-api" => Part::parse(s),
+            other => anyhow::bail!("unknown source {other:?} (manifests, api, real-api)"),
+        });
         cli.only
             .iter()
             .map(|p| Part::parse(p))
+            .chain(sources)
             .collect::<anyhow::Result<_>>()?
     };
     let quick = cli.quick;

@@ -14,6 +14,7 @@ use super::cluster::{Cluster, NODE, POD_RANGE, PORT, TARGET_PORT};
 use super::ferry::Ferry;
 use super::net::Net;
 use super::probe::{self, Expect};
+use super::real_api::RealApi;
 
 /// Where Ferry reads the cluster from.
 pub enum Feed<'a> {
@@ -27,6 +28,8 @@ pub enum Feed<'a> {
     },
     /// The fake API server (started in the node namespace), changed by MODIFIED events.
     Api(&'a FakeApiServer),
+    /// The real API server and EndpointSlice controller, changed by a Pod's readiness.
+    Real(&'a RealApi),
 }
 
 /// What to run.
@@ -100,6 +103,7 @@ pub fn base_flags(feed: &Feed<'_>) -> Vec<String> {
     match feed {
         Feed::Manifests { dir, .. } => flags.push(format!("--manifests={}", dir.display())),
         Feed::Api(server) => flags.push(format!("--master={}", server.url())),
+        Feed::Real(api) => flags.push(format!("--kubeconfig={}", api.kubeconfig.display())),
     }
     flags
 }
@@ -247,8 +251,8 @@ pub async fn change_once(
     service: usize,
     timeout: Duration,
 ) -> anyhow::Result<Option<f64>> {
-    let change = cluster.change(service);
-    let target = SocketAddrV4::new(cluster.cluster_ip(service), PORT);
+    let k = cluster.changes() as usize;
+    let mut change = cluster.change(service);
     let t = match feed {
         Feed::Manifests { dir, stage } => {
             let name = cluster.file_name(service);
@@ -265,7 +269,19 @@ pub async fn change_once(
             server.apply(slice);
             t
         }
+        Feed::Real(api) => {
+            // Change `k` flips the spare Pod of Service `service`: the traffic must reach it.
+            let client = api.client().await?;
+            let (flipped, address, t) = api.flip(&client, k).await?;
+            anyhow::ensure!(
+                flipped == service,
+                "change {k}: spare of {flipped}, not {service}"
+            );
+            change.address = address;
+            t
+        }
     };
+    let target = SocketAddrV4::new(cluster.cluster_ip(service), PORT);
     let landed = probe::until_lands(target, change.address, 4, t + timeout).await;
     Ok(landed.map(|at| (at - t).as_secs_f64() * 1e3))
 }

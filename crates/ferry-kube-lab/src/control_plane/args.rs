@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use super::{IP, PORT, SERVICE_CIDR};
+use std::net::Ipv4Addr;
+
+use super::{PORT, SERVICE_CIDR};
 use crate::pki::Pki;
 
 pub(super) fn etcd_args(dir: &Path) -> Vec<String> {
@@ -22,11 +24,11 @@ pub(super) fn etcd_args(dir: &Path) -> Vec<String> {
     .into()
 }
 
-pub(super) fn apiserver_args(pki: &Pki) -> Vec<String> {
+pub(super) fn apiserver_args(pki: &Pki, ip: Ipv4Addr) -> Vec<String> {
     let p = |p: &Path| p.display().to_string();
     vec![
         "--etcd-servers=http://127.0.0.1:2379".into(),
-        format!("--advertise-address={IP}"),
+        format!("--advertise-address={ip}"),
         format!("--secure-port={PORT}"),
         format!("--tls-cert-file={}", p(&pki.apiserver.0)),
         format!("--tls-private-key-file={}", p(&pki.apiserver.1)),

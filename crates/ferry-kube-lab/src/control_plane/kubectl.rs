@@ -117,6 +117,24 @@ impl ControlPlane {
         )
     }
 
+    /// Writes a kubeconfig for the administrator at [`ControlPlane::url`] (reachable from the
+    /// other namespaces, unlike [`ControlPlane::admin_kubeconfig`]'s loopback); returns it.
+    pub fn remote_admin_kubeconfig(&self) -> Result<PathBuf> {
+        write(
+            self.dir(),
+            "admin-remote.kubeconfig",
+            &kubeconfig(
+                &self.url(),
+                &self.pki.ca,
+                "lab-admin",
+                &[
+                    ("client-certificate", self.pki.admin.0.display().to_string()),
+                    ("client-key", self.pki.admin.1.display().to_string()),
+                ],
+            ),
+        )
+    }
+
     /// Writes a file into the control plane's folder; returns its path.
     pub fn write_file(&self, name: &str, text: &str) -> Result<PathBuf> {
         write(self.dir.path(), name, text)

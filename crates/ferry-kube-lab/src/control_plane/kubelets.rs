@@ -4,8 +4,7 @@ use std::time::{Duration, Instant};
 
 use ferry_lab::{netns, Lab, LabProcess};
 
-use super::{tail, write, ControlPlane, ControlPlaneError, Result};
-use crate::pki::kubeconfig;
+use super::{tail, ControlPlane, ControlPlaneError, Result};
 
 impl ControlPlane {
     /// Starts one kubelet stand-in per node of `lab` ([`crate::kubelet`]): each registers its
@@ -20,19 +19,7 @@ impl ControlPlane {
         echo: &[String],
         zones: &[(&str, &str)],
     ) -> Result<()> {
-        let kubeconfig = write(
-            self.dir(),
-            "kubelet.kubeconfig",
-            &kubeconfig(
-                &self.url(),
-                &self.pki.ca,
-                "lab-admin",
-                &[
-                    ("client-certificate", self.pki.admin.0.display().to_string()),
-                    ("client-key", self.pki.admin.1.display().to_string()),
-                ],
-            ),
-        )?;
+        let kubeconfig = self.remote_admin_kubeconfig()?;
         for (i, node) in lab.nodes().iter().enumerate() {
             let zone = zones
                 .iter()
