@@ -273,8 +273,15 @@ fn real_api(
         &["--min-sync-period=0s"],
         o.changes,
     );
-    let m = in_client(&net, scenario::run(&net, cluster, &feed, &setup))?;
+    let m = in_client(&net, scenario::run(&net, cluster, &feed, &setup));
+    // The control plane's logs beside Ferry's (its folder goes with it).
+    for name in ["etcd", "kube-apiserver", "kube-controller-manager"] {
+        let from = api.control_plane.dir().join(format!("{name}.log"));
+        let _ = std::fs::copy(&from, dirs.logs.join(format!("real-api-{name}.log")));
+    }
+    let m = m?;
     tables::nftables(table, "nftables, real API", &m);
+    tables::controller(table, "nftables, real API", &api.controller_ms());
     Ok(())
 }
 

@@ -11,8 +11,10 @@
 //! status update, as a kubelet's probe result), and is timed until a new connection to the
 //! Service lands on it: the controller's slice update, Ferry's watch and sync, the kernel.
 
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -21,6 +23,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
 use kube::{Api, Client, Config};
 use serde_json::{json, Value};
 
@@ -45,6 +48,18 @@ pub struct RealApi {
     namespace: String,
     /// Per change number: (Service index, spare Pod name, its address).
     spares: Vec<(usize, String, Ipv4Addr)>,
+    /// The client the changes are made with (made, and its connection opened, before the
+    /// first change is timed; used from the scenario's runtime only).
+    changer: std::sync::OnceLock<Client>,
+    /// When each flip was sent, and when a watch of the slices first saw its spare ready.
+    seen: Arc<Mutex<Seen>>,
+}
+
+/// Flip and publication times of the spare Pods, by address.
+#[derive(Default)]
+struct Seen {
+    flipped: HashMap<Ipv4Addr, tokio::time::Instant>,
+    published: HashMap<Ipv4Addr, tokio::time::Instant>,
 }
 
 impl RealApi {
@@ -108,6 +123,8 @@ impl RealApi {
             admin,
             namespace: cluster.namespace().to_owned(),
             spares,
+            changer: std::sync::OnceLock::new(),
+            seen: Arc::default(),
         };
         let created = Instant::now();
         ferry_lab::netns::run_in(net.node.name(), || {
@@ -134,24 +151,75 @@ impl RealApi {
     }
 
     /// Change number `k`: its spare Pod's readiness flipped to ready. Returns the Service and
-    /// the spare's address; `t` is taken just before the request is sent.
-    pub async fn flip(
-        &self,
-        client: &Client,
-        k: usize,
-    ) -> anyhow::Result<(usize, Ipv4Addr, tokio::time::Instant)> {
+    /// the spare's address; `t` is taken just before the request is sent (on a connection
+    /// opened before).
+    pub async fn flip(&self, k: usize) -> anyhow::Result<(usize, Ipv4Addr, tokio::time::Instant)> {
         let (service, name, ip) = self
             .spares
             .get(k)
             .cloned()
             .with_context(|| format!("no spare Pod for change {k}"))?;
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &self.namespace);
+        let client = match self.changer.get() {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.client().await?;
+                // Opens the connection (TLS included) outside the timed request.
+                c.apiserver_version().await?;
+                self.watch_slices(c.clone());
+                self.changer.get_or_init(|| c).clone()
+            }
+        };
+        let pods: Api<Pod> = Api::namespaced(client, &self.namespace);
         let status = pod_status(ip, true);
         let t = tokio::time::Instant::now();
         pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await
             .with_context(|| format!("Pod {name}: status"))?;
+        lock(&self.seen).flipped.insert(ip, t);
         Ok((service, ip, t))
+    }
+
+    /// Per flip whose spare a watch saw published: flip → the controller's slice update seen
+    /// by that watch (ms). The controller's part of a change, measured beside Ferry.
+    pub fn controller_ms(&self) -> Vec<f64> {
+        let seen = lock(&self.seen);
+        seen.flipped
+            .iter()
+            .filter_map(|(ip, t)| {
+                let p = seen.published.get(ip)?;
+                Some(p.saturating_duration_since(*t).as_secs_f64() * 1e3)
+            })
+            .collect()
+    }
+
+    /// Watches the slices in the scenario's runtime, noting when each spare first shows ready.
+    fn watch_slices(&self, client: Client) {
+        let spares: HashSet<Ipv4Addr> = self.spares.iter().map(|s| s.2).collect();
+        let seen = Arc::clone(&self.seen);
+        let slices: Api<EndpointSlice> = Api::namespaced(client, &self.namespace);
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(watcher(slices, watcher::Config::default()));
+            while let Some(event) = events.next().await {
+                let now = tokio::time::Instant::now();
+                let (Ok(watcher::Event::Apply(slice)) | Ok(watcher::Event::InitApply(slice))) =
+                    event
+                else {
+                    continue;
+                };
+                for e in &slice.endpoints {
+                    if e.conditions.as_ref().and_then(|c| c.ready) != Some(true) {
+                        continue;
+                    }
+                    for a in &e.addresses {
+                        if let Ok(ip) = a.parse::<Ipv4Addr>() {
+                            if spares.contains(&ip) {
+                                lock(&seen).published.entry(ip).or_insert(now);
+                            }
+                        }
+                    }
+                }
+            }
+        });
     }
 
     async fn populate(
@@ -280,6 +348,11 @@ impl RealApi {
             tokio::time::sleep(Duration::from_secs(3)).await;
         }
     }
+}
+
+fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
+    seen.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Service `i` as a user writes it: a selector, its ClusterIP, port 80 → 8080.

@@ -271,8 +271,7 @@ pub async fn change_once(
         }
         Feed::Real(api) => {
             // Change `k` flips the spare Pod of Service `service`: the traffic must reach it.
-            let client = api.client().await?;
-            let (flipped, address, t) = api.flip(&client, k).await?;
+            let (flipped, address, t) = api.flip(k).await?;
             anyhow::ensure!(
                 flipped == service,
                 "change {k}: spare of {flipped}, not {service}"

@@ -63,6 +63,19 @@ pub fn nftables(t: &mut Table, run: &str, m: &Measured) {
     );
 }
 
+/// The EndpointSlice controller's part of a readiness flip (secondary: inside the figure
+/// above, measured by a watch beside Ferry).
+pub fn controller(t: &mut Table, run: &str, ms: &[f64]) {
+    let (text, _) = p50_p99(ms, (5.0, 20.0));
+    t.add(
+        run,
+        "of which: readiness flipped → the controller's slice update seen by a watch, p50 / p99",
+        "-",
+        text,
+        None,
+    );
+}
+
 /// Connection set-up times of one run. The reference is the straight connection measured
 /// after `ferry cleanup`: the one measured before Ferry started ran in a younger lab (no
 /// connection made yet) and varied more between runs than the effect measured. The first
