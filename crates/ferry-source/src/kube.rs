@@ -126,14 +126,16 @@ impl KubeSource {
                     continue;
                 }
                 Err(e) => {
+                    // The whole chain: kube-rs's message alone hides the I/O cause.
+                    let error = connect::error_chain(&e);
                     match refusal::explain(kind, &e) {
                         Some(why) => tracing::warn!(
                             ?kind,
-                            error = %e,
+                            %error,
                             "Kubernetes API watch failed: {why}; retrying"
                         ),
                         None => {
-                            tracing::warn!(?kind, error = %e, "Kubernetes API watch failed; retrying");
+                            tracing::warn!(?kind, %error, "Kubernetes API watch failed; retrying");
                         }
                     }
                     continue;

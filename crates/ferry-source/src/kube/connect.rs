@@ -159,7 +159,7 @@ async fn config(connection: &Connection) -> Result<Config, ConnectError> {
 }
 
 /// `error: cause: cause`, for errors whose causes are not in their message.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
