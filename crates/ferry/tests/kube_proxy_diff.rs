@@ -174,6 +174,13 @@ fn prepare_lab(rc: &mut RealCluster) {
             pod_routes: true,
         })
         .expect("add client2");
+    // Rejections are ICMP messages, which a node rate-limits per destination (a burst of 6,
+    // then one a second): the many rejected connections of one client would time out at
+    // random. The limit is per namespace; the lab's nodes lift it.
+    for node in rc.lab.nodes() {
+        ferry_lab::netns::sysctl(&node.netns, &[("net.ipv4.icmp_ratelimit", "0")])
+            .expect("lift the ICMP rate limit");
+    }
     let ip: Ipv4Addr = diff::PROBE_POD.1.parse().expect("probe pod's address");
     rc.lab
         .add_pod(MASTER, diff::PROBE_POD.0, ip)

@@ -447,32 +447,74 @@ fn udp_once(lab: &Lab, p: &Probe) -> Result<(String, String), Outcome> {
     }
 }
 
-/// Makes one probe's connections: stops at the first failure, or once every possible Pod
-/// answered, or after [`TRIES`].
+/// Makes one probe's connections. A first try that fails is followed by 7 more at once (a
+/// failure may be one Pod of several: a remote endpoint reached without masquerade, whose
+/// reply takes another path); if they all fail alike, that is the outcome. Otherwise tries go
+/// on until every possible Pod answered without a failure, or [`TRIES`] were made; failures
+/// among answers are listed with the Pods, in parentheses.
 pub fn run_probe(lab: &Lab, p: &Probe) -> Outcome {
-    let mut servers = BTreeSet::new();
-    let mut sources = BTreeSet::new();
-    for _ in 0..TRIES {
-        match try_once(lab, p) {
-            Ok((server, source)) => {
-                servers.insert(server);
-                sources.insert(source);
-            }
-            Err(failure) if servers.is_empty() => return failure,
-            Err(failure) => {
-                servers.insert(format!("then {failure}"));
-                break;
-            }
-        }
-        if servers.iter().all(|s| p.servers.contains(s.as_str())) && servers.len() == p.servers.len()
-        {
-            break;
+    let mut results = vec![try_once(lab, p)];
+    if results[0].is_err() {
+        let more: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..7).map(|_| s.spawn(|| try_once(lab, p))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a try's thread"))
+                .collect()
+        });
+        results.extend(more);
+        let failures: BTreeSet<Outcome> =
+            results.iter().filter_map(|r| r.clone().err()).collect();
+        if failures.len() == 1 && results.iter().all(Result::is_err) {
+            return failures.into_iter().next().expect("one failure");
         }
     }
+    let mut seen = Seen::default();
+    let mut made = results.len();
+    for r in results {
+        seen.record(r);
+    }
+    while made < TRIES {
+        let complete = seen.servers.len() == p.servers.len()
+            && seen.servers.iter().all(|s| p.servers.contains(s.as_str()));
+        if complete && !seen.failed {
+            break;
+        }
+        made += 1;
+        seen.record(try_once(lab, p));
+    }
+    let Seen {
+        mut servers,
+        sources,
+        ..
+    } = seen;
     if p.affinity && servers.len() == 1 {
         servers = BTreeSet::from(["one (sticky)".to_owned()]);
     }
     Outcome::Answered { servers, sources }
+}
+
+/// What a probe's tries have shown so far.
+#[derive(Default)]
+struct Seen {
+    servers: BTreeSet<String>,
+    sources: BTreeSet<String>,
+    failed: bool,
+}
+
+impl Seen {
+    fn record(&mut self, r: Result<(String, String), Outcome>) {
+        match r {
+            Ok((server, source)) => {
+                self.servers.insert(server);
+                self.sources.insert(source);
+            }
+            Err(failure) => {
+                self.failed = true;
+                self.servers.insert(format!("({failure})"));
+            }
+        }
+    }
 }
 
 /// Runs every probe, a few at a time (most of a probe's time is a timeout's wait); the table
@@ -481,7 +523,7 @@ pub fn run_all(lab: &Lab, probes: &[Probe]) -> BTreeMap<String, Outcome> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results = std::sync::Mutex::new(BTreeMap::new());
     std::thread::scope(|s| {
-        for _ in 0..12 {
+        for _ in 0..8 {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(p) = probes.get(i) else { break };
