@@ -223,6 +223,7 @@ impl Shape {
                 add(client.clone(), ip.into(), np, "NodePort");
             }
             add(Host::node(MASTER), MASTER_IP.into(), np, "NodePort");
+            add(Host::node(MASTER), "127.0.0.1".into(), np, "NodePort");
             add(pod.clone(), NODE2_IP.into(), np, "NodePort");
         }
         if let Kind::LoadBalancer { .. } = self.kind {
