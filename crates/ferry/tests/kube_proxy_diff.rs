@@ -103,7 +103,10 @@ fn differential(test: &str, mode: &str) {
     rc.start_ferries(&extra);
     wait_canary(&rc, 0, &mut []);
     let ferry_initial = diff::run_all(&rc.lab, &probes);
-    println!("Ferry ({mode} mode), {:.1?} since its start", started.elapsed());
+    println!(
+        "Ferry ({mode} mode), {:.1?} since its start",
+        started.elapsed()
+    );
 
     // The changes, with Ferry running.
     std::fs::write(rc.fail_dir.path().join("web-c"), "").expect("fail web-c's probe");
@@ -236,8 +239,19 @@ fn apply_objects(rc: &RealCluster, shapes: &[Shape]) {
     rc.wait_endpoints("diff", "sick", "one not ready", |eps| {
         eps.len() == 1 && !eps[0].1
     });
-    rc.wait_endpoints("diff", "term", "one ready", |eps| eps.len() == 1 && eps[0].1);
-    rc.kubectl(&["-n", "diff", "delete", "pod", "term", "--wait=false"]);
+    rc.wait_endpoints("diff", "term", "one ready", |eps| {
+        eps.len() == 1 && eps[0].1
+    });
+    // An hour's grace: the whole set's rounds take longer than the Pod's own 600 s.
+    rc.kubectl(&[
+        "-n",
+        "diff",
+        "delete",
+        "pod",
+        "term",
+        "--wait=false",
+        "--grace-period=3600",
+    ]);
     rc.wait_endpoints("diff", "term", "terminating and serving", |eps| {
         eps.len() == 1 && !eps[0].1 && eps[0].2 && eps[0].3
     });

@@ -2,7 +2,7 @@
 //! outcomes (`kube_proxy_diff.rs`).
 //!
 //! Every Service gets addresses from its index `i`: ClusterIP `10.96.100.<10+i>`, NodePort
-//! `30100+i`, load-balancer IPs `198.18.0.<10+i>` (routed to k8s-node2 by the clients) and
+//! `30100+i` (and `healthCheckNodePort` `31100+i` where there is one), load-balancer IPs `198.18.0.<10+i>` (routed to k8s-node2 by the clients) and
 //! `198.18.2.<10+i>` (routed to k8s-master), external IP `198.18.1.<10+i>` (routed to
 //! k8s-node1). The endpoints are the same few Pods for every Service, chosen by label.
 
@@ -115,6 +115,9 @@ impl Shape {
     pub fn node_port(&self) -> u16 {
         30100 + u16::from(self.index)
     }
+    pub fn health_check_node_port(&self) -> u16 {
+        31100 + u16::from(self.index)
+    }
     /// The ingress routed to k8s-node2, and the one routed to k8s-master.
     pub fn lb_ips(&self) -> [String; 2] {
         let h = 10 + u16::from(self.index);
@@ -149,6 +152,13 @@ impl Shape {
         if self.has_node_port() || self.external_ips {
             let p = if self.etp_local { "Local" } else { "Cluster" };
             spec.push_str(&format!("  externalTrafficPolicy: {p}\n"));
+        }
+        if self.etp_local && matches!(self.kind, Kind::LoadBalancer { .. }) {
+            // Given, not allocated: an allocated one could take a later Service's NodePort.
+            spec.push_str(&format!(
+                "  healthCheckNodePort: {}\n",
+                self.health_check_node_port()
+            ));
         }
         if self.itp_local {
             spec.push_str("  internalTrafficPolicy: Local\n");
@@ -206,6 +216,7 @@ impl Shape {
                 addr,
                 port,
                 udp: self.udp,
+                health: what == "healthCheckNodePort",
                 affinity: self.affinity,
                 servers: self.eps.servers(),
             });
@@ -232,6 +243,12 @@ impl Shape {
             add(client.clone(), via_master, 80, "LB IP");
             add(pod.clone(), via_node2.clone(), 80, "LB IP");
             add(Host::node(NODE1), via_node2.clone(), 80, "LB IP");
+            if self.etp_local {
+                for ip in [MASTER_IP, NODE1_IP, NODE2_IP] {
+                    let port = self.health_check_node_port();
+                    add(client.clone(), ip.into(), port, "healthCheckNodePort");
+                }
+            }
             if self.source_ranges {
                 add(Host::client(CLIENT2.0), via_node2, 80, "LB IP");
             }
@@ -321,7 +338,12 @@ pub fn full_set() -> Vec<Shape> {
     }
     let extra = [
         (Kind::LoadBalancer { proxy: false }, false, true, "l-ranges"),
-        (Kind::LoadBalancer { proxy: false }, true, true, "l-el-ranges"),
+        (
+            Kind::LoadBalancer { proxy: false },
+            true,
+            true,
+            "l-el-ranges",
+        ),
         (Kind::NodePort, false, false, "n-udp"),
         (Kind::NodePort, true, false, "n-el-udp"),
     ];
@@ -345,6 +367,8 @@ pub struct Probe {
     pub addr: String,
     pub port: u16,
     pub udp: bool,
+    /// A `healthCheckNodePort` request (one try: its status and JSON body), not the echo app.
+    pub health: bool,
     pub affinity: bool,
     /// Every Pod that could answer (tries stop once all of them have).
     pub servers: BTreeSet<&'static str>,
@@ -405,6 +429,9 @@ fn try_once(lab: &Lab, p: &Probe) -> Result<(String, String), Outcome> {
     if p.udp {
         return udp_once(lab, p);
     }
+    if p.health {
+        return health_once(lab, p);
+    }
     let url = format!("http://{}:{}/hello", p.addr, p.port);
     let opts = CurlOptions {
         connect_timeout: ferry_lab::scaled(Duration::from_millis(1500)),
@@ -420,6 +447,28 @@ fn try_once(lab: &Lab, p: &Probe) -> Result<(String, String), Outcome> {
         CurlResult::TimedOut => Err(Outcome::TimedOut),
         other => Err(Outcome::Other(format!("{other:?}"))),
     }
+}
+
+/// A health check as a load balancer makes it: the status and what the JSON body says, as
+/// (`HTTP <status>`, `localEndpoints <n>, serviceProxyHealthy <b>`).
+fn health_once(lab: &Lab, p: &Probe) -> Result<(String, String), Outcome> {
+    let url = format!("http://{}:{}/", p.addr, p.port);
+    let (status, body) = match lab.curl(&p.client, &url).expect("run curl") {
+        CurlResult::Ok(body) => (200, body),
+        CurlResult::Http { status, body } => (status, body),
+        CurlResult::Refused => return Err(Outcome::Refused),
+        CurlResult::TimedOut => return Err(Outcome::TimedOut),
+        other => return Err(Outcome::Other(format!("{other:?}"))),
+    };
+    let json: serde_json::Value = serde_json::from_str(&body)
+        .map_err(|e| Outcome::Other(format!("HTTP {status}, not JSON ({e}): {body:?}")))?;
+    Ok((
+        format!("HTTP {status}"),
+        format!(
+            "localEndpoints {}, serviceProxyHealthy {}",
+            json["localEndpoints"], json["serviceProxyHealthy"]
+        ),
+    ))
 }
 
 fn udp_once(lab: &Lab, p: &Probe) -> Result<(String, String), Outcome> {
@@ -454,7 +503,19 @@ fn udp_once(lab: &Lab, p: &Probe) -> Result<(String, String), Outcome> {
 /// on until every possible Pod answered without a failure, or [`TRIES`] were made; failures
 /// among answers are listed with the Pods, in parentheses.
 pub fn run_probe(lab: &Lab, p: &Probe) -> Outcome {
+    if p.health {
+        return match try_once(lab, p) {
+            Ok((status, body)) => Outcome::Answered {
+                servers: BTreeSet::from([status]),
+                sources: BTreeSet::from([body]),
+            },
+            Err(failure) => failure,
+        };
+    }
     let mut results = vec![try_once(lab, p)];
+    if p.affinity {
+        return sticky(lab, p, results.remove(0));
+    }
     if results[0].is_err() {
         let more: Vec<_> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..7).map(|_| s.spawn(|| try_once(lab, p))).collect();
@@ -464,8 +525,7 @@ pub fn run_probe(lab: &Lab, p: &Probe) -> Outcome {
                 .collect()
         });
         results.extend(more);
-        let failures: BTreeSet<Outcome> =
-            results.iter().filter_map(|r| r.clone().err()).collect();
+        let failures: BTreeSet<Outcome> = results.iter().filter_map(|r| r.clone().err()).collect();
         if failures.len() == 1 && results.iter().all(Result::is_err) {
             return failures.into_iter().next().expect("one failure");
         }
@@ -485,14 +545,31 @@ pub fn run_probe(lab: &Lab, p: &Probe) -> Outcome {
         seen.record(try_once(lab, p));
     }
     let Seen {
-        mut servers,
-        sources,
-        ..
+        servers, sources, ..
     } = seen;
-    if p.affinity && servers.len() == 1 {
-        servers = BTreeSet::from(["one (sticky)".to_owned()]);
-    }
     Outcome::Answered { servers, sources }
+}
+
+/// With session affinity the first connection picks an endpoint at random and the others
+/// follow it: 8 tries that all come to the same (the same Pod, or the same failure: a sticky
+/// pick of an endpoint whose reply takes another path) are `one (sticky)`, whichever it was,
+/// since which one is chance; anything else is listed as it came.
+fn sticky(lab: &Lab, p: &Probe, first: Result<(String, String), Outcome>) -> Outcome {
+    let mut seen = Seen::default();
+    seen.record(first);
+    for _ in 1..8 {
+        seen.record(try_once(lab, p));
+    }
+    if seen.servers.len() == 1 {
+        return Outcome::Answered {
+            servers: BTreeSet::from(["one (sticky)".to_owned()]),
+            sources: BTreeSet::new(),
+        };
+    }
+    Outcome::Answered {
+        servers: seen.servers,
+        sources: seen.sources,
+    }
 }
 
 /// What a probe's tries have shown so far.
@@ -555,10 +632,7 @@ pub fn differences(
 
 /// A table for the test's output.
 pub fn render(table: &BTreeMap<String, Outcome>) -> String {
-    table
-        .iter()
-        .map(|(k, o)| format!("  {k}: {o}\n"))
-        .collect()
+    table.iter().map(|(k, o)| format!("  {k}: {o}\n")).collect()
 }
 
 /// The Service changes of the second round, the same rule for any set: a ClusterIP Service

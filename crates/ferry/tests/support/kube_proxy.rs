@@ -5,10 +5,11 @@
 //! the token of ServiceAccount `kube-system/kube-proxy`, bound to ClusterRole
 //! `system:node-proxier` (kubeadm's `kubeadm:node-proxier` binding).
 //!
-//! One setting differs from kubeadm's, because a network namespace cannot take it (as kind
-//! changes it for the same reason): `conntrack.maxPerCore: 0`. With kubeadm's default (32768
-//! per core) kube-proxy raises `net.netfilter.nf_conntrack_max`, a sysctl only the initial
-//! namespace has, and exits. Nothing else is changed: `metricsBindAddress` and
+//! One setting differs from kubeadm's, because a network namespace cannot take it (kind
+//! changes it too): `conntrack.maxPerCore: 0`. With kubeadm's default (32768 per core)
+//! kube-proxy raises `net.netfilter.nf_conntrack_max` where it is lower (read-only outside the
+//! initial namespace: kube-proxy exits) and then the module's `hashsize`, a setting of the
+//! whole machine that a lab must not change. Nothing else is changed: `metricsBindAddress` and
 //! `healthzBindAddress` keep their defaults (each namespace has its own loopback and ports).
 
 #![allow(dead_code)]
@@ -74,7 +75,8 @@ pub struct KubeProxySetup {
 /// Creates kube-proxy's account, token and kubeconfig, and writes its configuration for
 /// `mode` (`nftables` or `iptables`) into the control plane's folder.
 pub fn setup(cp: &ControlPlane, program: &Path, mode: &str) -> KubeProxySetup {
-    cp.apply(RBAC).expect("kube-proxy's ServiceAccount and binding");
+    cp.apply(RBAC)
+        .expect("kube-proxy's ServiceAccount and binding");
     let token = cp
         .token("kube-system", "kube-proxy", 3600, None)
         .expect("a token for kube-system/kube-proxy");
