@@ -53,13 +53,10 @@ fn load_balancer_ip_with_local_policy_keeps_the_client_ip_and_drops_without_loca
     assert_forwarded(&seed, (&c, ip), NODE2, LB_NODE2, 8080, CLIENT_IP);
     assert_timed_out(&seed, (&c, ip), NODE1, LB_NODE1, 8080, "dropped");
     // The node's own traffic: short-circuited to the cluster-wide endpoints (masqueraded) in
-    // iptables mode; dropped in nftables mode, whose filter-output checks `no-endpoint-services`
-    // before DNAT (upstream's nftables layout).
+    // every mode; nftables mode checks `no-endpoint-services` on output after DNAT, as
+    // upstream's kube-proxy does (kube_proxy_diff.rs found it).
     let n1 = (&Host::node(NODE1), NODE1_IP);
-    match mode {
-        Mode::Nftables => assert_timed_out(&seed, n1, NODE1, LB_NODE1, 8080, "dropped"),
-        _ => assert_forwarded(&seed, n1, NODE1, LB_NODE1, 8080, NODE1_IP),
-    }
+    assert_forwarded(&seed, n1, NODE1, LB_NODE1, 8080, NODE1_IP);
 }
 
 fn source_ranges_admit_only_the_listed_clients(mode: Mode) {

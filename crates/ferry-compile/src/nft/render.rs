@@ -93,9 +93,11 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     };
     let mark = format!("0x{:08x}", plan.masquerade_mark);
     let ct_new = "ct state new";
-    // Filter chains run before DNAT (dstnat - 10) so they see the service address; the
-    // cluster-ips check on output runs after it (dstnat + 10), so that a locally generated
-    // packet to a valid service port has already been translated.
+    // Filter chains run before DNAT (dstnat - 10) so they see the service address; on output,
+    // the endpoints and cluster-ips checks run after it (dstnat + 10), as upstream's
+    // `filter-output` (filter priority, after `nat-output`) does: a locally generated packet
+    // to a valid service port, or short-circuited by a Local policy without local endpoints,
+    // has already been translated and passes.
     let base_chains = vec![
         // The load-balancer firewall must see the load-balancer IP, so it runs before DNAT in
         // prerouting (traffic from outside and from pods) and output (the node itself).
@@ -127,10 +129,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             "filter",
             "output",
             -110,
-            &[
-                &format!("{ct_new} jump service-endpoints-check"),
-                &format!("{ct_new} jump firewall-check"),
-            ],
+            &[&format!("{ct_new} jump firewall-check")],
         ),
         BaseChain {
             kind: "filter",
@@ -139,6 +138,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             chain: chain(
                 "filter-output-post-dnat",
                 &[
+                    &format!("{ct_new} jump service-endpoints-check"),
                     &format!("{ct_new} jump cluster-ips-check"),
                     &format!("{ct_new} ct status dnat jump affinity-record"),
                 ],

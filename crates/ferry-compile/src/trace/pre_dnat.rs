@@ -1,23 +1,16 @@
 //! Trace steps of the filter chains that run before DNAT (dstnat - 10): the load-balancer
-//! firewall (`loadBalancerSourceRanges`), and the node's own traffic meeting
-//! `no-endpoint-services` in `filter-output`.
+//! firewall (`loadBalancerSourceRanges`), for every source, the node's own traffic included
+//! (upstream's `filter-output-pre-dnat`).
 
-use ferry_model::ServicePortView;
-
-use super::steps::{candidates, Objects};
 use super::{step, Origin, Packet, StepKind, Trace, Verdict};
 use crate::nft::Key;
-use crate::plan::{Dispatch, EndpointSet, ServicePlan};
+use crate::plan::{Dispatch, ServicePlan};
 
 /// `loadBalancerSourceRanges`, checked before DNAT (filter-prerouting / filter-output).
 /// Returns false when the packet is dropped (the trace is complete then).
 pub(super) fn firewall(sp: &ServicePlan, p: &Packet, origin: &Origin, t: &mut Trace) -> bool {
     let Some(fw) = &sp.firewall else { return true };
     let no_endpoints = sp.external.as_ref().map(|e| e.dispatch) == Some(Dispatch::Reject);
-    if *origin == Origin::ThisNode && no_endpoints {
-        // filter-output checks "no endpoints" (reject) before the firewall.
-        return true;
-    }
     let hook = if *origin == Origin::ThisNode {
         "filter-output"
     } else {
@@ -82,42 +75,4 @@ impl Trace {
         ));
         self.verdict = Verdict::Rejected;
     }
-}
-
-/// The node's own traffic to an external or load-balancer IP of a Local-policy service with no
-/// endpoint on this node: nftables' `filter-output` (dstnat - 10, before `nat-output`) finds
-/// the destination in `no-endpoint-services` and drops it, as upstream's nftables mode does.
-/// iptables mode checks external destinations only on `INPUT`/`FORWARD`, after DNAT, so there
-/// the short-circuit traced so far holds: it is kept as the iptables variant.
-pub(super) fn output_drop(
-    sview: Option<&ServicePortView>,
-    objs: &Objects<'_>,
-    steps_before: usize,
-    t: &mut Trace,
-) {
-    let variant = t.clone();
-    t.steps.truncate(steps_before.saturating_sub(1));
-    // The drop happens before nat-output: no dispatch either.
-    t.steps.retain(|s| s.kind != StepKind::Dispatch);
-    let service = t
-        .service
-        .as_ref()
-        .map(|s| format!(" ({s}, {})", t.packet.dst))
-        .unwrap_or_default();
-    t.candidates = candidates(sview, Some(EndpointSet::Local));
-    t.verdict = Verdict::Dropped;
-    t.steps.push(step(
-        StepKind::Dropped,
-        format!(
-            "dropped{service}: externalTrafficPolicy Local, no endpoint on this node, and \
-             nftables checks the node's own traffic before DNAT"
-        ),
-        "filter-output runs before nat-output, so the short-circuit is never reached \
-         (upstream nftables mode; iptables mode short-circuits this traffic)",
-        vec![
-            "chain filter-output → service-endpoints-check".to_owned(),
-            objs.element("no-endpoint-services"),
-        ],
-    ));
-    t.iptables_variant = Some(Box::new(variant));
 }

@@ -312,16 +312,14 @@ StepKind::ShortCircuit,
                 "the node's own traffic is not subject to the Local policy; its source (a node address) must be SNATed",
                 masq_objs(&chain),
             ));
-            let before = t.steps.len();
+            // Short-circuited in nat-output, before `filter-output-post-dnat` checks
+            // `no-endpoint-services` (as upstream's filter-output, after DNAT).
             let fwd = Forward {
                 set: EndpointSet::Cluster,
                 why: "short-circuit to the cluster-wide endpoints",
                 masquerade: Some("the source is this node"),
             };
             forward(sp, sview, fwd, p, objs, t);
-            if !objs.by_node_port && ext.dispatch == Dispatch::Drop {
-                super::pre_dnat::output_drop(sview, objs, before, t);
-            }
         }
         (TrafficPolicy::Local, _) => {
             t.candidates = candidates(sview, Some(EndpointSet::Local));
