@@ -39,7 +39,7 @@ pub enum LabCommand {
         state_dir: PathBuf,
         /// Run a real control plane: etcd, kube-apiserver and kube-controller-manager's
         /// EndpointSlice controllers (built from source by lab/k8s/build, or found through
-        /// KUBEBUILDER_ASSETS / TEST_ASSET_<NAME>), and a kubelet stand-in per node that runs
+        /// KUBEBUILDER_ASSETS or the TEST_ASSET_ variables), and a kubelet stand-in per node that runs
         /// the Pods. The manifests (examples/seed-pods) are applied with kubectl, Nodes left to
         /// the stand-ins; each node's Ferry watches the API as deploy/'s ServiceAccount.
         #[arg(long)]
