@@ -20,11 +20,13 @@ use crate::assets::Assets;
 use crate::pki::{kubeconfig, Pki};
 
 mod args;
+mod error;
 mod etcd;
 mod kubectl;
 mod kubelets;
 
 use args::{apiserver_args, controller_manager_args, etcd_args};
+pub use error::ControlPlaneError;
 
 /// The control plane's host on the lab's LAN.
 pub const HOST: &str = "control-plane";
@@ -37,53 +39,6 @@ pub const PORT: u16 = 6443;
 pub const SERVICE_CIDR: &str = "10.96.0.0/12";
 /// The `kubernetes` Service's ClusterIP (the first address of [`SERVICE_CIDR`]).
 pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
-
-/// Errors of the control plane, each naming the step.
-#[derive(Debug, thiserror::Error)]
-pub enum ControlPlaneError {
-    /// A lab operation failed.
-    #[error("{step}: {source}")]
-    Lab {
-        /// What was being done.
-        step: &'static str,
-        /// The lab's error.
-        source: ferry_lab::LabError,
-    },
-    /// A file of the control plane could not be made.
-    #[error(transparent)]
-    Pki(#[from] crate::pki::PkiError),
-    /// A file could not be written.
-    #[error("writing {}: {source}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A component did not come up.
-    #[error("{component} not ready within {waited:?}: {detail}\n--- its log ---\n{log}")]
-    NotReady {
-        /// etcd, kube-apiserver, …
-        component: &'static str,
-        /// How long it was waited for.
-        waited: Duration,
-        /// The last check's answer.
-        detail: String,
-        /// The component's log (its end).
-        log: String,
-    },
-    /// [`ControlPlane::start_kubelets`] was given no command.
-    #[error("the kubelet stand-in's command is empty")]
-    EmptyKubeletCommand,
-    /// kubectl failed.
-    #[error("kubectl {args}: {detail}")]
-    Kubectl {
-        /// Its arguments.
-        args: String,
-        /// Exit status and standard error.
-        detail: String,
-    },
-}
 
 type Result<T, E = ControlPlaneError> = std::result::Result<T, E>;
 
@@ -129,6 +84,18 @@ enum Folder {
 }
 
 impl Folder {
+    /// A new temporary folder, removed with the control plane.
+    fn temporary() -> Result<Folder> {
+        tempfile::Builder::new()
+            .prefix("ferry-control-plane-")
+            .tempdir()
+            .map(Folder::Temporary)
+            .map_err(|source| ControlPlaneError::Write {
+                path: std::env::temp_dir(),
+                source,
+            })
+    }
+
     fn path(&self) -> &Path {
         match self {
             Folder::Temporary(t) => t.path(),
@@ -142,14 +109,7 @@ impl ControlPlane {
     /// kube-controller-manager on it; returns once the API server is ready and the namespaces
     /// the lab uses exist. Kubelets are started with [`ControlPlane::start_kubelets`].
     pub fn start(lab: &mut Lab, assets: Assets) -> Result<ControlPlane> {
-        let dir = tempfile::Builder::new()
-            .prefix("ferry-control-plane-")
-            .tempdir()
-            .map_err(|source| ControlPlaneError::Write {
-                path: std::env::temp_dir(),
-                source,
-            })?;
-        Self::start_with(lab, assets, Folder::Temporary(dir))
+        Self::start_with(lab, assets, Folder::temporary()?)
     }
 
     /// [`ControlPlane::start`] with its files (certificates, kubeconfigs, etcd's data, logs) in
@@ -198,19 +158,12 @@ impl ControlPlane {
         assets: Assets,
         tuning: &Tuning,
     ) -> Result<ControlPlane> {
-        let dir = tempfile::Builder::new()
-            .prefix("ferry-control-plane-")
-            .tempdir()
-            .map_err(|source| ControlPlaneError::Write {
-                path: std::env::temp_dir(),
-                source,
-            })?;
         let place = Place {
             ns: ns.to_owned(),
             ip,
             lab_prefix: String::new(),
         };
-        Self::launch(place, assets, Folder::Temporary(dir), tuning)
+        Self::launch(place, assets, Folder::temporary()?, tuning)
     }
 
     fn launch(place: Place, assets: Assets, dir: Folder, tuning: &Tuning) -> Result<ControlPlane> {
