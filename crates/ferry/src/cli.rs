@@ -40,8 +40,8 @@ pub enum Command {
     /// Explain where the first packet of a new connection goes on a node, and why.
     Explain(ExplainArgs),
     /// Remove everything Ferry created in the kernel (this network namespace), in every mode,
-    /// and say what was removed (iptables mode's chains have kube-proxy's names: kube-proxy's
-    /// iptables chains go too).
+    /// and say what was removed; kube-proxy's rules are named and left unless
+    /// `--also-kube-proxy` is given.
     Cleanup(crate::cleanup::CleanupArgs),
     /// Show what a running agent programs: every frontend and its backends, the policies, the
     /// last syncs, and whether the kernel holds it (from the agent's metrics server).

@@ -40,6 +40,8 @@ pub(super) fn apiserver_args(pki: &Pki, ip: Ipv4Addr) -> Vec<String> {
         ),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
         "--authorization-mode=RBAC".into(),
+        // As kubeadm's: kube-proxy's DaemonSet (and many CNIs') runs privileged containers.
+        "--allow-privileged=true".into(),
         format!("--service-cluster-ip-range={SERVICE_CIDR}"),
         "--service-node-port-range=30000-32767".into(),
         "--profiling=false".into(),

@@ -113,6 +113,17 @@ impl RealCluster {
     /// The environment names the API server's own address, as the DaemonSet's comment tells a
     /// user to: the `kubernetes` Service's ClusterIP is only reachable once a proxy runs.
     pub fn start_ferries_in_cluster(&mut self) {
+        for (node, _) in NODES {
+            self.spawn_ferry_in_cluster(node);
+        }
+        for (node, _) in NODES {
+            self.wait_logged(node, "synced rules", 1);
+        }
+    }
+
+    /// Starts the DaemonSet's Ferry on one node (as [`RealCluster::start_ferries_in_cluster`]
+    /// does on each), without waiting for its first sync.
+    pub fn spawn_ferry_in_cluster(&mut self, node: &'static str) {
         let token = std::fs::read_to_string(&self.token_file).expect("token");
         let secrets = self.cp.dir().join("serviceaccount");
         std::fs::create_dir_all(&secrets).expect("serviceaccount dir");
@@ -136,26 +147,21 @@ impl RealCluster {
             .next()
             .expect("host")
             .to_owned();
-        for (node, _) in NODES {
-            let script = format!(
-                "set -e; mount -t tmpfs ferry-pod-run /run; \
-                 mkdir -p /run/secrets/kubernetes.io/serviceaccount; \
-                 cp {secrets}/token {secrets}/ca.crt {secrets}/namespace \
-                 /run/secrets/kubernetes.io/serviceaccount/; \
-                 export KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT=6443; \
-                 exec {FERRY} run --config={config} --hostname-override={node}",
-                secrets = secrets.display(),
-                config = config.display(),
-            );
-            let p = self
-                .lab
-                .spawn_on_node(node, "sh", ["-c", &script])
-                .expect("spawn ferry");
-            self.ferries.push((node, p));
-        }
-        for (node, _) in NODES {
-            self.wait_logged(node, "synced rules", 1);
-        }
+        let script = format!(
+            "set -e; mount -t tmpfs ferry-pod-run /run; \
+             mkdir -p /run/secrets/kubernetes.io/serviceaccount; \
+             cp {secrets}/token {secrets}/ca.crt {secrets}/namespace \
+             /run/secrets/kubernetes.io/serviceaccount/; \
+             export KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT=6443; \
+             exec {FERRY} run --config={config} --hostname-override={node}",
+            secrets = secrets.display(),
+            config = config.display(),
+        );
+        let p = self
+            .lab
+            .spawn_on_node(node, "sh", ["-c", &script])
+            .expect("spawn ferry");
+        self.ferries.push((node, p));
     }
 
     pub fn ferry(&self, node: &str) -> &LabProcess {
