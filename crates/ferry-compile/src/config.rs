@@ -93,6 +93,10 @@ pub struct CompileConfig {
     pub localhost_node_ports: bool,
     /// `portRange`: where the userspace mode's proxy ports are.
     pub proxy_port_range: PortRange,
+    /// The kernel's `nf_conntrack_tcp_be_liberal` is on: iptables mode then drops no packet
+    /// conntrack marks invalid (upstream's rule; with it off, an out-of-window packet would
+    /// reach the pod un-NATed and reset the connection).
+    pub conntrack_tcp_be_liberal: bool,
 }
 
 impl Default for CompileConfig {
@@ -106,6 +110,7 @@ impl Default for CompileConfig {
             ipvs_scheduler: Scheduler::Rr,
             localhost_node_ports: false,
             proxy_port_range: PortRange::DEFAULT,
+            conntrack_tcp_be_liberal: false,
         }
     }
 }

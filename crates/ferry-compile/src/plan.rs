@@ -184,6 +184,9 @@ pub struct Plan {
     /// `[::1]:NODEPORT`), served by Ferry's userspace proxy: the kernel rules never translate
     /// loopback destinations (that would need `route_localnet`, CVE-2020-8558).
     pub localhost_node_ports: bool,
+    /// Drop forwarded packets conntrack marks invalid (iptables mode; not when the kernel's
+    /// `nf_conntrack_tcp_be_liberal` is on).
+    pub drop_ct_invalid: bool,
     /// Every service port, sorted.
     pub services: BTreeMap<ServicePortName, ServicePlan>,
 }
@@ -212,6 +215,7 @@ impl Plan {
             localhost_node_ports: cfg.localhost_node_ports
                 && cfg.node_port_addresses.allow_loopback(cfg.family),
             pod_cidrs,
+            drop_ct_invalid: !cfg.conntrack_tcp_be_liberal,
             services: view
                 .services
                 .values()

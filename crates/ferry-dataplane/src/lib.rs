@@ -41,6 +41,7 @@ pub mod nft;
 pub mod preflight;
 mod report;
 pub mod support;
+pub mod sysctls;
 pub mod userspace;
 
 pub use applier::Applier;

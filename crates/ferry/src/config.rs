@@ -19,6 +19,7 @@ use ferry_dataplane::mode::ModeOptions;
 use ferry_dataplane::modes::entry;
 use ferry_model::IpFamily;
 
+pub mod conntrack;
 pub mod derive;
 mod duration;
 pub mod file;
@@ -140,6 +141,12 @@ pub struct Config {
     pub ephemeral_ports: Option<PortRange>,
     /// `udpIdleTimeout`: a proxied UDP association ends after this long without a datagram.
     pub udp_idle_timeout: Duration,
+    /// `nf_conntrack_tcp_be_liberal` as the kernel holds it once start-up applied `conntrack.*`
+    /// (`false` until then): iptables mode then drops no packet conntrack marks invalid, as
+    /// upstream, which reads it the same way.
+    pub conntrack_tcp_be_liberal: bool,
+    /// What start-up did with each conntrack setting, one line each (`ferry status`).
+    pub conntrack_applied: Vec<String>,
 }
 
 /// Whether NodePorts answer on `127.0.0.1` / `[::1]` (served by Ferry's userspace proxy, never
@@ -180,6 +187,8 @@ impl Default for Config {
             localhost_node_ports: LocalhostNodePorts::default(),
             proxy_port_range: PortRange::DEFAULT,
             ephemeral_ports: None,
+            conntrack_tcp_be_liberal: false,
+            conntrack_applied: Vec::new(),
             udp_idle_timeout: UDP_IDLE_TIMEOUT,
         }
     }
@@ -233,6 +242,7 @@ impl Config {
             ipvs_scheduler: self.ipvs.scheduler,
             localhost_node_ports: self.localhost_node_ports(family),
             proxy_port_range: self.proxy_port_range,
+            conntrack_tcp_be_liberal: self.conntrack_tcp_be_liberal,
         }
     }
 }

@@ -217,10 +217,11 @@ fn open_mode(config: &Config, mode_entry: &ModeEntry) -> anyhow::Result<Arc<dyn 
     Ok(mode)
 }
 
-async fn agent(config: Config, source: Source) -> anyhow::Result<()> {
+async fn agent(mut config: Config, source: Source) -> anyhow::Result<()> {
     let mode_entry = entry(config.mode);
     let described = source.describe();
     crate::startup::log_start(&config, &described);
+    crate::startup::apply_conntrack(&mut config);
     let metrics = Metrics::new(mode_entry.sync_failures);
     // Manifests are read from the start: the first read is most of the start-up, and the
     // mode's checks below run beside it (its events wait in the channel for the syncer). The

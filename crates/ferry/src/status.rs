@@ -35,6 +35,9 @@ pub struct Status {
     pub source: SourceStatus,
     /// Each IP family's syncs and kernel state.
     pub families: Vec<FamilyStatus>,
+    /// What start-up did with each conntrack setting (`conntrack.*`), one line each.
+    #[serde(default)]
+    pub conntrack: Vec<String>,
     /// Every frontend, by service port.
     pub frontends: Vec<Frontend>,
 }

@@ -92,9 +92,11 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     let filter = vec![
         chain(
             KUBE_FORWARD,
-            // Upstream's default (nf_conntrack_tcp_be_liberal unset): an out-of-window packet
-            // would otherwise reach the pod un-NATed and reset the connection.
-            std::iter::once("-m conntrack --ctstate INVALID -j DROP".to_owned())
+            // Unless nf_conntrack_tcp_be_liberal is on (upstream's rule): an out-of-window
+            // packet would otherwise reach the pod un-NATed and reset the connection.
+            plan.drop_ct_invalid
+                .then(|| "-m conntrack --ctstate INVALID -j DROP".to_owned())
+                .into_iter()
                 .chain(forward_accept_rules(plan.masquerade_mark))
                 .collect(),
         ),

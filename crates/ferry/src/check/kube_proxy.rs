@@ -69,8 +69,8 @@ pub fn differences(config: &Config) -> Vec<String> {
         ),
     }
     out.push(
-        "the conntrack sysctls are left as they are (kube-proxy sets nf_conntrack_max from \
-         conntrack.maxPerCore and the TCP timeouts)"
+        "a conntrack setting the kernel refuses (nf_conntrack_max in a container's network \
+         namespace, a read-only /proc/sys) is logged and the proxy runs; kube-proxy exits"
             .to_owned(),
     );
     out

@@ -116,25 +116,25 @@ pub struct KubeProxyFlags {
     /// (recorded) detectLocalMode InterfaceNamePrefix: the prefix.
     #[arg(long, value_name = "PREFIX")]
     pub pod_interface_name_prefix: Option<String>,
-    /// (recorded) nf_conntrack_max per CPU core.
+    /// `nf_conntrack_max` per CPU of the machine, raised to at start (0 leaves it; default 32768).
     #[arg(long, value_name = "N")]
     pub conntrack_max_per_core: Option<i32>,
-    /// (recorded) Minimum nf_conntrack_max.
+    /// The least `nf_conntrack_max` that `--conntrack-max-per-core` sets (default 131072).
     #[arg(long, value_name = "N")]
     pub conntrack_min: Option<i32>,
-    /// (recorded) Idle timeout of established TCP entries.
+    /// `nf_conntrack_tcp_timeout_established`, set at start (0 leaves it; default 24h0m0s).
     #[arg(long, value_name = "DURATION")]
     pub conntrack_tcp_timeout_established: Option<String>,
-    /// (recorded) Timeout of TCP entries in CLOSE_WAIT.
+    /// `nf_conntrack_tcp_timeout_close_wait`, set at start (0 leaves it; default 1h0m0s).
     #[arg(long, value_name = "DURATION")]
     pub conntrack_tcp_timeout_close_wait: Option<String>,
-    /// (recorded) nf_conntrack_tcp_be_liberal.
+    /// Set `nf_conntrack_tcp_be_liberal` at start; iptables mode then drops no invalid packets.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub conntrack_tcp_be_liberal: Option<bool>,
-    /// (recorded) Timeout of unreplied UDP entries.
+    /// `nf_conntrack_udp_timeout`, set at start (0, the default, leaves it).
     #[arg(long, value_name = "DURATION")]
     pub conntrack_udp_timeout: Option<String>,
-    /// (recorded) Timeout of assured UDP entries.
+    /// `nf_conntrack_udp_timeout_stream`, set at start (0, the default, leaves it).
     #[arg(long, value_name = "DURATION")]
     pub conntrack_udp_timeout_stream: Option<String>,
     /// (recorded) Log flush interval.
@@ -194,31 +194,6 @@ impl KubeProxyFlags {
             (
                 self.pod_interface_name_prefix.is_some(),
                 "--pod-interface-name-prefix",
-            ),
-            (
-                self.conntrack_max_per_core.is_some(),
-                "--conntrack-max-per-core",
-            ),
-            (self.conntrack_min.is_some(), "--conntrack-min"),
-            (
-                self.conntrack_tcp_timeout_established.is_some(),
-                "--conntrack-tcp-timeout-established",
-            ),
-            (
-                self.conntrack_tcp_timeout_close_wait.is_some(),
-                "--conntrack-tcp-timeout-close-wait",
-            ),
-            (
-                self.conntrack_tcp_be_liberal.is_some(),
-                "--conntrack-tcp-be-liberal",
-            ),
-            (
-                self.conntrack_udp_timeout.is_some(),
-                "--conntrack-udp-timeout",
-            ),
-            (
-                self.conntrack_udp_timeout_stream.is_some(),
-                "--conntrack-udp-timeout-stream",
             ),
             (self.log_flush_frequency.is_some(), "--log-flush-frequency"),
             (self.vmodule.is_some(), "--vmodule"),

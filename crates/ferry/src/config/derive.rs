@@ -138,6 +138,8 @@ impl Config {
             },
             proxy_port_range,
             ephemeral_ports,
+            conntrack_tcp_be_liberal: false,
+            conntrack_applied: Vec::new(),
             udp_idle_timeout: kp.udp_idle_timeout.or(super::UDP_IDLE_TIMEOUT).0,
             kube_proxy: kp,
         })
@@ -255,7 +257,6 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
             !kp.show_hidden_metrics_for_version.is_empty(),
             "showHiddenMetricsForVersion",
         ),
-        (kp.conntrack != defaults.conntrack, "conntrack"),
         (
             kp.config_sync_period != defaults.config_sync_period,
             "configSyncPeriod",

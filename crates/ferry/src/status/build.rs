@@ -66,6 +66,7 @@ pub fn collect(inputs: &Inputs<'_>) -> Status {
         mode: inputs.mode.describe(),
         source: inputs.source.clone(),
         families,
+        conntrack: inputs.config.conntrack_applied.clone(),
         frontends,
     }
 }

@@ -183,6 +183,11 @@ fn status() -> Status {
                 stray: Vec::new(),
             },
         }],
+        conntrack: vec![
+            "net.netfilter.nf_conntrack_tcp_timeout_established = 86400 (was 432000; \
+             conntrack.tcpEstablishedTimeout)"
+                .into(),
+        ],
         frontends: frontends(&programmed()),
     }
 }
@@ -193,6 +198,7 @@ fn the_text_shows_each_frontend_then_its_backends() {
     let expected = "\
 ferry v0.1.0 on node k8s-node2: nftables mode; source manifests /etc/ferry
 IPv4: last sync 2024-05-01T10:00:15Z (partial, 1.2 ms), last full sync 2024-05-01T10:00:10Z; kernel: the mode's rules are there
+conntrack: net.netfilter.nf_conntrack_tcp_timeout_established = 86400 (was 432000; conntrack.tcpEstablishedTimeout)
 
 10.96.198.86:8080/tcp  ClusterIP  dev/web:http  policy Cluster; forward to cluster endpoints; kernel: programmed
     => 192.168.36.86:56010   ready (node k8s-node1)

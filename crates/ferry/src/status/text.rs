@@ -18,6 +18,9 @@ pub fn render(s: &Status) -> String {
     for f in &s.families {
         family(&mut out, f);
     }
+    for line in &s.conntrack {
+        let _ = writeln!(out, "conntrack: {line}");
+    }
     if s.frontends.is_empty() {
         out.push_str("\nno Service to program\n");
         return out;

@@ -147,6 +147,7 @@ fn status(book: &ProbeBook) -> Status {
             problem: None,
         },
         families: Vec::new(),
+        conntrack: Vec::new(),
         frontends: frontends(Some(book)),
     }
 }
