@@ -238,3 +238,61 @@ fn blocks_showing_ferrys_output_are_what_it_prints() {
         problems.join("\n")
     );
 }
+
+/// The headline figures the book repeats live once, in `docs/src/figures/*.txt` (each page that
+/// states one includes it with mdBook's `{{#include}}`), and each of their measurements is a
+/// figure of the performance page, where it was measured: a snippet that drifts from the
+/// measurements, or one nobody includes, fails here.
+#[test]
+fn repeated_figures_come_from_one_snippet_measured_on_the_performance_page() {
+    let src = book_src();
+    let performance = read(&src.join("performance.md"));
+    let pages: Vec<String> = pages().iter().map(|p| read(p)).collect();
+    let mut snippets: Vec<_> = std::fs::read_dir(src.join("figures"))
+        .expect("docs/src/figures")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    snippets.sort();
+    assert!(!snippets.is_empty());
+    for path in snippets {
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&path).expect("snippet");
+        assert!(
+            !text.ends_with('\n'),
+            "{name}: a trailing newline would end a table row"
+        );
+        let measured = measurements(&text);
+        assert!(!measured.is_empty(), "{name}: no measurement in {text:?}");
+        for m in measured {
+            assert!(
+                performance.contains(&m),
+                "{name}: {m:?} is not on performance.md"
+            );
+        }
+        let include = format!("figures/{name}}}}}");
+        assert!(
+            pages.iter().any(|p| p.contains(&include)),
+            "{name}: no page includes it"
+        );
+    }
+}
+
+/// Numbers with a unit (`7.05 s`, `274 ms`, `0.37–0.59 s`): the number part, as written.
+fn measurements(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| {
+            matches!(
+                w[1].trim_end_matches([',', ')', ';']),
+                "s" | "ms" | "MiB" | "µs"
+            )
+        })
+        .filter(|w| w[0].starts_with(|c: char| c.is_ascii_digit()))
+        .map(|w| w[0].to_owned())
+        .collect()
+}
