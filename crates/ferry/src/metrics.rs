@@ -25,6 +25,7 @@ use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
 mod build_info;
+mod process;
 mod conntrack;
 mod probes;
 mod userspace;
@@ -244,6 +245,7 @@ impl Metrics {
         registry.register_collector(Box::new(set.proxy.clone()));
         set.probes.register(&mut registry);
         build_info::register(&mut registry);
+        process::register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();

@@ -50,6 +50,8 @@ pub fn page() -> String {
             "kube-proxy"
         } else if name.starts_with("kubernetes_") {
             "every Kubernetes component"
+        } else if name.starts_with("process_") {
+            "every Prometheus client"
         } else {
             "Ferry"
         };
@@ -79,7 +81,10 @@ series exist from the start, the IPv6 ones from the first IPv6 sync); series lab
 or `kind` appear with their first event. Sync durations use kube-proxy's buckets (1 ms … 16 s); \
 `kubeproxy_sync_proxy_rules_no_local_endpoints_total` is a gauge despite its name, as kube-proxy's. \
 The `ferry_userspace_*` series exist for the service ports Ferry's userspace proxy serves: every \
-one in the userspace mode, those with a localhost NodePort in the kernel modes.
+one in the userspace mode, those with a localhost NodePort in the kernel modes. The `process_*` \
+metrics are read from `/proc/self` at each scrape, as Prometheus clients export them; Go's \
+`go_*` runtime metrics (`go_goroutines`, which kube-proxy's dashboards show) have no honest \
+equivalent in a Rust process and are not exported.
 
 ";
 
