@@ -49,12 +49,14 @@ use crate::{convert, InvalidObject, SourceEvent};
 
 mod connect;
 pub mod lean;
+mod observe;
 mod refusal;
 mod retry;
 pub mod state;
 
-pub use connect::{connect, retry_delays, ConnectError, Connection};
+pub use connect::{connect, connect_observed, retry_delays, ConnectError, Connection};
 use lean::{Lean, ReadAnnotations};
+pub use observe::{ObserveLayer, RequestObserver, RequestRecord};
 use retry::{is_desync, Fixed, Retry};
 use state::{Change, Converted, Kind, State};
 

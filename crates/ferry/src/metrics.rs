@@ -25,9 +25,10 @@ use crate::sync::status::NoLocalEndpoints;
 use crate::sync::PendingChanges;
 
 mod build_info;
-mod process;
 mod conntrack;
 mod probes;
+mod process;
+mod rest_client;
 mod userspace;
 
 /// The `Content-Type` of `/metrics`.
@@ -101,6 +102,7 @@ struct Set {
     conntrack: conntrack::ConntrackMetrics,
     proxy: userspace::ProxyCollector,
     probes: probes::ProbeMetrics,
+    rest_client: rest_client::RestClientMetrics,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -161,6 +163,7 @@ impl Metrics {
             conntrack: conntrack::ConntrackMetrics::new(),
             proxy: userspace::ProxyCollector::default(),
             probes: probes::ProbeMetrics::new(),
+            rest_client: rest_client::RestClientMetrics::new(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -246,6 +249,7 @@ impl Metrics {
         set.probes.register(&mut registry);
         build_info::register(&mut registry);
         process::register(&mut registry);
+        set.rest_client.register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -379,6 +383,17 @@ impl Metrics {
                 code: code.to_string(),
             })
             .inc();
+    }
+
+    /// One request of the API client answered or failed.
+    pub fn api_request(&self, r: &ferry_source::kube::RequestRecord) {
+        self.set.rest_client.record(r);
+    }
+
+    /// What the API client tells of each request ([`Metrics::api_request`]).
+    pub fn api_request_observer(&self) -> ferry_source::kube::RequestObserver {
+        let metrics = self.clone();
+        std::sync::Arc::new(move |r| metrics.api_request(r))
     }
 
     /// A source rejected an object of `kind` (empty: a whole file).

@@ -9,7 +9,7 @@
 
 mod config;
 mod flags;
-mod metrics;
+pub(crate) mod metrics;
 mod table;
 
 #[cfg(test)]

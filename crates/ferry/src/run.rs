@@ -194,7 +194,9 @@ async fn start_kube(
     metrics: &Metrics,
 ) -> anyhow::Result<mpsc::Receiver<SourceEvent>> {
     let (tx, rx) = mpsc::channel::<SourceEvent>(64);
-    let client = ferry_source::kube::connect(&connection).await?;
+    let client =
+        ferry_source::kube::connect_observed(&connection, Some(metrics.api_request_observer()))
+            .await?;
     let source = KubeSource::new(client, config.node_name.clone());
     tokio::spawn(source.run(tx, counter(metrics)));
     Ok(rx)

@@ -76,6 +76,19 @@ fn the_seed_table_with_a_real_control_plane() {
             "dropped (no local endpoint)",
         );
     }
+
+    // What kube-proxy's dashboard reads of its API client and process, from a live agent.
+    let metrics = match rc.curl(&Host::node(NODE2), "http://127.0.0.1:10249/metrics") {
+        CurlResult::Ok(text) => text,
+        other => panic!("/metrics: {other:?}"),
+    };
+    for series in [
+        "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"10.1.1.200:6443\"}",
+        "rest_client_request_duration_seconds_count{verb=\"GET\",host=\"10.1.1.200:6443\"}",
+        "process_resident_memory_bytes ",
+    ] {
+        assert!(metrics.contains(series), "{series}:\n{metrics}");
+    }
 }
 
 /// `deploy/` applies to a real API server as it is (server-side dry run of the DaemonSet and

@@ -79,12 +79,32 @@ pub enum ConnectError {
 /// [`PROBE_TIMEOUT`], retried with [`retry_delays`]). Only a configuration error is returned;
 /// an API server that stays away is waited for as long as it takes.
 pub async fn connect(connection: &Connection) -> Result<Client, ConnectError> {
+    connect_observed(connection, None).await
+}
+
+/// [`connect`], with each request the client makes reported to `observer` (the API server's
+/// `host:port` as its host).
+pub async fn connect_observed(
+    connection: &Connection,
+    observer: Option<super::RequestObserver>,
+) -> Result<Client, ConnectError> {
     let config = config(connection).await?;
     let url = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(|source| ConnectError::Client {
-        url: url.clone(),
-        source,
-    })?;
+    let host = config
+        .cluster_url
+        .authority()
+        .map_or_else(|| url.clone(), ToString::to_string);
+    let builder =
+        kube::client::ClientBuilder::try_from(config).map_err(|source| ConnectError::Client {
+            url: url.clone(),
+            source,
+        })?;
+    let client = match observer {
+        Some(observer) => builder
+            .with_layer(&super::ObserveLayer::new(host, observer))
+            .build(),
+        None => builder.build(),
+    };
     let mut delays = retry_delays();
     let mut attempt: u32 = 1;
     loop {

@@ -84,9 +84,13 @@ impl Collector for ProcessCollector {
                 r.open_fds as f64,
             ),
         ];
-        let max = r
-            .max_fds
-            .map(|m| ("process_max_fds", "Maximum number of open file descriptors.", m as f64));
+        let max = r.max_fds.map(|m| {
+            (
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+                m as f64,
+            )
+        });
         for (name, help, value) in gauges.into_iter().chain(max) {
             let gauge = ConstGauge::new(value);
             gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
@@ -110,7 +114,10 @@ mod tests {
         let after = read().expect("read /proc/self");
         // Other tests of this binary open and close files meanwhile: only that some are open.
         assert!(after.open_fds >= 3, "{after:?}");
-        assert!(after.max_fds.is_none_or(|m| m >= after.open_fds), "{after:?}");
+        assert!(
+            after.max_fds.is_none_or(|m| m >= after.open_fds),
+            "{after:?}"
+        );
         assert!(after.resident_bytes > 1 << 20, "{after:?}");
         assert!(after.virtual_bytes >= after.resident_bytes, "{after:?}");
         let now = std::time::SystemTime::now()

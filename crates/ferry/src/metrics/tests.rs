@@ -422,3 +422,38 @@ fn readiness_probe_results_are_counted_per_service_from_the_book() {
     // Scraped again: the counters follow the book, they do not add it twice.
     assert_eq!(sample(&m.encode(), &series("success")), Some(2.0));
 }
+
+/// The series kube-proxy's Grafana dashboard queries (kubernetes-mixin's
+/// `dashboards/proxy.libsonnet`: rules sync rate and latency, network programming rate and
+/// latency, API request rate by code and GET/POST latency, memory and CPU), each found on
+/// Ferry's `/metrics` once the agent has done each thing once. `up` is Prometheus' own;
+/// `go_goroutines` is not exported (the reference says why).
+#[test]
+fn every_series_kube_proxys_dashboard_queries_is_exported() {
+    let text = crate::reference::metrics::exercised().encode();
+    let queried = [
+        "kubeproxy_sync_proxy_rules_duration_seconds_count{",
+        "kubeproxy_sync_proxy_rules_duration_seconds_bucket{",
+        "kubeproxy_network_programming_duration_seconds_count{",
+        "kubeproxy_network_programming_duration_seconds_bucket{",
+        "rest_client_requests_total{code=\"200\"",
+        "rest_client_request_duration_seconds_bucket{",
+        "process_resident_memory_bytes ",
+        "process_cpu_seconds_total ",
+    ];
+    for series in queried {
+        assert!(
+            text.lines().any(|l| l.starts_with(series)),
+            "{series} is not on /metrics:\n{text}"
+        );
+    }
+    let get = text
+        .lines()
+        .find(|l| l.starts_with("rest_client_request_duration_seconds_bucket{"))
+        .expect("a latency bucket");
+    assert!(
+        get.contains("verb=\"GET\"") && get.contains("host=\""),
+        "{get}"
+    );
+    assert!(!text.contains("go_goroutines"));
+}

@@ -52,6 +52,8 @@ pub fn page() -> String {
             "every Kubernetes component"
         } else if name.starts_with("process_") {
             "every Prometheus client"
+        } else if name.starts_with("rest_client_") {
+            "client-go (every Kubernetes component)"
         } else {
             "Ferry"
         };
@@ -84,7 +86,9 @@ The `ferry_userspace_*` series exist for the service ports Ferry's userspace pro
 one in the userspace mode, those with a localhost NodePort in the kernel modes. The `process_*` \
 metrics are read from `/proc/self` at each scrape, as Prometheus clients export them; Go's \
 `go_*` runtime metrics (`go_goroutines`, which kube-proxy's dashboards show) have no honest \
-equivalent in a Rust process and are not exported.
+equivalent in a Rust process and are not exported. `rest_client_*` count the API client's \
+requests as client-go does (`code` is the HTTP status, or `<error>` when none came; a watch's \
+duration ends when it is open).
 
 ";
 
@@ -107,6 +111,12 @@ pub fn exercised() -> Metrics {
     m.health_check_servers(1);
     m.follow_probes(probed_once());
     m.serve_fixed_proxy_metrics(vec![proxied_once()]);
+    m.api_request(&ferry_source::kube::RequestRecord {
+        method: "GET".to_owned(),
+        host: "10.1.1.200:6443".to_owned(),
+        code: "200".to_owned(),
+        duration: Duration::from_millis(3),
+    });
     m
 }
 
