@@ -68,6 +68,11 @@ pub enum LocalDetector {
     ClusterCidr(Vec<IpNet>),
     /// `NodeCIDR`: pods are this node's `spec.podCIDRs`.
     NodeCidr,
+    /// `BridgeInterface`: pod traffic comes in on this bridge (`detectLocal.bridgeInterface`).
+    BridgeInterface(String),
+    /// `InterfaceNamePrefix`: pod traffic comes in on an interface whose name starts with this
+    /// (`detectLocal.interfaceNamePrefix`).
+    InterfaceNamePrefix(String),
 }
 
 /// Compiler settings, per IP family.

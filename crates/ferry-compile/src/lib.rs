@@ -29,6 +29,7 @@ pub mod conntrack;
 pub mod family;
 pub mod iptables;
 pub mod ipvs;
+pub mod local;
 pub mod mode;
 pub mod nft;
 mod node;

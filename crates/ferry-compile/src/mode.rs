@@ -82,6 +82,17 @@ impl ProxyMode {
         }
     }
 
+    /// Whether the mode can tell pod traffic by the interface it came in on
+    /// (`detectLocalMode: BridgeInterface` / `InterfaceNamePrefix`): its rules can, but the
+    /// userspace mode's proxy picks endpoints by the client's address, which an accepted
+    /// connection has and its input interface has not.
+    pub fn detects_local_by_interface(self) -> bool {
+        match self {
+            ProxyMode::Nftables | ProxyMode::Iptables | ProxyMode::Ipvs => true,
+            ProxyMode::Userspace => false,
+        }
+    }
+
     /// kube-proxy's spelling.
     pub fn as_str(self) -> &'static str {
         match self {

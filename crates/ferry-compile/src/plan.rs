@@ -15,6 +15,7 @@ use ferry_model::{
 };
 
 use crate::config::{CompileConfig, LocalDetector};
+use crate::local::{Interface, LocalTraffic};
 
 /// Which endpoint set traffic is balanced over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -176,8 +177,8 @@ pub struct Plan {
     pub masquerade_mark: u32,
     /// This node's primary IPs of the family (from its Node object; empty when unknown).
     pub node_ips: Vec<IpAddr>,
-    /// Sources that are this cluster's pods (the local-traffic detector); empty when none.
-    pub pod_cidrs: Vec<IpNet>,
+    /// Which packets come from this cluster's pods (the local-traffic detector).
+    pub local: LocalTraffic,
     /// Where NodePorts answer.
     pub node_ports: NodePortScope,
     /// NodePorts also answer on this family's loopback address (`127.0.0.1:NODEPORT`,
@@ -204,9 +205,9 @@ pub struct PlanContext {
 impl Plan {
     /// Plans the whole node.
     pub fn build(view: &NodeView, cfg: &CompileConfig) -> Plan {
-        let pod_cidrs = pod_cidrs(view, cfg);
+        let local = local_traffic(view, cfg);
         let node_ips = node_ips(view, cfg);
-        let ctx = plan_context(cfg, &pod_cidrs, &node_ips);
+        let ctx = plan_context(cfg, &local, &node_ips);
         Plan {
             family: cfg.family,
             node_ips,
@@ -214,7 +215,7 @@ impl Plan {
             node_ports: node_port_scope(view, cfg),
             localhost_node_ports: cfg.localhost_node_ports
                 && cfg.node_port_addresses.allow_loopback(cfg.family),
-            pod_cidrs,
+            local,
             drop_ct_invalid: !cfg.conntrack_tcp_be_liberal,
             services: view
                 .services
@@ -226,7 +227,7 @@ impl Plan {
 
     /// The context [`ServicePlan::build`] needs, as used by this plan.
     pub fn context(&self, cfg: &CompileConfig) -> PlanContext {
-        plan_context(cfg, &self.pod_cidrs, &self.node_ips)
+        plan_context(cfg, &self.local, &self.node_ips)
     }
 }
 
@@ -239,10 +240,10 @@ fn node_ips(view: &NodeView, cfg: &CompileConfig) -> Vec<IpAddr> {
         .collect()
 }
 
-fn plan_context(cfg: &CompileConfig, pod_cidrs: &[IpNet], node_ips: &[IpAddr]) -> PlanContext {
+fn plan_context(cfg: &CompileConfig, local: &LocalTraffic, node_ips: &[IpAddr]) -> PlanContext {
     let cluster_ip_masquerade = if cfg.masquerade_all {
         ClusterIpMasquerade::Always
-    } else if !pod_cidrs.is_empty() {
+    } else if local.is_implemented() {
         ClusterIpMasquerade::NotFromPods
     } else {
         ClusterIpMasquerade::Never
@@ -282,14 +283,29 @@ fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpN
     v
 }
 
-fn pod_cidrs(view: &NodeView, cfg: &CompileConfig) -> Vec<IpNet> {
+fn local_traffic(view: &NodeView, cfg: &CompileConfig) -> LocalTraffic {
+    let cidrs = |nets: Vec<IpNet>| {
+        if nets.is_empty() {
+            LocalTraffic::None
+        } else {
+            LocalTraffic::Cidrs(nets)
+        }
+    };
+    let interface = |name: &str, prefix: bool| {
+        LocalTraffic::Interface(Interface {
+            name: name.to_owned(),
+            prefix,
+        })
+    };
     match &cfg.local_detector {
-        LocalDetector::None => Vec::new(),
-        LocalDetector::ClusterCidr(cidrs) => of_family(cidrs.iter().copied(), cfg.family),
-        LocalDetector::NodeCidr => of_family(
+        LocalDetector::None => LocalTraffic::None,
+        LocalDetector::ClusterCidr(nets) => cidrs(of_family(nets.iter().copied(), cfg.family)),
+        LocalDetector::NodeCidr => cidrs(of_family(
             view.node.iter().flat_map(|n| n.pod_cidrs.iter().copied()),
             cfg.family,
-        ),
+        )),
+        LocalDetector::BridgeInterface(name) => interface(name, false),
+        LocalDetector::InterfaceNamePrefix(prefix) => interface(prefix, true),
     }
 }
 

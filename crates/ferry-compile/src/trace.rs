@@ -315,7 +315,7 @@ pub fn trace_at(
     ));
     let sview = view.services.get(&sp.name);
     match frontend {
-        Frontend::ClusterIp => internal(sp, sview, plan, &packet, &objs, &mut t),
+        Frontend::ClusterIp => internal(sp, sview, plan, &packet, &origin, &objs, &mut t),
         _ => external(sp, sview, plan, &packet, &origin, &objs, &mut t),
     }
     t

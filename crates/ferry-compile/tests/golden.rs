@@ -134,6 +134,24 @@ fn cases() -> Vec<Case> {
         dual_stack(IpFamily::V6),
         dual_stack_case("session-affinity-dual-stack", IpFamily::V4),
         dual_stack_case("session-affinity-dual-stack", IpFamily::V6),
+        // The seed's Local-policy cluster with the interface local-traffic detectors: pod
+        // traffic is told by the interface it came in on.
+        Case {
+            dir: "interface-bridge",
+            node: "k8s-node2",
+            config: CompileConfig {
+                local_detector: LocalDetector::BridgeInterface("cbr0".to_owned()),
+                ..CompileConfig::default()
+            },
+        },
+        Case {
+            dir: "interface-prefix",
+            node: "k8s-node2",
+            config: CompileConfig {
+                local_detector: LocalDetector::InterfaceNamePrefix("veth".to_owned()),
+                ..CompileConfig::default()
+            },
+        },
         Case {
             dir: "topology",
             node: "node-a1",

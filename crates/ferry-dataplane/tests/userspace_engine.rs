@@ -60,7 +60,11 @@ fn sync(proxy: &mut UserspaceProxy, svc: &Svc) {
 /// Serves the service on proxy port 40001, with its localhost NodePort.
 fn try_sync(proxy: &mut UserspaceProxy, svc: &Svc) -> SyncReport {
     let plan = svc.plan();
-    proxy.sync_full(svc.family, &plan.pod_cidrs, svc.proxied(Some(40001), true))
+    proxy.sync_full(
+        svc.family,
+        plan.local.cidrs(),
+        svc.proxied(Some(40001), true),
+    )
 }
 
 async fn three_backends() {
@@ -365,12 +369,12 @@ fn a_service_sync_leaves_the_other_services_alone() {
         let mut both = web.proxied(Some(40001), false);
         both.extend(api.clone());
         let plan = web.plan();
-        proxy.sync_full(IpFamily::V4, &plan.pod_cidrs, both);
+        proxy.sync_full(IpFamily::V4, plan.local.cidrs(), both);
         assert_eq!(proxy.listeners().len(), 2);
         // dev/api goes away; dev/web is untouched.
         let report = proxy.sync_service(
             IpFamily::V4,
-            &plan.pod_cidrs,
+            plan.local.cidrs(),
             &api[0].plan.name.service,
             Vec::new(),
         );

@@ -114,7 +114,7 @@ fn proxy_on(proxy: &mut UserspaceProxy, svc: &Svc, port: u16) {
     let plan = svc.plan();
     let report = proxy.sync_full(
         IpFamily::V4,
-        &plan.pod_cidrs,
+        plan.local.cidrs(),
         svc.proxied(Some(port), false),
     );
     assert!(report.failed.is_empty(), "{:?}", report.failed);
@@ -234,7 +234,7 @@ fn the_nftables_applier_installs_the_userspace_table_over_netlink() {
         let plan = svc.plan();
         proxy.sync_full(
             IpFamily::V4,
-            &plan.pod_cidrs,
+            plan.local.cidrs(),
             svc.proxied(Some(port), false),
         );
         let reply = from_client(&ns, || request(sa("10.96.0.10:80"), None));

@@ -64,26 +64,66 @@ pub fn parse_iptables_backend(s: &str) -> Result<Option<IptablesBackend>, String
         .ok_or_else(|| format!("unknown iptables backend {s:?} (want auto, nft or legacy)"))
 }
 
-/// `detectLocalMode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `detectLocalMode`, with the `detectLocal` field it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DetectLocalMode {
     /// Pods are `clusterCIDR` (the default).
     ClusterCidr,
     /// Pods are this node's `spec.podCIDRs`.
     NodeCidr,
+    /// Pod traffic comes in on this bridge (`detectLocal.bridgeInterface`).
+    BridgeInterface(String),
+    /// Pod traffic comes in on interfaces named with this prefix
+    /// (`detectLocal.interfaceNamePrefix`).
+    InterfaceNamePrefix(String),
 }
 
+/// kube-proxy's spellings of `detectLocalMode`.
+pub const DETECT_LOCAL_MODES: &str =
+    "ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix";
+
 impl DetectLocalMode {
-    /// Parses kube-proxy's spelling.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    /// Checks kube-proxy's spelling of the mode alone (a flag, before the interface is known).
+    pub fn check(s: &str) -> Result<(), String> {
+        match s {
+            "" | "ClusterCIDR" | "NodeCIDR" | "BridgeInterface" | "InterfaceNamePrefix" => Ok(()),
+            other => Err(format!(
+                "unknown detectLocalMode {other:?} (want {DETECT_LOCAL_MODES})"
+            )),
+        }
+    }
+
+    /// The mode `s` with the interface its `detectLocal` field names: `Err((field, why))`.
+    pub fn parse(
+        s: &str,
+        detect_local: &kube_proxy::DetectLocal,
+    ) -> Result<Self, (&'static str, String)> {
+        let interface = |field: &'static str,
+                         name: &str|
+         -> Result<String, (&'static str, String)> {
+            match name.trim() {
+                "" => Err((field, format!("must not be empty with detectLocalMode {s}"))),
+                n if n.len() > 15 || n.contains(['/', ' ', '\0']) => Err((
+                    field,
+                    format!("{n:?} is not an interface name (at most 15 bytes, no '/' or space)"),
+                )),
+                n => Ok(n.to_owned()),
+            }
+        };
         match s {
             "" | "ClusterCIDR" => Ok(DetectLocalMode::ClusterCidr),
             "NodeCIDR" => Ok(DetectLocalMode::NodeCidr),
-            "BridgeInterface" | "InterfaceNamePrefix" => Err(format!(
-                "detectLocalMode {s:?} is not supported yet (want ClusterCIDR or NodeCIDR)"
-            )),
-            other => Err(format!(
-                "unknown detectLocalMode {other:?} (want ClusterCIDR or NodeCIDR)"
+            "BridgeInterface" => Ok(DetectLocalMode::BridgeInterface(interface(
+                "detectLocal.bridgeInterface",
+                &detect_local.bridge_interface,
+            )?)),
+            "InterfaceNamePrefix" => Ok(DetectLocalMode::InterfaceNamePrefix(interface(
+                "detectLocal.interfaceNamePrefix",
+                &detect_local.interface_name_prefix,
+            )?)),
+            other => Err((
+                "detectLocalMode",
+                format!("unknown detectLocalMode {other:?} (want {DETECT_LOCAL_MODES})"),
             )),
         }
     }
@@ -223,10 +263,14 @@ impl Config {
 
     /// The compiler's settings for one family.
     pub fn compile_config(&self, family: IpFamily) -> CompileConfig {
-        let local_detector = match self.detect_local_mode {
+        let local_detector = match &self.detect_local_mode {
             DetectLocalMode::ClusterCidr if self.cluster_cidrs.is_empty() => LocalDetector::None,
             DetectLocalMode::ClusterCidr => LocalDetector::ClusterCidr(self.cluster_cidrs.clone()),
             DetectLocalMode::NodeCidr => LocalDetector::NodeCidr,
+            DetectLocalMode::BridgeInterface(name) => LocalDetector::BridgeInterface(name.clone()),
+            DetectLocalMode::InterfaceNamePrefix(prefix) => {
+                LocalDetector::InterfaceNamePrefix(prefix.clone())
+            }
         };
         let mut node_port_addresses = self.node_port_addresses.clone();
         // Upstream's per-mode default (the mode's renderer says which).

@@ -86,8 +86,8 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         chain(KUBE_POSTROUTING, postrouting_rules(plan.masquerade_mark)),
         chain(KUBE_MARK_MASQ, mark_masq_rules(plan.masquerade_mark)),
     ];
-    if plan.pod_cidrs.len() > 1 {
-        nat.push(chain(NON_POD_MASQ, non_pod_masq_rules(&plan.pod_cidrs)));
+    if plan.local.cidrs().len() > 1 {
+        nat.push(chain(NON_POD_MASQ, non_pod_masq_rules(plan.local.cidrs())));
     }
     let filter = vec![
         chain(

@@ -1,10 +1,9 @@
 //! Plan → [`Ruleset`], rule for rule as upstream kube-proxy's iptables proxier writes them.
 
+use crate::local::LocalTraffic;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-
-use ipnet::IpNet;
 
 use ferry_model::{IpFamily, ServiceName, TrafficPolicy};
 
@@ -26,8 +25,8 @@ pub const LARGE_CLUSTER_ENDPOINTS: usize = 1000;
 pub struct RenderContext {
     /// The family.
     pub family: IpFamily,
-    /// Pod CIDRs of the local-traffic detector (empty: none).
-    pub pod_cidrs: Vec<IpNet>,
+    /// The local-traffic detector.
+    pub local: LocalTraffic,
     /// Upstream's "large cluster mode": more than [`LARGE_CLUSTER_ENDPOINTS`] endpoint chains,
     /// so `KUBE-SEP-` rules and the `KUBE-SVC-`/`KUBE-SVL-` rules jumping to them carry no
     /// comment.
@@ -40,7 +39,7 @@ impl RenderContext {
         let endpoints: usize = plan.services.values().map(endpoint_count).sum();
         Self {
             family: plan.family,
-            pod_cidrs: plan.pod_cidrs.clone(),
+            local: plan.local.clone(),
             large_cluster: endpoints > LARGE_CLUSTER_ENDPOINTS,
         }
     }
@@ -280,10 +279,10 @@ fn cluster_ip_masquerade(p: &Port<'_>, ctx: &RenderContext) -> Option<String> {
     match p.sp.cluster_ip_masquerade {
         ClusterIpMasquerade::Never => None,
         ClusterIpMasquerade::Always => Some(format!("{head} -j {KUBE_MARK_MASQ}")),
-        ClusterIpMasquerade::NotFromPods => match ctx.pod_cidrs.as_slice() {
-            [] => None,
-            [one] => Some(format!("{head} ! -s {one} -j {KUBE_MARK_MASQ}")),
-            _ => Some(format!("{head} -j {NON_POD_MASQ}")),
+        ClusterIpMasquerade::NotFromPods => match ctx.local.iptables_match(true) {
+            Some(not_pods) => Some(format!("{head} {not_pods} -j {KUBE_MARK_MASQ}")),
+            None if ctx.local.cidrs().len() > 1 => Some(format!("{head} -j {NON_POD_MASQ}")),
+            None => None,
         },
     }
 }
@@ -306,9 +305,9 @@ fn external_chain(
         TrafficPolicy::Local => {
             // Pod traffic to an external destination is subject to no policy (as if it went
             // out to a load balancer and came back in).
-            for cidr in &ctx.pod_cidrs {
+            for pods in ctx.local.iptables_sources() {
                 rules.push(format!(
-                    "-m comment --comment \"pod traffic for {name} external destinations\" -s {cidr} -j {}",
+                    "-m comment --comment \"pod traffic for {name} external destinations\" {pods} -j {}",
                     p.svc
                 ));
             }

@@ -119,8 +119,11 @@ pub fn render_with(rs: &Ruleset, sets: &IpSets) -> Chains {
         chain(KUBE_LOAD_BALANCER, load_balancer(sets)),
         chain(KUBE_MARK_MASQ, mark_masq_rules(mark)),
     ];
-    if rs.node.pod_cidrs.len() > 1 && !rs.node.masquerade_all {
-        nat.push(chain(NON_POD_MASQ, non_pod_masq_rules(&rs.node.pod_cidrs)));
+    if rs.node.local.cidrs().len() > 1 && !rs.node.masquerade_all {
+        nat.push(chain(
+            NON_POD_MASQ,
+            non_pod_masq_rules(rs.node.local.cidrs()),
+        ));
     }
     let filter = vec![
         chain(KUBE_FORWARD, forward_accept_rules(mark)),
@@ -149,13 +152,13 @@ fn services(rs: &Ruleset, sets: &IpSets) -> Vec<String> {
     }
     if !sets.is_empty(sets::CLUSTER_IP) {
         let m = match_set(sets, sets::CLUSTER_IP, "dst,dst");
-        let cidrs = &rs.node.pod_cidrs;
+        let local = &rs.node.local;
         rules.push(if rs.node.masquerade_all {
             format!("{m} -j {KUBE_MARK_MASQ}")
-        } else if cidrs.len() == 1 {
+        } else if let Some(not_pods) = local.iptables_match(true) {
             // Traffic from outside the cluster to a ClusterIP may leave the node: masquerade.
-            format!("{m} ! -s {} -j {KUBE_MARK_MASQ}", cidrs[0])
-        } else if cidrs.len() > 1 {
+            format!("{m} {not_pods} -j {KUBE_MARK_MASQ}")
+        } else if local.cidrs().len() > 1 {
             format!("{m} -j {NON_POD_MASQ}")
         } else {
             // No detector: masquerade node traffic whose source is a VIP itself (the kernel

@@ -1,10 +1,9 @@
 //! The whole desired IPVS-mode state of one family, kept per service so an incremental sync
 //! re-renders only the services that changed.
 
+use crate::local::LocalTraffic;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-
-use ipnet::IpNet;
 
 use ferry_model::{IpFamily, ServiceName};
 
@@ -34,8 +33,8 @@ pub struct NodeSettings {
     pub masquerade_mark: u32,
     /// `masqueradeAll`.
     pub masquerade_all: bool,
-    /// The local-traffic detector's pod CIDRs (empty: none).
-    pub pod_cidrs: Vec<IpNet>,
+    /// The local-traffic detector.
+    pub local: LocalTraffic,
 }
 
 /// The desired state of one family.
@@ -57,7 +56,7 @@ impl Ruleset {
             node: NodeSettings {
                 masquerade_mark: plan.masquerade_mark,
                 masquerade_all: cfg.masquerade_all,
-                pod_cidrs: plan.pod_cidrs.clone(),
+                local: plan.local.clone(),
             },
             services: BTreeMap::new(),
         }

@@ -70,11 +70,12 @@ fn affinity_suffix(affinity: bool) -> &'static str {
     }
 }
 
+/// "From a pod" (`negate`: not); only asked for where the detector is implemented.
 fn from_pods(ctx: &RenderContext, negate: bool) -> RuleMatch {
-    RuleMatch::Saddr {
+    ctx.local.rule_match(negate).unwrap_or(RuleMatch::Saddr {
         negate,
-        nets: ctx.pod_cidrs.clone(),
-    }
+        nets: Vec::new(),
+    })
 }
 
 /// The chain for ClusterIP traffic to `set` with `n` endpoints.
@@ -137,7 +138,7 @@ fn external_chain(
             let masquerade_node = jump_masquerade(ctx, vec![RuleMatch::SaddrLocal]);
             // Pod and node traffic to an external destination is not subject to the policy
             // (it behaves as if it went out to a load balancer and came back in).
-            let from_pods = (n > 0 && !ctx.pod_cidrs.is_empty()).then(|| {
+            let from_pods = (n > 0 && ctx.local.is_implemented()).then(|| {
                 dnat(
                     ctx,
                     by,

@@ -1,9 +1,8 @@
 //! Plan → [`Ruleset`].
 
+use crate::local::LocalTraffic;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-
-use ipnet::IpNet;
 
 use ferry_model::{IpFamily, ServiceName};
 
@@ -18,8 +17,8 @@ use crate::plan::{NodePortScope, Plan, ServicePlan};
 pub struct RenderContext {
     /// The family.
     pub family: IpFamily,
-    /// Pod CIDRs of the local-traffic detector (empty: none).
-    pub pod_cidrs: Vec<IpNet>,
+    /// The local-traffic detector.
+    pub local: LocalTraffic,
 }
 
 impl RenderContext {
@@ -27,7 +26,7 @@ impl RenderContext {
     pub fn of(plan: &Plan) -> Self {
         Self {
             family: plan.family,
-            pod_cidrs: plan.pod_cidrs.clone(),
+            local: plan.local.clone(),
         }
     }
 }

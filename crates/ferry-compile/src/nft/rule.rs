@@ -50,6 +50,16 @@ pub enum RuleMatch {
     },
     /// `fib saddr type local`: the source is one of this node's addresses.
     SaddrLocal,
+    /// `iifname "cbr0"`, `iifname != "cbr0"`, `iifname "veth*"`: the packet came in (or not)
+    /// on this interface, or on one whose name starts with `name` (`prefix`).
+    Iifname {
+        /// True for `!=`.
+        negate: bool,
+        /// The name or prefix.
+        name: String,
+        /// Every name starting with `name`.
+        prefix: bool,
+    },
 }
 
 /// How the DNAT finds the frontend in an endpoint map.
@@ -140,6 +150,15 @@ impl fmt::Display for DispatchRule {
                     }
                 }
                 RuleMatch::SaddrLocal => f.write_str("fib saddr type local ")?,
+                RuleMatch::Iifname {
+                    negate,
+                    name,
+                    prefix,
+                } => {
+                    let op = if *negate { "!= " } else { "" };
+                    let star = if *prefix { "*" } else { "" };
+                    write!(f, "iifname {op}\"{name}{star}\" ")?;
+                }
             }
         }
         match &self.action {

@@ -153,8 +153,8 @@ fn node_cidr_detector_uses_this_nodes_pod_cidr() {
     };
     let plan = plan_on("k8s-node1", &state, &cfg);
     assert_eq!(
-        plan.pod_cidrs,
-        vec!["192.168.36.64/26".parse::<IpNet>().expect("cidr")]
+        plan.local.cidrs(),
+        ["192.168.36.64/26".parse::<IpNet>().expect("cidr")]
     );
 }
 

@@ -25,7 +25,8 @@ pub(super) fn origin(view: &NodeView, plan: &Plan, local: &LocalAddresses, src: 
         return Origin::ThisNode;
     }
     let pod_nets = plan
-        .pod_cidrs
+        .local
+        .cidrs()
         .iter()
         .chain(view.node.iter().flat_map(|n| n.pod_cidrs.iter()));
     for net in pod_nets {

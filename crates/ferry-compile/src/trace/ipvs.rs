@@ -240,7 +240,7 @@ impl Trace {
     fn ipvs_masquerade(&self, sp: &ServicePlan, plan: &Plan) -> Option<String> {
         match (self.frontend, &sp.external) {
             (Some(Frontend::ClusterIp) | None, _) | (_, None) => {
-                cluster_ip_masquerade(sp, plan, &self.packet)
+                cluster_ip_masquerade(sp, plan, &self.packet, &self.origin)
             }
             (_, Some(ext)) if ext.policy == TrafficPolicy::Cluster => Some(
                 "externalTrafficPolicy Cluster: the real server may be on another node".to_owned(),

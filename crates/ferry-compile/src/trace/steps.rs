@@ -1,8 +1,6 @@
 //! The steps after the frontend matched: endpoint sets, masquerade, forward, drop, reject —
 //! each naming the nft objects, read from the compiled ruleset.
 
-use ipnet::IpNet;
-
 use ferry_model::{Exclusion, ServicePortView, TrafficPolicy};
 
 use super::masquerade::hairpin_step;
@@ -174,17 +172,30 @@ fn forward(
 }
 
 /// Why ClusterIP traffic from `p`'s source is masqueraded (`None`: it is not).
-pub(super) fn cluster_ip_masquerade(sp: &ServicePlan, plan: &Plan, p: &Packet) -> Option<String> {
+pub(super) fn cluster_ip_masquerade(
+    sp: &ServicePlan,
+    plan: &Plan,
+    p: &Packet,
+    origin: &Origin,
+) -> Option<String> {
     match sp.cluster_ip_masquerade {
         ClusterIpMasquerade::Always => Some("masqueradeAll".to_owned()),
-        ClusterIpMasquerade::NotFromPods if !plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) => {
-            Some(format!(
-                "the source is not a pod (not in {})",
-                list(&plan.pod_cidrs)
-            ))
-        }
+        ClusterIpMasquerade::NotFromPods if !from_pods(plan, p, origin) => Some(format!(
+            "the source is not a pod ({})",
+            plan.local.not_a_pod()
+        )),
         _ => None,
     }
+}
+
+/// Whether the local-traffic detector counts `p` as pod traffic: a CIDR detector by its
+/// source; an interface detector is taken to see this node's pods (`origin`).
+fn from_pods(plan: &Plan, p: &Packet, origin: &Origin) -> bool {
+    let node_pods = match origin {
+        Origin::Pod(net) => vec![*net],
+        _ => Vec::new(),
+    };
+    plan.local.from_pods(&p.src, &node_pods)
 }
 
 pub(super) fn internal(
@@ -192,6 +203,7 @@ pub(super) fn internal(
     sview: Option<&ServicePortView>,
     plan: &Plan,
     p: &Packet,
+    origin: &Origin,
     objs: &Objects<'_>,
     t: &mut Trace,
 ) {
@@ -200,7 +212,7 @@ pub(super) fn internal(
         Dispatch::Forward(set) => {
             t.candidates = candidates(sview, Some(set));
             let chain = objs.chain();
-            let masquerade = cluster_ip_masquerade(sp, plan, p);
+            let masquerade = cluster_ip_masquerade(sp, plan, p, origin);
             if let Some(why) = &masquerade {
                 t.steps.push(step(
                     StepKind::Masquerade,
@@ -287,9 +299,7 @@ pub(super) fn external(
             };
             forward(sp, sview, fwd, p, objs, t);
         }
-        (TrafficPolicy::Local, Origin::Pod(net))
-            if plan.pod_cidrs.iter().any(|n| n.contains(&p.src)) =>
-        {
+        (TrafficPolicy::Local, Origin::Pod(net)) if from_pods(plan, p, origin) => {
             t.candidates = candidates(sview, Some(EndpointSet::Cluster));
             t.steps.push(step(
 StepKind::ShortCircuit,
@@ -352,11 +362,4 @@ StepKind::Dropped,
             }
         }
     }
-}
-
-fn list(nets: &[IpNet]) -> String {
-    nets.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -1,6 +1,7 @@
 //! The part of the userspace table that does not depend on service ports: hooks, the
 //! redirect chains, the checks shared with nftables mode, and the set declarations.
 
+use crate::local::LocalTraffic;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -45,7 +46,15 @@ fn nat_chains(plan: &Plan) -> Vec<Chain> {
     let by_ip = format!("{ip} daddr . meta l4proto . th dport");
     let by_np = "meta l4proto . th dport";
     let np = format!("{} ", nft::node_port_match(plan));
-    let pods = (!plan.pod_cidrs.is_empty()).then(|| saddr_within(family, &plan.pod_cidrs));
+    let pods = match &plan.local {
+        LocalTraffic::None => None,
+        LocalTraffic::Cidrs(nets) => Some(saddr_within(family, nets)),
+        LocalTraffic::Interface(i) => Some(format!(
+            "iifname \"{}{}\" ",
+            i.name,
+            if i.prefix { "*" } else { "" }
+        )),
+    };
     let host = host_target(plan);
     let redirects = |name: &str, pre: &str, node: bool, key: &str, map: &str| {
         let mut rules = vec![format!("{pre}{}", to_proxy(host, key, map))];

@@ -172,7 +172,7 @@ mod tests {
             node: NodeSettings {
                 masquerade_mark: 0x4000,
                 masquerade_all: false,
-                pod_cidrs: Vec::new(),
+                local: ferry_compile::local::LocalTraffic::None,
             },
             services: BTreeMap::from([
                 (

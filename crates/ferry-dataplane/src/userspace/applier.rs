@@ -111,7 +111,7 @@ impl UserspaceApplier {
     /// closed theirs.
     fn listen(&mut self, compiler: &NodeCompiler, services: &Services) -> Vec<ProxiedPort> {
         let plan = compiler.base_plan();
-        let (localhost, pod_cidrs) = (plan.localhost_node_ports, plan.pod_cidrs.clone());
+        let (localhost, pod_cidrs) = (plan.localhost_node_ports, plan.local.cidrs().to_vec());
         let family = self.family;
         let engine = self.engine.clone();
         let Some(mut proxy) = engine.get() else {
@@ -179,7 +179,7 @@ impl UserspaceApplier {
         if retry.is_empty() {
             return;
         }
-        let pod_cidrs = &compiler.base_plan().pod_cidrs;
+        let pod_cidrs = compiler.base_plan().local.cidrs();
         for e in proxy.upsert(self.family, pod_cidrs, retry).failed {
             warn_listen(&e);
         }

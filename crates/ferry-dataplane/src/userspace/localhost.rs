@@ -68,7 +68,7 @@ impl<A: Applier> WithLocalhostNodePorts<A> {
             .filter(|s| s.ports.iter().any(|p| p.node_port.is_some()))
             .flat_map(|s| Self::ports(compiler, state, &s.name))
             .collect();
-        let report = proxy.sync_full(self.family, &plan.pod_cidrs, ports);
+        let report = proxy.sync_full(self.family, plan.local.cidrs(), ports);
         drop(proxy);
         self.failed.clear();
         self.note(report);
@@ -92,7 +92,7 @@ impl<A: Applier> WithLocalhostNodePorts<A> {
         let mut report = ProxyReport::default();
         for name in &names {
             let ports = Self::ports(compiler, state, name);
-            report.add(proxy.sync_service(self.family, &plan.pod_cidrs, name, ports));
+            report.add(proxy.sync_service(self.family, plan.local.cidrs(), name, ports));
         }
         drop(proxy);
         self.failed.clear();

@@ -110,10 +110,10 @@ pub struct KubeProxyFlags {
     /// (recorded) How often the API informers resync.
     #[arg(long, value_name = "DURATION")]
     pub config_sync_period: Option<String>,
-    /// (recorded) detectLocalMode BridgeInterface: the bridge.
+    /// With `--detect-local-mode=BridgeInterface`: the bridge pod traffic comes in on.
     #[arg(long, value_name = "NAME")]
     pub pod_bridge_interface: Option<String>,
-    /// (recorded) detectLocalMode InterfaceNamePrefix: the prefix.
+    /// With `--detect-local-mode=InterfaceNamePrefix`: the prefix of the pods' interfaces.
     #[arg(long, value_name = "PREFIX")]
     pub pod_interface_name_prefix: Option<String>,
     /// `nf_conntrack_max` per CPU of the machine, raised to at start (0 leaves it; default 32768).
@@ -187,14 +187,6 @@ impl KubeProxyFlags {
             (self.kube_api_burst.is_some(), "--kube-api-burst"),
             (self.kube_api_qps.is_some(), "--kube-api-qps"),
             (self.config_sync_period.is_some(), "--config-sync-period"),
-            (
-                self.pod_bridge_interface.is_some(),
-                "--pod-bridge-interface",
-            ),
-            (
-                self.pod_interface_name_prefix.is_some(),
-                "--pod-interface-name-prefix",
-            ),
             (self.log_flush_frequency.is_some(), "--log-flush-frequency"),
             (self.vmodule.is_some(), "--vmodule"),
             (

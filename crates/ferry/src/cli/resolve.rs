@@ -76,7 +76,7 @@ impl RunArgs {
             kp.cluster_cidr.clone_from(cidrs);
         }
         if let Some(mode) = &self.detect_local_mode {
-            DetectLocalMode::parse(mode).map_err(|m| ConfigError::new("--detect-local-mode", m))?;
+            DetectLocalMode::check(mode).map_err(|m| ConfigError::new("--detect-local-mode", m))?;
             kp.detect_local_mode.clone_from(mode);
         }
         if let Some(all) = self.masquerade_all {

@@ -109,8 +109,7 @@ impl Config {
             mode_reason: String::new(),
             iptables_backend: None,
             cluster_cidrs: parse_cidrs(&at("clusterCIDR"), &kp.cluster_cidr)?,
-            detect_local_mode: DetectLocalMode::parse(&kp.detect_local_mode)
-                .map_err(|m| ConfigError::new(at("detectLocalMode"), m))?,
+            detect_local_mode: detect_local_mode(&kp, mode, &at)?,
             node_port_addresses,
             masquerade_all,
             masquerade_bit,
@@ -215,6 +214,32 @@ impl Config {
 }
 
 /// kube-proxy's validation: a sync period above zero, a minimum not above it.
+/// `detectLocalMode` with its `detectLocal` interface, which the mode must be able to use.
+fn detect_local_mode(
+    kp: &KubeProxyConfiguration,
+    mode: ProxyMode,
+    at: &dyn Fn(&str) -> String,
+) -> Result<DetectLocalMode, ConfigError> {
+    let detect = DetectLocalMode::parse(&kp.detect_local_mode, &kp.detect_local)
+        .map_err(|(field, why)| ConfigError::new(at(field), why))?;
+    let by_interface = matches!(
+        detect,
+        DetectLocalMode::BridgeInterface(_) | DetectLocalMode::InterfaceNamePrefix(_)
+    );
+    if by_interface && !mode.detects_local_by_interface() {
+        return Err(ConfigError::new(
+            at("detectLocalMode"),
+            format!(
+                "{} mode tells pods by their address: use ClusterCIDR or NodeCIDR \
+                 ({} works in the nftables, iptables and IPVS modes)",
+                mode.as_str(),
+                kp.detect_local_mode
+            ),
+        ));
+    }
+    Ok(detect)
+}
+
 fn check_periods(place: &str, sync: Duration, min_sync: Duration) -> Result<(), ConfigError> {
     if sync.is_zero() {
         return Err(ConfigError::new(

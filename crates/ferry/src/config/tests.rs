@@ -561,3 +561,53 @@ fn ipvs_mode_never_serves_localhost_node_ports_and_says_so_when_asked() {
         );
     }
 }
+
+#[test]
+fn interface_detectors_take_their_interface_and_name_a_missing_one() {
+    let (c, _) = resolve(&format!(
+        "{HEAD}mode: nftables\ndetectLocalMode: BridgeInterface\ndetectLocal:\n  bridgeInterface: cbr0\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        c.detect_local_mode,
+        DetectLocalMode::BridgeInterface("cbr0".into())
+    );
+    assert_eq!(
+        c.compile_config(IpFamily::V4).local_detector,
+        ferry_compile::config::LocalDetector::BridgeInterface("cbr0".into())
+    );
+    let (c, _) = resolve_with(
+        &format!("{HEAD}mode: iptables\ndetectLocalMode: InterfaceNamePrefix\n"),
+        |a| a.kube_proxy.pod_interface_name_prefix = Some("veth".into()),
+    )
+    .expect("valid: the flag gives the prefix");
+    assert_eq!(
+        c.detect_local_mode,
+        DetectLocalMode::InterfaceNamePrefix("veth".into())
+    );
+
+    let e =
+        resolve(&format!("{HEAD}detectLocalMode: InterfaceNamePrefix\n")).expect_err("no prefix");
+    assert!(
+        e.place
+            .ends_with("kube-proxy.yaml: detectLocal.interfaceNamePrefix"),
+        "{e}"
+    );
+    assert!(e.message.contains("must not be empty"), "{e}");
+    let e = resolve(&format!(
+        "{HEAD}detectLocalMode: BridgeInterface\ndetectLocal:\n  bridgeInterface: a-much-too-long-name\n"
+    ))
+    .expect_err("too long");
+    assert!(e.message.contains("is not an interface name"), "{e}");
+    let e = resolve(&format!(
+        "{HEAD}mode: userspace\ndetectLocalMode: BridgeInterface\ndetectLocal:\n  bridgeInterface: cbr0\n"
+    ))
+    .expect_err("userspace mode");
+    assert!(e.place.ends_with("kube-proxy.yaml: detectLocalMode"), "{e}");
+    let e = resolve(&format!("{HEAD}detectLocalMode: Bridge\n")).expect_err("unknown");
+    assert!(
+        e.message
+            .contains("want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix"),
+        "{e}"
+    );
+}

@@ -63,7 +63,7 @@ pub fn proxy(copy: &str) -> anyhow::Result<()> {
             localhost_node_port: false,
         })
         .collect();
-    let report = engine.sync_full(IpFamily::V4, &plan.pod_cidrs, served);
+    let report = engine.sync_full(IpFamily::V4, plan.local.cidrs(), served);
     ensure!(report.failed.is_empty(), "{:?}", report.failed);
     println!("ready");
     for line in std::io::stdin().lock().lines() {

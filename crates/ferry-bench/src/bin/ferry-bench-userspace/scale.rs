@@ -71,7 +71,7 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
     let mut engine = UserspaceProxy::new(ProxyConfig::default(), rt.handle().clone());
     let t = Instant::now();
     let served = proxied(plan.services.values().cloned(), &ports);
-    let report = engine.sync_full(plan.family, &plan.pod_cidrs, served);
+    let report = engine.sync_full(plan.family, plan.local.cidrs(), served);
     let sync = t.elapsed();
     ensure!(
         report.failed.is_empty(),
@@ -83,7 +83,7 @@ pub fn scale(services: usize, endpoints: usize) -> anyhow::Result<()> {
     // The periodic full resync: every port updated in place, no listener reopened.
     let t = Instant::now();
     let served = proxied(plan.services.values().cloned(), &ports);
-    engine.sync_full(plan.family, &plan.pod_cidrs, served);
+    engine.sync_full(plan.family, plan.local.cidrs(), served);
     let resync = t.elapsed();
     drop(plan);
 

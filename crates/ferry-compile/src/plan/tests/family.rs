@@ -110,7 +110,7 @@ fn pod_cidrs_and_node_port_addresses_are_per_family() {
         ..CompileConfig::default()
     };
     let v6 = plan(&s, IpFamily::V6, &cfg);
-    assert_eq!(v6.pod_cidrs, vec![net("fd00:10:244::/48")]);
+    assert_eq!(v6.local.cidrs(), [net("fd00:10:244::/48")]);
     assert_eq!(
         v6.node_ports,
         NodePortScope::LocalWithin(vec![net("fd00:10:1::9/128")])
@@ -120,8 +120,8 @@ fn pod_cidrs_and_node_port_addresses_are_per_family() {
         ..CompileConfig::default()
     };
     assert_eq!(
-        plan(&s, IpFamily::V6, &node_cidr).pod_cidrs,
-        vec![net("fd00:10:244:1::/64")]
+        plan(&s, IpFamily::V6, &node_cidr).local.cidrs(),
+        [net("fd00:10:244:1::/64")]
     );
 }
 

@@ -20,6 +20,10 @@ pub(super) const NETWORK_HEADER: u32 = 1;
 pub(super) const TRANSPORT_HEADER: u32 = 2;
 /// `NFT_META_L4PROTO`.
 pub(super) const META_L4PROTO: u32 = 16;
+/// `NFT_META_IIFNAME`.
+pub(super) const META_IIFNAME: u32 = 6;
+/// `IFNAMSIZ`: an interface name's room, its NUL included.
+pub(super) const IFNAMSIZ: usize = 16;
 /// `NFT_CMP_EQ`, `NFT_CMP_NEQ`.
 pub(super) const CMP_EQ: u32 = 0;
 pub(super) const CMP_NEQ: u32 = 1;

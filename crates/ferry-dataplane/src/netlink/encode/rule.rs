@@ -14,8 +14,8 @@ use super::anon_set::{
     TYPE_IPADDR, UDATA_IP6_SADDR, UDATA_IP_SADDR, UDATA_L4PROTO,
 };
 use super::expr::{
-    reg32, Expr, CMP_EQ, CMP_NEQ, FIB_F_SADDR, FIB_RESULT_ADDRTYPE, META_L4PROTO, NETWORK_HEADER,
-    TRANSPORT_HEADER,
+    reg32, Expr, CMP_EQ, CMP_NEQ, FIB_F_SADDR, FIB_RESULT_ADDRTYPE, IFNAMSIZ, META_IIFNAME,
+    META_L4PROTO, NETWORK_HEADER, TRANSPORT_HEADER,
 };
 use super::{
     attr_str, begin_attr, end_attr, Batch, NFNL_SUBSYS_NFTABLES, NFT_MSG_DELCHAIN, NFT_MSG_DELRULE,
@@ -142,6 +142,24 @@ impl Batch {
                     });
                     out.sets.push(set);
                 }
+            }
+            RuleMatch::Iifname {
+                negate,
+                name,
+                prefix,
+            } => {
+                out.exprs.push(Expr::Meta {
+                    key: META_IIFNAME,
+                    dreg: 1,
+                });
+                // A whole name is compared with its NUL padding (as nft does); a prefix, its
+                // bytes only.
+                let mut data = name.as_bytes().to_vec();
+                if !prefix {
+                    data.resize(IFNAMSIZ, 0);
+                }
+                let op = if *negate { CMP_NEQ } else { CMP_EQ };
+                out.exprs.push(Expr::Cmp { sreg: 1, op, data });
             }
             RuleMatch::SaddrLocal => {
                 out.exprs.push(Expr::Fib {
