@@ -9,7 +9,11 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use ferry_model::NodeView;
+
+use crate::config::{CompileConfig, LocalDetector};
 use crate::nft::RuleMatch;
+use crate::plan::of_family;
 
 /// How pod traffic is told apart, for one IP family.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -34,6 +38,33 @@ pub struct Interface {
 }
 
 impl LocalTraffic {
+    /// The detector `cfg` asks for, for the family compiled (`NodeCIDR`: the view's Node).
+    pub fn of(view: &NodeView, cfg: &CompileConfig) -> LocalTraffic {
+        let cidrs = |nets: Vec<IpNet>| {
+            if nets.is_empty() {
+                LocalTraffic::None
+            } else {
+                LocalTraffic::Cidrs(nets)
+            }
+        };
+        let interface = |name: &str, prefix: bool| {
+            LocalTraffic::Interface(Interface {
+                name: name.to_owned(),
+                prefix,
+            })
+        };
+        match &cfg.local_detector {
+            LocalDetector::None => LocalTraffic::None,
+            LocalDetector::ClusterCidr(nets) => cidrs(of_family(nets.iter().copied(), cfg.family)),
+            LocalDetector::NodeCidr => cidrs(of_family(
+                view.node.iter().flat_map(|n| n.pod_cidrs.iter().copied()),
+                cfg.family,
+            )),
+            LocalDetector::BridgeInterface(name) => interface(name, false),
+            LocalDetector::InterfaceNamePrefix(prefix) => interface(prefix, true),
+        }
+    }
+
     /// Whether some packets count as pod traffic.
     pub fn is_implemented(&self) -> bool {
         !matches!(self, LocalTraffic::None)

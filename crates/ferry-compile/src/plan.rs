@@ -14,8 +14,8 @@ use ferry_model::{
     IpFamily, NodeView, ServicePortName, ServicePortView, SessionAffinity, TrafficPolicy,
 };
 
-use crate::config::{CompileConfig, LocalDetector};
-use crate::local::{Interface, LocalTraffic};
+use crate::config::CompileConfig;
+use crate::local::LocalTraffic;
 
 /// Which endpoint set traffic is balanced over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -205,7 +205,7 @@ pub struct PlanContext {
 impl Plan {
     /// Plans the whole node.
     pub fn build(view: &NodeView, cfg: &CompileConfig) -> Plan {
-        let local = local_traffic(view, cfg);
+        let local = LocalTraffic::of(view, cfg);
         let node_ips = node_ips(view, cfg);
         let ctx = plan_context(cfg, &local, &node_ips);
         Plan {
@@ -273,7 +273,7 @@ fn firewall(sp: &ServicePortView, ctx: &PlanContext) -> Option<Firewall> {
     })
 }
 
-fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpNet> {
+pub(crate) fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpNet> {
     let mut v: Vec<IpNet> = nets
         .into_iter()
         .filter(|n| IpFamily::of(&n.addr()) == family)
@@ -281,32 +281,6 @@ fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpN
     v.sort();
     v.dedup();
     v
-}
-
-fn local_traffic(view: &NodeView, cfg: &CompileConfig) -> LocalTraffic {
-    let cidrs = |nets: Vec<IpNet>| {
-        if nets.is_empty() {
-            LocalTraffic::None
-        } else {
-            LocalTraffic::Cidrs(nets)
-        }
-    };
-    let interface = |name: &str, prefix: bool| {
-        LocalTraffic::Interface(Interface {
-            name: name.to_owned(),
-            prefix,
-        })
-    };
-    match &cfg.local_detector {
-        LocalDetector::None => LocalTraffic::None,
-        LocalDetector::ClusterCidr(nets) => cidrs(of_family(nets.iter().copied(), cfg.family)),
-        LocalDetector::NodeCidr => cidrs(of_family(
-            view.node.iter().flat_map(|n| n.pod_cidrs.iter().copied()),
-            cfg.family,
-        )),
-        LocalDetector::BridgeInterface(name) => interface(name, false),
-        LocalDetector::InterfaceNamePrefix(prefix) => interface(prefix, true),
-    }
 }
 
 fn node_port_scope(view: &NodeView, cfg: &CompileConfig) -> NodePortScope {
