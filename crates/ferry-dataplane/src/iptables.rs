@@ -23,7 +23,7 @@ use ferry_compile::iptables::{
 use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, ServiceName};
 
-use crate::{Applier, Error, SyncKind, SyncReport};
+use crate::{Applier, Error, SyncKind, SyncReport, TableRules};
 
 pub(crate) mod canary;
 mod cleanup;
@@ -319,8 +319,15 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
         let start = Instant::now();
         let (restore, bytes) = self.full(&desired, existing, again)?;
         desired.services.values_mut().for_each(ServiceRules::slim);
+        let report = report(
+            SyncKind::Full,
+            &restore,
+            bytes,
+            start.elapsed(),
+            Some(&desired),
+        );
         self.installed = Some(desired);
-        Ok(report(SyncKind::Full, &restore, bytes, start.elapsed()))
+        Ok(report)
     }
 
     /// The full sync's restore (its counts) and the bytes of text the tool was given.
@@ -394,11 +401,13 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             previous.insert(name, old);
         }
         if previous.is_empty() {
+            let installed = self.installed.as_ref();
             return Ok(report(
                 SyncKind::Partial,
                 &Restore::default(),
                 0,
                 Duration::ZERO,
+                installed,
             ));
         }
         let restore = Restore::partial(installed, &previous);
@@ -409,7 +418,14 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             }
         }
         if restore.text.is_empty() {
-            return Ok(report(SyncKind::Partial, &restore, 0, start.elapsed()));
+            let installed = self.installed.as_ref();
+            return Ok(report(
+                SyncKind::Partial,
+                &restore,
+                0,
+                start.elapsed(),
+                installed,
+            ));
         }
         if let Err(e) = self.runner.restore(&restore.text) {
             // The kernel kept its old state, ours moved on: resync fully.
@@ -417,7 +433,14 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             return Err(e);
         }
         let bytes = restore.text.len();
-        Ok(report(SyncKind::Partial, &restore, bytes, start.elapsed()))
+        let installed = self.installed.as_ref();
+        Ok(report(
+            SyncKind::Partial,
+            &restore,
+            bytes,
+            start.elapsed(),
+            installed,
+        ))
     }
 }
 
@@ -433,7 +456,24 @@ fn report(
     restore: &Restore,
     script_bytes: usize,
     apply_time: Duration,
+    installed: Option<&Ruleset>,
 ) -> SyncReport {
+    let table_rules = installed
+        .map(|rs| {
+            rs.rule_counts()
+                .into_iter()
+                .map(|(table, total)| TableRules {
+                    table: table.as_str(),
+                    total,
+                    written: restore
+                        .rules_written_by_table
+                        .get(&table)
+                        .copied()
+                        .unwrap_or(0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     SyncReport {
         kind,
         chains_written: restore.chains_written,
@@ -441,6 +481,7 @@ fn report(
         script_bytes,
         netlink: false,
         apply_time,
+        table_rules,
     }
 }
 

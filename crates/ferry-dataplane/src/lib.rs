@@ -47,4 +47,4 @@ pub mod userspace;
 pub use applier::Applier;
 pub use error::Error;
 pub use netlink::{encode_delta, NetlinkError};
-pub use report::{SyncKind, SyncReport};
+pub use report::{SyncKind, SyncReport, TableRules};

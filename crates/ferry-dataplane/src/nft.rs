@@ -341,6 +341,7 @@ impl<R: NftRunner> NftDataplane<R> {
             script_bytes: skeleton.text.len(),
             netlink: true,
             apply_time: start.elapsed(),
+            table_rules: Vec::new(),
         })
     }
 
@@ -406,6 +407,7 @@ impl<R: NftRunner> NftDataplane<R> {
                         script_bytes: 0,
                         netlink: true,
                         apply_time: start.elapsed(),
+                        table_rules: Vec::new(),
                     }))
                 }
                 Err(NetlinkError::Unencodable(what)) => {
@@ -431,6 +433,7 @@ impl<R: NftRunner> NftDataplane<R> {
             script_bytes: tx.text.len(),
             netlink: false,
             apply_time: start.elapsed(),
+            table_rules: Vec::new(),
         })
     }
 }

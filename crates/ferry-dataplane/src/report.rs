@@ -27,6 +27,20 @@ pub struct SyncReport {
     pub netlink: bool,
     /// Time spent in the kernel transaction (including the tools), without compiling.
     pub apply_time: Duration,
+    /// iptables mode: the rules of each table Ferry owns after the sync, and those it wrote
+    /// (upstream's `sync_proxy_rules_iptables_total` / `_last`); empty in the other modes.
+    pub table_rules: Vec<TableRules>,
+}
+
+/// One iptables table's rules after a sync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRules {
+    /// `filter` or `nat`.
+    pub table: &'static str,
+    /// Rules Ferry owns in it.
+    pub total: usize,
+    /// Rules the sync wrote.
+    pub written: usize,
 }
 
 impl SyncReport {
@@ -39,6 +53,7 @@ impl SyncReport {
             script_bytes: 0,
             netlink: false,
             apply_time: Duration::ZERO,
+            table_rules: Vec::new(),
         }
     }
 }

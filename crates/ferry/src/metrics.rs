@@ -26,6 +26,7 @@ use crate::sync::PendingChanges;
 
 mod build_info;
 mod conntrack;
+mod iptables;
 mod probes;
 mod process;
 mod rest_client;
@@ -103,6 +104,7 @@ struct Set {
     proxy: userspace::ProxyCollector,
     probes: probes::ProbeMetrics,
     rest_client: rest_client::RestClientMetrics,
+    iptables: iptables::IptablesMetrics,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -164,6 +166,7 @@ impl Metrics {
             proxy: userspace::ProxyCollector::default(),
             probes: probes::ProbeMetrics::new(),
             rest_client: rest_client::RestClientMetrics::new(),
+            iptables: iptables::IptablesMetrics::new(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -250,6 +253,7 @@ impl Metrics {
         build_info::register(&mut registry);
         process::register(&mut registry);
         set.rest_client.register(&mut registry);
+        set.iptables.register(&mut registry);
         // Pre-create the IPv4 series, so dashboards see zeros rather than gaps (series labelled by
         // HTTP code or object kind appear with their first event, as upstream's do).
         let f = family();
@@ -383,6 +387,18 @@ impl Metrics {
                 code: code.to_string(),
             })
             .inc();
+    }
+
+    /// A sync of `family` left these iptables tables' rules (iptables mode; empty otherwise).
+    pub fn table_rules_for(&self, family: IpFamily, tables: &[ferry_dataplane::TableRules]) {
+        self.set.iptables.synced(family, tables);
+    }
+
+    /// A partial sync of `family` failed: in iptables mode, a failed partial restore.
+    pub fn partial_sync_failed(&self, family: IpFamily) {
+        if self.set.failure_counter == FailureCounter::IptablesRestore {
+            self.set.iptables.partial_failed(family);
+        }
     }
 
     /// One request of the API client answered or failed.

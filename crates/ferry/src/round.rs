@@ -83,6 +83,7 @@ pub fn run<A: Applier>(syncer: &mut Syncer<A>, periodic: bool, metrics: &Metrics
         match result {
             Ok(report) => {
                 metrics.sync_succeeded_for(family, SystemTime::now(), &trigger_times);
+                metrics.table_rules_for(family, &report.table_rules);
                 metrics.no_local_endpoints_for(family, family_sync.status().no_local_endpoints());
                 // Stale UDP flows go once the new rules are in; before the "synced rules"
                 // line, so whoever waits for that line sees the cleanup done too.
@@ -92,7 +93,12 @@ pub fn run<A: Applier>(syncer: &mut Syncer<A>, periodic: bool, metrics: &Metrics
                 }
                 round.add(&report);
             }
-            Err(_) => round.failed = true,
+            Err(_) => {
+                if family_sync.attempted() == Some(SyncKind::Partial) {
+                    metrics.partial_sync_failed(family);
+                }
+                round.failed = true;
+            }
         }
     }
     round.duration = started.elapsed();

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use ferry_compile::{CompileConfig, NodeCompiler};
-use ferry_dataplane::{Applier, Error, SyncReport};
+use ferry_dataplane::{Applier, Error, SyncKind, SyncReport};
 use ferry_model::{ClusterState, IpFamily, Node, NodeContext, Object, ObjectKey, ServiceName};
 use ferry_source::SourceEvent;
 
@@ -107,6 +107,8 @@ pub struct FamilySync<A: Applier = Box<dyn Applier>> {
     /// Whether the mode leaves stale UDP conntrack entries to delete (see
     /// `NodeMode::udp_conntrack_cleanup`).
     udp_conntrack: bool,
+    /// The kind of the last sync attempted (what a failure was).
+    attempted: Option<SyncKind>,
 }
 
 impl<A: Applier> FamilySync<A> {
@@ -124,7 +126,13 @@ impl<A: Applier> FamilySync<A> {
             status: ServiceStatus::default(),
             stale_flows: conntrack::StaleFlows::default(),
             udp_conntrack: true,
+            attempted: None,
         }
+    }
+
+    /// The kind of the last sync attempted, whether it succeeded or not.
+    pub fn attempted(&self) -> Option<SyncKind> {
+        self.attempted
     }
 
     /// Rewrites everything at least every `period` instead of [`FULL_SYNC_PERIOD`].
@@ -191,6 +199,11 @@ impl<A: Applier> FamilySync<A> {
                 .is_none_or(|t| t.elapsed() >= self.full_sync_period);
             full = stale || !self.applier.intact()?;
         }
+        self.attempted = Some(if full {
+            SyncKind::Full
+        } else {
+            SyncKind::Partial
+        });
         let report = if full {
             self.applier.sync_full(&compiler, state)?
         } else {

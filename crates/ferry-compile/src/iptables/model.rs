@@ -183,6 +183,24 @@ pub struct Ruleset {
 }
 
 impl Ruleset {
+    /// The rules Ferry owns in the filter and nat tables once this ruleset is installed
+    /// (upstream's `sync_proxy_rules_iptables_total`): the fixed chains', and every service's
+    /// own and top-level rules (a slim service by its chains' digests).
+    pub fn rule_counts(&self) -> [(Table, usize); 2] {
+        let fixed = |chains: &[Chain]| chains.iter().map(|c| c.rules.len()).sum::<usize>();
+        let mut nat = fixed(&self.nat) + self.nodeport_jumps.len();
+        let mut filter = fixed(&self.filter) + self.external_first.len();
+        for s in self.services.values() {
+            let own: usize = match &s.slimmed {
+                Some(digests) => digests.iter().map(|d| d.rules).sum(),
+                None => s.chains.iter().map(|c| c.rules.len()).sum(),
+            };
+            nat += own + s.nat_services.len() + s.nat_nodeports.len();
+            filter += s.filter_services.len() + s.filter_external.len() + s.filter_firewall.len();
+        }
+        [(Table::Filter, filter), (Table::Nat, nat)]
+    }
+
     /// True when everything but the services is equal (a partial sync is possible).
     pub fn same_base(&self, other: &Ruleset) -> bool {
         self.family == other.family

@@ -55,6 +55,8 @@ pub struct Restore {
     pub chains_written: usize,
     /// Rules written.
     pub rules_written: usize,
+    /// Rules written, by table.
+    pub rules_written_by_table: BTreeMap<Table, usize>,
     /// Chains deleted.
     pub chains_deleted: usize,
 }
@@ -113,7 +115,9 @@ fn count(sections: &[Section<'_>]) -> Restore {
     let mut out = Restore::default();
     for s in sections {
         out.chains_written += s.chains.len();
-        out.rules_written += s.chains.iter().map(|(_, r)| r.count()).sum::<usize>();
+        let rules = s.chains.iter().map(|(_, r)| r.count()).sum::<usize>();
+        out.rules_written += rules;
+        *out.rules_written_by_table.entry(s.table).or_default() += rules;
         out.chains_deleted += s.deleted.len();
     }
     out

@@ -133,5 +133,6 @@ fn sync_report(kind: SyncKind, r: &IpvsReport, apply_time: Duration) -> SyncRepo
         script_bytes: r.script_bytes,
         netlink: true,
         apply_time,
+        table_rules: Vec::new(),
     }
 }

@@ -111,6 +111,14 @@ pub fn exercised() -> Metrics {
     m.health_check_servers(1);
     m.follow_probes(probed_once());
     m.serve_fixed_proxy_metrics(vec![proxied_once()]);
+    m.table_rules_for(
+        v4,
+        &[ferry_dataplane::TableRules {
+            table: "nat",
+            total: 20,
+            written: 5,
+        }],
+    );
     m.api_request(&ferry_source::kube::RequestRecord {
         method: "GET".to_owned(),
         host: "10.1.1.200:6443".to_owned(),
