@@ -171,7 +171,9 @@ fn by_frontend(ports: &UdpServicePorts) -> BTreeMap<Frontend, BTreeSet<IpAddr>> 
 /// serving endpoints went away (flows to it are stale), or when it had no serving endpoint
 /// and now has one (flows that were never DNATed are stale). With `reconcile` (full syncs),
 /// every current frontend is checked, whatever changed: this also repairs what happened while
-/// Ferry was not running. Sorted by frontend.
+/// Ferry was not running. A node port without a serving endpoint (gone, or left with none) is
+/// not checked: its flows are matched by port alone, so every UDP flow to that port number
+/// would go, other hosts' included (upstream skips it too, since 1.37). Sorted by frontend.
 pub fn stale_flows(
     previous: &UdpServicePorts,
     current: &UdpServicePorts,
@@ -198,7 +200,10 @@ pub fn stale_flows(
             keep: now.clone(),
         })
     });
-    let mut filters: Vec<_> = gone.chain(changed).collect();
+    let mut filters: Vec<_> = gone
+        .chain(changed)
+        .filter(|f| !(matches!(f.frontend, Frontend::NodePort(_)) && f.keep.is_empty()))
+        .collect();
     filters.sort();
     filters
 }

@@ -104,15 +104,39 @@ fn unchanged_service_or_one_still_without_endpoints_needs_nothing() {
 #[test]
 fn deleted_service_and_removed_frontend_make_their_flows_stale() {
     let ext = Frontend::Address(addr("203.0.113.7:53"));
+    let gone = Frontend::Address(addr("10.96.0.12:53"));
     let before = ports(vec![
         ("dns", udp(&[cluster(), ext], &["10.0.1.1"])),
-        ("gone", udp(&[Frontend::NodePort(30054)], &["10.0.1.9"])),
+        (
+            "gone",
+            udp(&[gone, Frontend::NodePort(30054)], &["10.0.1.9"]),
+        ),
     ]);
     let after = ports(vec![("dns", udp(&[cluster()], &["10.0.1.1"]))]);
+    // The deleted service's node port is no longer Ferry's: flows to that port are left alone.
     assert_eq!(
         stale_flows(&before, &after, false),
-        vec![filter(ext, &[]), filter(Frontend::NodePort(30054), &[])]
+        vec![filter(gone, &[]), filter(ext, &[])]
     );
+}
+
+#[test]
+fn a_node_port_without_serving_endpoints_is_never_checked() {
+    let np = Frontend::NodePort(30053);
+    let before = ports(vec![("dns", udp(&[cluster(), np], &["10.0.1.1"]))]);
+    let after = ports(vec![("dns", udp(&[cluster(), np], &[]))]);
+    // Its ClusterIP's flows go (matched by address), its node port's stay (matched by port
+    // only, they could be any host's): upstream's rule since 1.37 (#139629).
+    assert_eq!(
+        stale_flows(&before, &after, false),
+        vec![filter(cluster(), &[])]
+    );
+    assert_eq!(
+        stale_flows(&after.clone(), &after, true),
+        vec![filter(cluster(), &[])]
+    );
+    // With an endpoint again, it is checked.
+    assert!(stale_flows(&after, &before, false).contains(&filter(np, &["10.0.1.1"])));
 }
 
 #[test]
