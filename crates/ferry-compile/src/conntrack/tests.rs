@@ -11,8 +11,16 @@ fn addr(s: &str) -> SocketAddr {
     s.parse().expect("socket address")
 }
 
-fn ips(list: &[&str]) -> BTreeSet<IpAddr> {
-    list.iter().map(|s| ip(s)).collect()
+/// The endpoints' port (the slices' `port`).
+const EP_PORT: u16 = 5353;
+
+/// An endpoint: `ip`, port [`EP_PORT`].
+fn ep(ip_: &str) -> SocketAddr {
+    SocketAddr::new(ip(ip_), EP_PORT)
+}
+
+fn ips(list: &[&str]) -> BTreeSet<SocketAddr> {
+    list.iter().map(|s| ep(s)).collect()
 }
 
 fn port_name(svc: &str) -> ServicePortName {
@@ -171,24 +179,30 @@ fn reconcile_checks_every_frontend() {
 fn filter_matches_by_destination_and_reply_source() {
     let f = filter(cluster(), &["10.0.1.2"]);
     assert!(
-        f.matches(addr(CLUSTER_IP), ip("10.0.1.1")),
+        f.matches(addr(CLUSTER_IP), ep("10.0.1.1")),
         "DNATed to a removed endpoint"
     );
     assert!(
-        f.matches(addr(CLUSTER_IP), ip("10.96.0.10")),
+        f.matches(addr(CLUSTER_IP), ep("10.96.0.10")),
         "never DNATed"
     );
     assert!(
-        !f.matches(addr(CLUSTER_IP), ip("10.0.1.2")),
+        !f.matches(addr(CLUSTER_IP), ep("10.0.1.2")),
         "a serving endpoint"
     );
     assert!(
-        !f.matches(addr("10.96.0.10:54"), ip("10.0.1.1")),
+        !f.matches(addr("10.96.0.10:54"), ep("10.0.1.1")),
         "another port"
     );
+    // The endpoint's address, another port (its targetPort changed): stale, as upstream.
+    let moved = SocketAddr::new(ip("10.0.1.2"), EP_PORT + 1);
+    assert!(
+        f.matches(addr(CLUSTER_IP), moved),
+        "a serving endpoint's old port"
+    );
     let np = filter(Frontend::NodePort(30053), &[]);
-    assert!(np.matches(addr("10.1.1.9:30053"), ip("10.0.1.1")));
-    assert!(!np.matches(addr("10.1.1.9:30054"), ip("10.0.1.1")));
+    assert!(np.matches(addr("10.1.1.9:30053"), ep("10.0.1.1")));
+    assert!(!np.matches(addr("10.1.1.9:30054"), ep("10.0.1.1")));
 }
 
 #[test]
@@ -209,13 +223,13 @@ fn the_index_answers_like_the_filters() {
     let replies = ["10.0.1.1", "10.0.1.2", "10.0.1.3", "10.96.0.10"];
     for dst in dsts {
         for reply in replies {
-            let (dst, reply) = (addr(dst), ip(reply));
+            let (dst, reply) = (addr(dst), ep(reply));
             let want = filters.iter().any(|f| f.matches(dst, reply));
             assert_eq!(index.is_stale(dst, reply), want, "{dst} reply from {reply}");
         }
     }
-    assert!(index.is_stale(addr("10.96.0.10:53"), ip("10.0.1.1")));
-    assert!(!StaleFlowIndex::new(&[]).is_stale(addr("10.96.0.10:53"), ip("10.0.1.1")));
+    assert!(index.is_stale(addr("10.96.0.10:53"), ep("10.0.1.1")));
+    assert!(!StaleFlowIndex::new(&[]).is_stale(addr("10.96.0.10:53"), ep("10.0.1.1")));
 }
 
 #[test]
