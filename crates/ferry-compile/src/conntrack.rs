@@ -51,15 +51,17 @@ impl std::fmt::Display for Frontend {
     }
 }
 
-/// One UDP service port: its frontends and the IPs of its serving endpoints.
+/// One UDP service port: its frontends and its serving endpoints (address and port).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UdpServicePort {
     /// ClusterIP:port, external IPs, load-balancer IPs, node port.
     pub frontends: Vec<Frontend>,
-    /// IPs of the endpoints that are serving (ready, or serving while terminating). Like
-    /// upstream, traffic policies, topology and the terminating fallback are not taken into
-    /// account: a change of policy must not break flows that still reach a live endpoint.
-    pub serving: BTreeSet<IpAddr>,
+    /// The endpoints that are serving (ready, or serving while terminating), address and
+    /// port: a reply from an endpoint's address but another port (its `targetPort` changed) is
+    /// no live flow (upstream since 1.34). Like upstream, traffic policies, topology and the
+    /// terminating fallback are not taken into account: a change of policy must not break
+    /// flows that still reach a live endpoint.
+    pub serving: BTreeSet<SocketAddr>,
 }
 
 /// Every UDP service port of a node (one IP family).
@@ -84,7 +86,7 @@ impl UdpServicePort {
             .endpoints
             .iter()
             .filter(|e| e.conditions.ready || e.conditions.serving)
-            .map(|e| e.addr.ip())
+            .map(|e| e.addr)
             .collect();
         Some(Self { frontends, serving })
     }
@@ -107,14 +109,14 @@ pub fn udp_service_ports<'a>(
 pub struct StaleFlowFilter {
     /// The frontend the flows were addressed to.
     pub frontend: Frontend,
-    /// The serving endpoint IPs: flows DNATed to them are live.
-    pub keep: BTreeSet<IpAddr>,
+    /// The serving endpoints (address and port): flows DNATed to them are live.
+    pub keep: BTreeSet<SocketAddr>,
 }
 
 impl StaleFlowFilter {
     /// True when a UDP flow (original destination `orig_dst`, reply source `reply_src`) is
     /// stale under this filter.
-    pub fn matches(&self, orig_dst: SocketAddr, reply_src: IpAddr) -> bool {
+    pub fn matches(&self, orig_dst: SocketAddr, reply_src: SocketAddr) -> bool {
         self.frontend.matches(orig_dst) && !self.keep.contains(&reply_src)
     }
 }
@@ -123,8 +125,8 @@ impl StaleFlowFilter {
 /// constant time per entry. Same answers as asking each filter.
 #[derive(Debug, Default)]
 pub struct StaleFlowIndex<'a> {
-    by_address: HashMap<SocketAddr, Vec<&'a BTreeSet<IpAddr>>>,
-    by_node_port: HashMap<u16, Vec<&'a BTreeSet<IpAddr>>>,
+    by_address: HashMap<SocketAddr, Vec<&'a BTreeSet<SocketAddr>>>,
+    by_node_port: HashMap<u16, Vec<&'a BTreeSet<SocketAddr>>>,
 }
 
 impl<'a> StaleFlowIndex<'a> {
@@ -143,8 +145,8 @@ impl<'a> StaleFlowIndex<'a> {
     }
 
     /// True when some filter finds the UDP flow (`orig_dst`, `reply_src`) stale.
-    pub fn is_stale(&self, orig_dst: SocketAddr, reply_src: IpAddr) -> bool {
-        let stale = |keeps: Option<&Vec<&BTreeSet<IpAddr>>>| {
+    pub fn is_stale(&self, orig_dst: SocketAddr, reply_src: SocketAddr) -> bool {
+        let stale = |keeps: Option<&Vec<&BTreeSet<SocketAddr>>>| {
             keeps.is_some_and(|ks| ks.iter().any(|keep| !keep.contains(&reply_src)))
         };
         stale(self.by_address.get(&orig_dst)) || stale(self.by_node_port.get(&orig_dst.port()))
@@ -153,8 +155,8 @@ impl<'a> StaleFlowIndex<'a> {
 
 /// Every frontend with the union of the serving endpoints behind it (two service ports
 /// claiming one frontend is a misconfiguration; neither's flows are then deleted for the other).
-fn by_frontend(ports: &UdpServicePorts) -> BTreeMap<Frontend, BTreeSet<IpAddr>> {
-    let mut map: BTreeMap<Frontend, BTreeSet<IpAddr>> = BTreeMap::new();
+fn by_frontend(ports: &UdpServicePorts) -> BTreeMap<Frontend, BTreeSet<SocketAddr>> {
+    let mut map: BTreeMap<Frontend, BTreeSet<SocketAddr>> = BTreeMap::new();
     for port in ports.values() {
         for f in &port.frontends {
             map.entry(*f)
@@ -171,7 +173,9 @@ fn by_frontend(ports: &UdpServicePorts) -> BTreeMap<Frontend, BTreeSet<IpAddr>> 
 /// serving endpoints went away (flows to it are stale), or when it had no serving endpoint
 /// and now has one (flows that were never DNATed are stale). With `reconcile` (full syncs),
 /// every current frontend is checked, whatever changed: this also repairs what happened while
-/// Ferry was not running. Sorted by frontend.
+/// Ferry was not running. A node port without a serving endpoint (gone, or left with none) is
+/// not checked: its flows are matched by port alone, so every UDP flow to that port number
+/// would go, other hosts' included (upstream skips it too, since 1.37). Sorted by frontend.
 pub fn stale_flows(
     previous: &UdpServicePorts,
     current: &UdpServicePorts,
@@ -198,7 +202,10 @@ pub fn stale_flows(
             keep: now.clone(),
         })
     });
-    let mut filters: Vec<_> = gone.chain(changed).collect();
+    let mut filters: Vec<_> = gone
+        .chain(changed)
+        .filter(|f| !(matches!(f.frontend, Frontend::NodePort(_)) && f.keep.is_empty()))
+        .collect();
     filters.sort();
     filters
 }

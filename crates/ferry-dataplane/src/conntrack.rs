@@ -9,7 +9,7 @@
 //! separate dump (`nfgenmsg` family `AF_INET` or `AF_INET6`).
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
 use netlink_packet_core::{
     NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLM_F_ACK, NLM_F_DUMP,
@@ -83,7 +83,7 @@ struct Flow {
     protocol: u8,
     orig_src: SocketAddr,
     orig_dst: SocketAddr,
-    reply_src: IpAddr,
+    reply_src: SocketAddr,
     /// What a delete message names the entry by: its original tuple, zone and id.
     key: Vec<ConntrackAttribute>,
 }
@@ -348,7 +348,7 @@ fn flow(attrs: Vec<ConntrackAttribute>) -> Option<Flow> {
         protocol,
         orig_src,
         orig_dst,
-        reply_src: reply_src.ip(),
+        reply_src,
         key,
     })
 }

@@ -312,7 +312,9 @@ fn build_service(state: &ClusterState, ctx: &NodeContext, svc: &Service) -> Vec<
 
 /// Candidate endpoints of one service port: slices of the view's family, the slice port with the
 /// same name and protocol, the first address of each endpoint; deduplicated by address (the first
-/// slice in name order wins), sorted by address.
+/// slice in name order wins, except that an endpoint not terminating replaces a terminating one:
+/// a pod IP reused by a new pod while the old pod terminates, as upstream since 1.36), sorted by
+/// address.
 fn collect_endpoints(
     state: &ClusterState,
     ctx: &NodeContext,
@@ -335,19 +337,28 @@ fn collect_endpoints(
                 continue;
             }
             let addr = SocketAddr::new(ep.address, port.port);
+            if by_addr
+                .get(&addr)
+                .is_some_and(|kept| !kept.conditions.terminating || ep.conditions.terminating)
+            {
+                continue;
+            }
             let location = ep.location.as_deref();
-            by_addr.entry(addr).or_insert_with(|| EndpointView {
+            by_addr.insert(
                 addr,
-                node_name: location.and_then(|l| l.node_name.clone()),
-                zone: location.and_then(|l| l.zone.clone()),
-                zone_hints: ep.zone_hints().map(<[_]>::to_vec).unwrap_or_default(),
-                node_hints: ep.node_hints().map(<[_]>::to_vec).unwrap_or_default(),
-                conditions: ep.conditions,
-                target: ep.target.clone(),
-                is_local: ep.node_name() == Some(ctx.node_name.as_str()),
-                cluster: Err(Exclusion::SetUnused),
-                local: Err(Exclusion::SetUnused),
-            });
+                EndpointView {
+                    addr,
+                    node_name: location.and_then(|l| l.node_name.clone()),
+                    zone: location.and_then(|l| l.zone.clone()),
+                    zone_hints: ep.zone_hints().map(<[_]>::to_vec).unwrap_or_default(),
+                    node_hints: ep.node_hints().map(<[_]>::to_vec).unwrap_or_default(),
+                    conditions: ep.conditions,
+                    target: ep.target.clone(),
+                    is_local: ep.node_name() == Some(ctx.node_name.as_str()),
+                    cluster: Err(Exclusion::SetUnused),
+                    local: Err(Exclusion::SetUnused),
+                },
+            );
         }
     }
     by_addr.into_values().collect()

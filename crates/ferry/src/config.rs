@@ -25,6 +25,7 @@ mod duration;
 pub mod file;
 mod ipvs;
 pub mod kube_proxy;
+pub mod release;
 
 pub use duration::{format_duration, parse_duration, GoDuration};
 pub use file::FileConfig;

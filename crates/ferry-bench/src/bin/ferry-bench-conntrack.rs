@@ -60,9 +60,11 @@ fn entries(n: u32) -> String {
 }
 
 fn filters(keep_removed: bool) -> Vec<StaleFlowFilter> {
-    let mut keep: BTreeSet<IpAddr> = LIVE.iter().copied().map(IpAddr::V4).collect();
+    // The endpoints answer on 5353 (`--reply-port-src` above).
+    let endpoint = |ip: Ipv4Addr| SocketAddr::new(IpAddr::V4(ip), 5353);
+    let mut keep: BTreeSet<SocketAddr> = LIVE.iter().copied().map(endpoint).collect();
     if keep_removed {
-        keep.insert(IpAddr::V4(REMOVED));
+        keep.insert(endpoint(REMOVED));
     }
     (0..SERVICES)
         .map(|i| StaleFlowFilter {

@@ -11,8 +11,16 @@ fn addr(s: &str) -> SocketAddr {
     s.parse().expect("socket address")
 }
 
-fn ips(list: &[&str]) -> BTreeSet<IpAddr> {
-    list.iter().map(|s| ip(s)).collect()
+/// The endpoints' port (the slices' `port`).
+const EP_PORT: u16 = 5353;
+
+/// An endpoint: `ip`, port [`EP_PORT`].
+fn ep(ip_: &str) -> SocketAddr {
+    SocketAddr::new(ip(ip_), EP_PORT)
+}
+
+fn ips(list: &[&str]) -> BTreeSet<SocketAddr> {
+    list.iter().map(|s| ep(s)).collect()
 }
 
 fn port_name(svc: &str) -> ServicePortName {
@@ -104,15 +112,39 @@ fn unchanged_service_or_one_still_without_endpoints_needs_nothing() {
 #[test]
 fn deleted_service_and_removed_frontend_make_their_flows_stale() {
     let ext = Frontend::Address(addr("203.0.113.7:53"));
+    let gone = Frontend::Address(addr("10.96.0.12:53"));
     let before = ports(vec![
         ("dns", udp(&[cluster(), ext], &["10.0.1.1"])),
-        ("gone", udp(&[Frontend::NodePort(30054)], &["10.0.1.9"])),
+        (
+            "gone",
+            udp(&[gone, Frontend::NodePort(30054)], &["10.0.1.9"]),
+        ),
     ]);
     let after = ports(vec![("dns", udp(&[cluster()], &["10.0.1.1"]))]);
+    // The deleted service's node port is no longer Ferry's: flows to that port are left alone.
     assert_eq!(
         stale_flows(&before, &after, false),
-        vec![filter(ext, &[]), filter(Frontend::NodePort(30054), &[])]
+        vec![filter(gone, &[]), filter(ext, &[])]
     );
+}
+
+#[test]
+fn a_node_port_without_serving_endpoints_is_never_checked() {
+    let np = Frontend::NodePort(30053);
+    let before = ports(vec![("dns", udp(&[cluster(), np], &["10.0.1.1"]))]);
+    let after = ports(vec![("dns", udp(&[cluster(), np], &[]))]);
+    // Its ClusterIP's flows go (matched by address), its node port's stay (matched by port
+    // only, they could be any host's): upstream's rule since 1.37 (#139629).
+    assert_eq!(
+        stale_flows(&before, &after, false),
+        vec![filter(cluster(), &[])]
+    );
+    assert_eq!(
+        stale_flows(&after.clone(), &after, true),
+        vec![filter(cluster(), &[])]
+    );
+    // With an endpoint again, it is checked.
+    assert!(stale_flows(&after, &before, false).contains(&filter(np, &["10.0.1.1"])));
 }
 
 #[test]
@@ -147,24 +179,30 @@ fn reconcile_checks_every_frontend() {
 fn filter_matches_by_destination_and_reply_source() {
     let f = filter(cluster(), &["10.0.1.2"]);
     assert!(
-        f.matches(addr(CLUSTER_IP), ip("10.0.1.1")),
+        f.matches(addr(CLUSTER_IP), ep("10.0.1.1")),
         "DNATed to a removed endpoint"
     );
     assert!(
-        f.matches(addr(CLUSTER_IP), ip("10.96.0.10")),
+        f.matches(addr(CLUSTER_IP), ep("10.96.0.10")),
         "never DNATed"
     );
     assert!(
-        !f.matches(addr(CLUSTER_IP), ip("10.0.1.2")),
+        !f.matches(addr(CLUSTER_IP), ep("10.0.1.2")),
         "a serving endpoint"
     );
     assert!(
-        !f.matches(addr("10.96.0.10:54"), ip("10.0.1.1")),
+        !f.matches(addr("10.96.0.10:54"), ep("10.0.1.1")),
         "another port"
     );
+    // The endpoint's address, another port (its targetPort changed): stale, as upstream.
+    let moved = SocketAddr::new(ip("10.0.1.2"), EP_PORT + 1);
+    assert!(
+        f.matches(addr(CLUSTER_IP), moved),
+        "a serving endpoint's old port"
+    );
     let np = filter(Frontend::NodePort(30053), &[]);
-    assert!(np.matches(addr("10.1.1.9:30053"), ip("10.0.1.1")));
-    assert!(!np.matches(addr("10.1.1.9:30054"), ip("10.0.1.1")));
+    assert!(np.matches(addr("10.1.1.9:30053"), ep("10.0.1.1")));
+    assert!(!np.matches(addr("10.1.1.9:30054"), ep("10.0.1.1")));
 }
 
 #[test]
@@ -185,13 +223,13 @@ fn the_index_answers_like_the_filters() {
     let replies = ["10.0.1.1", "10.0.1.2", "10.0.1.3", "10.96.0.10"];
     for dst in dsts {
         for reply in replies {
-            let (dst, reply) = (addr(dst), ip(reply));
+            let (dst, reply) = (addr(dst), ep(reply));
             let want = filters.iter().any(|f| f.matches(dst, reply));
             assert_eq!(index.is_stale(dst, reply), want, "{dst} reply from {reply}");
         }
     }
-    assert!(index.is_stale(addr("10.96.0.10:53"), ip("10.0.1.1")));
-    assert!(!StaleFlowIndex::new(&[]).is_stale(addr("10.96.0.10:53"), ip("10.0.1.1")));
+    assert!(index.is_stale(addr("10.96.0.10:53"), ep("10.0.1.1")));
+    assert!(!StaleFlowIndex::new(&[]).is_stale(addr("10.96.0.10:53"), ep("10.0.1.1")));
 }
 
 #[test]

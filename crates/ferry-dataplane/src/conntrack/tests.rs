@@ -62,7 +62,7 @@ fn a_dumped_entry_gives_its_tuples_and_the_key_to_delete_it_by() {
     assert_eq!(f.orig_dst, "10.96.0.10:53".parse().expect("addr"));
     assert_eq!(
         f.reply_src,
-        "192.168.169.166".parse::<IpAddr>().expect("ip")
+        "192.168.169.166:5353".parse::<SocketAddr>().expect("addr")
     );
     // Deleted by original tuple and id; the reply tuple and the timeout are not sent.
     assert_eq!(
@@ -237,7 +237,7 @@ mod kernel {
         insert(&ns, "udp", "10.96.0.10", 53, "10.0.1.2", 5004);
         insert(&ns, "tcp", "10.96.0.10", 53, "10.0.1.1", 5005);
         insert(&ns, "udp", "10.96.0.10", 54, "10.0.1.1", 5006);
-        let keep: BTreeSet<IpAddr> = ["10.0.1.2".parse().expect("ip")].into();
+        let keep: BTreeSet<SocketAddr> = ["10.0.1.2:5353".parse().expect("addr")].into();
         let filters = [
             StaleFlowFilter {
                 frontend: Frontend::Address("10.96.0.10:53".parse().expect("addr")),

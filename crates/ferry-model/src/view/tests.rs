@@ -177,6 +177,27 @@ fn duplicate_addresses_across_slices_count_once() {
 }
 
 #[test]
+fn a_reused_address_is_the_running_pods_not_the_terminating_ones() {
+    let svc = mk_service("dev", "web", "10.96.0.10", 8080);
+    let terminating = || mk_endpoint_with("192.168.169.166", "k8s-node2", false, true, true);
+    let running = || mk_endpoint("192.168.169.166", "k8s-node2");
+    // Either slice first (`web-def` sorts after the fixture's slice): the running pod's wins.
+    for (first, later) in [(terminating(), running()), (running(), terminating())] {
+        let mut state = state_with(svc.clone(), vec![first]);
+        let mut second = mk_slice("dev", "web", 56010, vec![later]);
+        second.name = "web-def".into();
+        state.apply(Object::from(second));
+        let v = only_view(&state, "k8s-master");
+        assert_eq!(v.endpoints.len(), 1);
+        assert!(
+            v.endpoints[0].conditions.ready && !v.endpoints[0].conditions.terminating,
+            "{:?}",
+            v.endpoints[0].conditions
+        );
+    }
+}
+
+#[test]
 fn services_without_a_cluster_ip_of_the_family_are_skipped() {
     let svc = mk_service("dev", "web", "fd00::10", 8080);
     let state = state_with(svc, vec![]);

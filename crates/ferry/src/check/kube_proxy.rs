@@ -50,9 +50,9 @@ pub fn differences(config: &Config) -> Vec<String> {
             }
             if localhost {
                 out.push(
-                    "NodePorts on 127.0.0.1 and ::1 answer (nftables.localhostNodePorts, \
-                     Ferry's own field), through Ferry's userspace proxy; kube-proxy's \
-                     nftables mode never answers them"
+                    "NodePorts on 127.0.0.1 and ::1 answer (TCP and UDP), through Ferry's \
+                     userspace proxy; kube-proxy's nftables mode answers them only with its \
+                     alpha KubeProxyNFTablesLocalhostNodePorts gate, TCP only"
                         .to_owned(),
                 );
             }

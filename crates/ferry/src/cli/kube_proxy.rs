@@ -23,7 +23,8 @@ pub struct KubeProxyFlags {
     /// Do the start-up steps that need full privileges, then exit (Ferry has none: exits 0).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub init_only: Option<bool>,
-    /// Feature gates, `Name=true,Other=false` (recorded; Ferry behaves as with the defaults).
+    /// Feature gates, `Name=true,Other=false`: KubeProxyIPVS and
+    /// KubeProxyNFTablesLocalhostNodePorts act as in kube-proxy; others are recorded.
     #[arg(long, value_name = "GATES")]
     pub feature_gates: Option<String>,
     /// Bit of the packet mark for masquerading, in iptables (and IPVS) mode.
@@ -166,10 +167,23 @@ impl KubeProxyFlags {
             .map(Into::into)
     }
 
+    /// `--feature-gates` names a gate Ferry does not act on (see [`crate::config::release`]).
+    fn unused_feature_gates(&self) -> bool {
+        self.feature_gates.as_deref().is_some_and(|gates| {
+            gates
+                .split(',')
+                .filter(|item| !item.trim().is_empty())
+                .any(|item| {
+                    let name = item.split_once('=').map_or(item, |(n, _)| n).trim();
+                    !crate::config::release::ACTED_ON.contains(&name)
+                })
+        })
+    }
+
     /// The flags given that Ferry records but does not act on (`--name`), for one warning.
     pub fn not_used(&self) -> Vec<&'static str> {
         let given = [
-            (self.feature_gates.is_some(), "--feature-gates"),
+            (self.unused_feature_gates(), "--feature-gates"),
             (self.bind_address.is_some(), "--bind-address"),
             (
                 self.bind_address_hard_fail.is_some(),

@@ -35,6 +35,7 @@ impl RunArgs {
                 .to_owned()
         } else if kp.mode.is_empty() {
             kp.mode = ProxyMode::Iptables.as_str().to_owned();
+            warnings.push(crate::config::release::defaulted_mode_warning(&origin));
             format!("mode \"\" in {origin}: kube-proxy's default, as kube-proxy runs it")
         } else {
             format!("mode in {origin}")
@@ -52,6 +53,7 @@ impl RunArgs {
             config.iptables_backend =
                 parse_iptables_backend(b).map_err(|m| ConfigError::new("--iptables-backend", m))?;
         }
+        warnings.extend(crate::config::release::mode_warning(config.mode));
         warnings.extend(self.flag_warnings(&config));
         warnings.extend(config.warnings());
         Ok((config, warnings))

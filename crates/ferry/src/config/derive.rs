@@ -27,6 +27,7 @@ impl Config {
             }
         };
         let mode = ProxyMode::parse(&kp.mode).map_err(|m| ConfigError::new(at("mode"), m))?;
+        super::release::check_mode(mode, &kp, &at("mode"))?;
         let (bit, masquerade_all, sync, min_sync, section) = match mode {
             ProxyMode::Iptables => (
                 kp.iptables.masquerade_bit,
@@ -133,7 +134,7 @@ impl Config {
             log_json: logging_format == "json",
             localhost_node_ports: LocalhostNodePorts {
                 iptables: kp.iptables.localhost_node_ports,
-                nftables: kp.nftables.localhost_node_ports,
+                nftables: super::release::nftables_localhost_node_ports(&kp),
             },
             proxy_port_range,
             ephemeral_ports,
@@ -165,7 +166,8 @@ impl Config {
                 ProxyMode::Ipvs => "IPVS mode never serves them (as upstream's)",
                 ProxyMode::Iptables => "iptables.localhostNodePorts is false",
                 ProxyMode::Nftables | ProxyMode::Userspace => {
-                    "nftables.localhostNodePorts is false"
+                    "nftables.localhostNodePorts (or the KubeProxyNFTablesLocalhostNodePorts \
+                     feature gate) is false"
                 }
             };
             out.push(format!(
@@ -269,8 +271,10 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
     defaults.bind_address.clone_from(&kp.bind_address);
     super::kube_proxy::defaults::apply(&mut defaults);
     let mut fields: Vec<&str> = Vec::new();
-    if !kp.feature_gates.is_empty() {
-        fields.push("featureGates");
+    let unused_gates = super::release::unused_gates(&kp.feature_gates);
+    let gates = format!("featureGates ({})", unused_gates.join(", "));
+    if !unused_gates.is_empty() {
+        fields.push(&gates);
     }
     if !matches!(kp.bind_address.as_str(), "0.0.0.0" | "::") {
         fields.push("bindAddress");

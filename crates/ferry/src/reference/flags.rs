@@ -162,10 +162,15 @@ fn kube_proxy_does(arg: &Arg) -> String {
 }
 
 /// Whether Ferry acts on the flag: parses `ferry run --flag=1` (a value every flag's parser
-/// takes) and asks [`crate::cli::kube_proxy::KubeProxyFlags::not_used`].
+/// takes; for `--feature-gates` a gate Ferry acts on) and asks
+/// [`crate::cli::kube_proxy::KubeProxyFlags::not_used`].
 fn acted_on(arg: &Arg) -> bool {
     let long = arg.get_long().expect("kube-proxy's flags are long flags");
-    let cli = crate::cli::Cli::try_parse_from(["ferry", "run", &format!("--{long}=1")])
+    let value = match long {
+        "feature-gates" => "KubeProxyIPVS=true",
+        _ => "1",
+    };
+    let cli = crate::cli::Cli::try_parse_from(["ferry", "run", &format!("--{long}={value}")])
         .unwrap_or_else(|e| panic!("--{long}=1 does not parse: {e}"));
     let args: RunArgs = match cli.command {
         crate::cli::Command::Run(args) => args,

@@ -281,7 +281,7 @@ fn a_successful_sync_hands_out_the_stale_udp_flows_once() {
     sync(&mut s).expect("sync");
     let stale = s.split().1[0].take_stale_flows();
     assert_eq!(stale.len(), 1);
-    let removed = ip("192.168.169.166");
+    let removed = std::net::SocketAddr::new(ip("192.168.169.166"), 5353);
     assert!(stale[0].matches("10.96.0.10:53".parse().expect("addr"), removed));
 }
 

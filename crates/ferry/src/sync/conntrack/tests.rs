@@ -70,9 +70,13 @@ fn a_full_sync_checks_every_udp_frontend_and_an_incremental_one_only_what_change
     flows.synced(&state(&["10.0.1.2"]), &context(), false, &dirty);
     let after = flows.take();
     assert_eq!(frontends(&after), [cluster_ip(), Frontend::NodePort(30053)]);
-    let flow_to_removed = (SocketAddr::from(([10, 96, 0, 10], 53)), ip("10.0.1.1"));
+    let endpoint = |a: &str| SocketAddr::new(ip(a), 5353);
+    let flow_to_removed = (
+        SocketAddr::from(([10, 96, 0, 10], 53)),
+        endpoint("10.0.1.1"),
+    );
     assert!(after[0].matches(flow_to_removed.0, flow_to_removed.1));
-    assert!(!after[0].matches(flow_to_removed.0, ip("10.0.1.2")));
+    assert!(!after[0].matches(flow_to_removed.0, endpoint("10.0.1.2")));
 }
 
 #[test]
@@ -103,5 +107,5 @@ fn filters_not_taken_yet_are_kept_until_taken() {
     assert_eq!(frontends(&got), [cluster_ip(), Frontend::NodePort(30053)]);
     assert!(got
         .iter()
-        .all(|f| f.keep == BTreeSet::from([ip("10.0.1.1")])));
+        .all(|f| f.keep == BTreeSet::from([SocketAddr::new(ip("10.0.1.1"), 5353)])));
 }
