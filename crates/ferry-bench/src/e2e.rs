@@ -29,6 +29,7 @@ use self::net::Net;
 use self::report::Table;
 use self::scenario::{Feed, Setup};
 
+pub mod against;
 pub mod churn;
 pub mod floor;
 pub mod real_api;

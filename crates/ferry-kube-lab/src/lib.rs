@@ -10,6 +10,8 @@
 //! - [`pki`]: the cluster's certificates and keys, and kubeconfigs;
 //! - [`control_plane`]: the processes, `kubectl`, tokens, and the faults tests inject
 //!   (an API server restart, an etcd compaction);
+//! - [`kube_proxy`]: upstream kube-proxy as kubeadm runs it (configuration, RBAC, token,
+//!   `--cleanup`), shared by the differential test and the side-by-side benchmark;
 //! - [`kubelet`]: the kubelet stand-in (binary `ferry-lab-kubelet`), the only part that is
 //!   not upstream's: it registers Nodes and runs the lab's Pods, their probes and status.
 //!
@@ -17,6 +19,7 @@
 
 pub mod assets;
 pub mod control_plane;
+pub mod kube_proxy;
 pub mod kubelet;
 pub mod pki;
 

@@ -5,8 +5,8 @@
 //! **one after the other on the same nodes**, with a cleanup between (the proxy's own:
 //! `kube-proxy --cleanup` or `ferry cleanup`, then the node's conntrack table emptied):
 //!
-//! 1. kube-proxy on every node (as kubeadm runs it, `support/kube_proxy.rs`): every connection
-//!    of the generated set made and its outcome recorded;
+//! 1. kube-proxy on every node (as kubeadm runs it, `ferry_kube_lab::kube_proxy`): every
+//!    connection of the generated set made and its outcome recorded;
 //! 2. Ferry on every node, same mode: the same connections;
 //! 3. the changes (a Pod flips not ready, so k8s-node1 loses its last `web` endpoint; a
 //!    not-ready Pod becomes ready; Services change type and policy, `diff::change`) made while

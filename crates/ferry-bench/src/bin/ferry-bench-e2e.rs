@@ -9,7 +9,11 @@
 //! target/release/ferry-bench-e2e --quick         # N = 100, a smoke test (about a minute)
 //! target/release/ferry-bench-e2e --only manifests,api -n 1000
 //! target/release/ferry-bench-e2e --source real-api # the real API server (Pods created first)
+//! target/release/ferry-bench-e2e --against kube-proxy --sizes 10000 --modes nftables
 //! ```
+//!
+//! `--against kube-proxy` runs Ferry and upstream kube-proxy (built by `lab/k8s/build`) side
+//! by side on one real control plane (see `ferry_bench::e2e::against`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,9 +41,10 @@ struct Cli {
     /// Smoke test: N = 100 and few repetitions; cheap enough for CI.
     #[arg(long, conflicts_with = "services")]
     quick: bool,
-    /// One-endpoint changes to time in nftables mode.
-    #[arg(long, default_value_t = 200)]
-    changes: usize,
+    /// One-endpoint changes to time in nftables mode (default 200; with --against, per proxy
+    /// and setting, 30).
+    #[arg(long)]
+    changes: Option<usize>,
     /// One-endpoint changes to time in iptables mode.
     #[arg(long, default_value_t = 10)]
     iptables_changes: usize,
@@ -49,9 +54,9 @@ struct Cli {
     /// Churn: endpoint changes per second.
     #[arg(long, default_value_t = 100)]
     churn_rate: usize,
-    /// Churn: seconds.
-    #[arg(long, default_value_t = 60)]
-    churn_secs: u64,
+    /// Churn: seconds (default 60; with --against, 20).
+    #[arg(long)]
+    churn_secs: Option<u64>,
     /// Churn: follow one change in this many from the client.
     #[arg(long, default_value_t = 20)]
     churn_sample: usize,
@@ -70,6 +75,20 @@ struct Cli {
     /// Keep Ferry's logs in DIR.
     #[arg(long, value_name = "DIR")]
     logs: Option<PathBuf>,
+    /// Ferry side by side with upstream kube-proxy (`kube-proxy`, the only value), each on
+    /// the same node namespace in turn, one real control plane per size.
+    #[arg(long, value_name = "PROXY")]
+    against: Option<String>,
+    /// With --against: Services per cluster (× --endpoints), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,30000")]
+    sizes: Vec<String>,
+    /// With --against: proxy modes, comma-separated (nftables, iptables).
+    #[arg(long, value_delimiter = ',', default_value = "nftables,iptables")]
+    modes: Vec<String>,
+    /// With --against: the minimum sync period, `default` (kubeadm's: 1 s), `zero`, or
+    /// `both`.
+    #[arg(long, default_value = "default")]
+    min_sync: String,
     /// An extra flag for every `ferry run` (repeatable), e.g. `--ferry-flag=--sync-period=1h`.
     #[arg(long = "ferry-flag", value_name = "FLAG", allow_hyphen_values = true)]
     ferry_flags: Vec<String>,
@@ -109,6 +128,13 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         "{} not found (build ferry, or pass --ferry)",
         ferry.display()
     );
+    if let Some(proxy) = &cli.against {
+        anyhow::ensure!(
+            proxy == "kube-proxy",
+            "--against {proxy:?}: only kube-proxy"
+        );
+        return against(cli, std::path::absolute(&ferry)?);
+    }
     let parts = if cli.only.is_empty() && cli.source.is_empty() {
         Part::ALL.to_vec()
     } else {
@@ -128,11 +154,19 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         this,
         services: if quick { 100 } else { cli.services },
         endpoints: cli.endpoints,
-        changes: if quick { 20 } else { cli.changes },
+        changes: if quick {
+            20
+        } else {
+            cli.changes.unwrap_or(200)
+        },
         iptables_changes: if quick { 3 } else { cli.iptables_changes },
         connects: if quick { 100 } else { cli.connects },
         churn_rate: if quick { 20 } else { cli.churn_rate },
-        churn_duration: Duration::from_secs(if quick { 3 } else { cli.churn_secs }),
+        churn_duration: Duration::from_secs(if quick {
+            3
+        } else {
+            cli.churn_secs.unwrap_or(60)
+        }),
         churn_sample: if quick { 4 } else { cli.churn_sample },
         timeout: Duration::from_secs(if quick { 60 } else { cli.timeout_secs }),
         parts,
@@ -156,5 +190,40 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         options.ferry_flags,
     );
     println!("{}", table.render());
+    Ok(())
+}
+
+/// `--against kube-proxy`: each comparison's table printed as soon as it is done.
+fn against(cli: &Cli, ferry: PathBuf) -> anyhow::Result<()> {
+    let o = e2e::against::Against {
+        ferry,
+        sizes: e2e::against::parse_sizes(&cli.sizes)?,
+        endpoints: cli.endpoints,
+        modes: e2e::against::parse_modes(&cli.modes)?,
+        min_sync: e2e::against::parse_min_sync(&cli.min_sync)?,
+        changes: cli.changes.unwrap_or(30),
+        churn_rate: cli.churn_rate,
+        churn_secs: cli.churn_secs.unwrap_or(20),
+        connects: cli.connects,
+        timeout: Duration::from_secs(cli.timeout_secs),
+        logs: cli.logs.clone(),
+    };
+    let machine = || {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        format!(
+            "kernel {}, {} cores, load average {}",
+            kernel.trim(),
+            std::thread::available_parallelism().map_or(1, usize::from),
+            load.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    println!("ferry-bench-e2e --against kube-proxy: {}\n", machine());
+    e2e::against::run(&o, &|line| eprintln!("{line}"), &mut |c| {
+        println!("{}\n(at its end: {})\n", c.render(&o), machine());
+    })?;
     Ok(())
 }
