@@ -64,7 +64,7 @@ fn migrate_md_moves_a_node_to_ferry_and_back_without_losing_a_connection() {
         eps.len() == 2 && eps.iter().all(|e| e.1)
     });
     let kp = kube_proxy::setup(&rc.cp, &program, "iptables");
-    let config = std::fs::read_to_string(&kp.config).expect("kube-proxy's configuration");
+    let config = std::fs::read_to_string(kp.config_file()).expect("kube-proxy's configuration");
     rc.apply(&kubeadm_kube_proxy(&config));
     let ip = MASTER_POD.1.parse().expect("pod address");
     rc.lab.add_pod(NODE, MASTER_POD.0, ip).expect("client pod");

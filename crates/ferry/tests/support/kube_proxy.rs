@@ -12,6 +12,8 @@ use ferry_kube_lab::kube_proxy::{self, MinSync};
 use ferry_kube_lab::ControlPlane;
 use ferry_lab::{Lab, LabProcess};
 
+/// The settings this lab changes from kubeadm's (the differential test checks its list).
+#[allow(unused_imports)]
 pub use ferry_kube_lab::kube_proxy::CHANGED_SETTINGS;
 
 /// The lab's cluster CIDR.
@@ -35,6 +37,11 @@ pub fn setup(cp: &ControlPlane, program: &Path, mode: &str) -> KubeProxySetup {
 }
 
 impl KubeProxySetup {
+    /// Its `KubeProxyConfiguration` file (what kubeadm's ConfigMap holds as `config.conf`).
+    pub fn config_file(&self) -> &Path {
+        &self.0.config
+    }
+
     /// Starts kube-proxy on `node` as kubeadm's DaemonSet does.
     pub fn start(&self, lab: &Lab, node: &str) -> LabProcess {
         self.0.start(lab, node).unwrap_or_else(|e| panic!("{e:#}"))
