@@ -398,4 +398,4 @@ pub fn hostname() -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -231,30 +231,7 @@ impl RealApi {
         progress: &(dyn Fn(&str) + Sync),
     ) -> anyhow::Result<()> {
         let client = self.client().await?;
-        let nodes: Api<Node> = Api::all(client.clone());
-        for node in cluster.node_objects() {
-            let name = node["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let spec = json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": { "name": name, "labels": node["metadata"]["labels"].clone() },
-                "spec": node["spec"].clone(),
-            });
-            nodes
-                .create(&PostParams::default(), &serde_json::from_value(spec)?)
-                .await
-                .with_context(|| format!("Node {name}"))?;
-            nodes
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": node["status"].clone() })),
-                )
-                .await
-                .with_context(|| format!("Node {name}: status"))?;
-        }
+        create_nodes(&client, cluster).await?;
         let services: Api<Service> = Api::namespaced(client.clone(), &self.namespace);
         stream::iter(0..cluster.services)
             .map(|i| {
@@ -356,4 +333,32 @@ impl RealApi {
 fn lock(seen: &Mutex<Seen>) -> std::sync::MutexGuard<'_, Seen> {
     seen.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+/// Creates the cluster's Nodes through the API, with their status (as kubelets would).
+pub(super) async fn create_nodes(client: &Client, cluster: &Cluster) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in cluster.node_objects() {
+        let name = node["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let spec = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": { "name": name, "labels": node["metadata"]["labels"].clone() },
+            "spec": node["spec"].clone(),
+        });
+        nodes
+            .create(&PostParams::default(), &serde_json::from_value(spec)?)
+            .await
+            .with_context(|| format!("Node {name}"))?;
+        nodes
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": node["status"].clone() })),
+            )
+            .await
+            .with_context(|| format!("Node {name}: status"))?;
+    }
+    Ok(())
 }

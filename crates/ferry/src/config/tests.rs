@@ -12,7 +12,7 @@ fn parse(text: &str) -> Result<FileConfig, ConfigError> {
 }
 
 /// `ferry run --config FILE` with `text` as FILE (named kube-proxy.yaml) and `flags` set.
-fn resolve_with(
+pub(crate) fn resolve_with(
     text: &str,
     flags: impl FnOnce(&mut RunArgs),
 ) -> Result<(Config, Vec<String>), ConfigError> {

@@ -16,16 +16,17 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use futures::{stream, StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::objects::{now_rfc3339, service, slice, slice_name};
 use crate::e2e::cluster::Cluster;
 use crate::e2e::net::{Net, NODE_IP};
+use crate::e2e::real_api::create_nodes;
 use ferry_kube_lab::{kube_proxy, Assets, ControlPlane, Tuning};
 
 /// Requests in flight while the cluster is created or reset.
@@ -203,30 +204,7 @@ impl DirectApi {
 
     async fn populate(&self, cluster: &Cluster) -> anyhow::Result<()> {
         let client = self.client().await?;
-        let nodes: Api<Node> = Api::all(client.clone());
-        for node in cluster.node_objects() {
-            let name = node["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let spec = json!({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": { "name": name, "labels": node["metadata"]["labels"].clone() },
-                "spec": node["spec"].clone(),
-            });
-            nodes
-                .create(&PostParams::default(), &serde_json::from_value(spec)?)
-                .await
-                .with_context(|| format!("Node {name}"))?;
-            nodes
-                .patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": node["status"].clone() })),
-                )
-                .await
-                .with_context(|| format!("Node {name}: status"))?;
-        }
+        create_nodes(&client, cluster).await?;
         let services: Api<Service> = Api::namespaced(client.clone(), &self.namespace);
         let slices = self.slices(client);
         stream::iter(0..cluster.services)

@@ -12,16 +12,7 @@ fn resolve(
     body: &str,
     flags: impl FnOnce(&mut RunArgs),
 ) -> Result<(Config, Vec<String>), ConfigError> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("kube-proxy.yaml");
-    std::fs::write(&path, format!("{HEAD}{body}")).expect("write");
-    let mut args = RunArgs {
-        config: Some(path),
-        hostname_override: Some("n1".to_owned()),
-        ..RunArgs::default()
-    };
-    flags(&mut args);
-    args.resolve()
+    crate::config::tests::resolve_with(&format!("{HEAD}{body}"), flags)
 }
 
 fn ok(body: &str) -> (Config, Vec<String>) {
