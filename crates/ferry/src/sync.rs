@@ -182,7 +182,10 @@ impl<A: Applier> FamilySync<A> {
             self.full_pending = true;
         }
         extend_sorted(&mut self.dirty, &notes.dirty);
-        !notes.dirty.is_empty() || self.full_pending
+        // A ServiceCIDR change dirties no Service: the sync it asks for finds the node-level
+        // rules changed (nftables mode's `cluster-ips-check`) and is full; a mode without
+        // service-CIDR rules finds nothing to do.
+        !notes.dirty.is_empty() || self.full_pending || notes.service_cidrs
     }
 
     /// Syncs this family's rules with `state`: the changed services, or everything when a
