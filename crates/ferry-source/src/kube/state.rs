@@ -87,7 +87,8 @@ struct KindState {
 ///
 /// - Before every [required](Kind::required) kind has listed once, nothing is emitted; the
 ///   first event is one [`SourceEvent::Resync`] with every kind's objects (so the first sync
-///   sees a whole node). A ServiceCIDR list that ends later is a `Resync` of its own.
+///   sees a whole node). A ServiceCIDR list that ends later sends only what it changed (an
+///   `Apply` or `Delete`, or a [`SourceEvent::Batch`] of them).
 /// - After that, `Apply`/`Delete` pass through as [`SourceEvent::Apply`]/[`SourceEvent::Delete`],
 ///   and each relist of a kind (after a `410 Gone`, or a watcher restart) ends with a
 ///   `Resync` of every kind's objects: objects deleted while the watch was away are gone from
@@ -193,8 +194,17 @@ impl State {
                 None
             }
             Change::InitDone => {
-                k.objects = k.listing.take().unwrap_or_default();
+                let listed = k.listing.take().unwrap_or_default();
                 k.settled = true;
+                if ready && !kind.required() {
+                    // An optional kind (re)listed after the first Resync: only what changed,
+                    // not every kind's objects again (its first list usually ends just after
+                    // the others', and finds nothing new).
+                    let changes = delta(&k.objects, &listed);
+                    k.objects = listed;
+                    return SourceEvent::batch(changes);
+                }
+                k.objects = listed;
                 if ready {
                     return Some(SourceEvent::Resync(self.objects()));
                 }
@@ -210,4 +220,17 @@ impl State {
         all.sort_by(|a, b| a.0.cmp(b.0));
         all.into_iter().map(|(_, o)| o.clone()).collect()
     }
+}
+
+/// The events that turn `old` into `new`: deletions, then additions and changes.
+fn delta(old: &BTreeMap<ObjectKey, Object>, new: &BTreeMap<ObjectKey, Object>) -> Vec<SourceEvent> {
+    let deleted = old
+        .keys()
+        .filter(|key| !new.contains_key(*key))
+        .map(|key| SourceEvent::Delete(key.clone()));
+    let applied = new
+        .iter()
+        .filter(|(key, object)| old.get(*key) != Some(*object))
+        .map(|(_, object)| SourceEvent::Apply(object.clone()));
+    deleted.chain(applied).collect()
 }

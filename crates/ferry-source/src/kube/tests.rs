@@ -183,31 +183,36 @@ fn cidr(name: &str, range: &str) -> Object {
 }
 
 #[test]
-fn service_cidrs_are_not_waited_for_and_their_later_list_is_a_resync() {
+fn service_cidrs_are_not_waited_for_and_their_later_list_sends_what_changed() {
     let mut run = Run::ready();
     assert!(run.state.is_ready(), "ready without ServiceCIDRs");
+    assert!(
+        run.list(Kind::ServiceCidr, vec![]).is_empty(),
+        "nothing new"
+    );
     let out = run.list(
         Kind::ServiceCidr,
         vec![ok(cidr("kubernetes", "10.96.0.0/12"))],
     );
     assert_eq!(
         out,
-        vec![SourceEvent::Resync(vec![
-            svc("a", "10.96.0.1"),
-            svc("b", "10.96.0.2"),
-            node(),
-            cidr("kubernetes", "10.96.0.0/12"),
+        vec![SourceEvent::Apply(cidr("kubernetes", "10.96.0.0/12"))]
+    );
+    let relisted = run.list(Kind::ServiceCidr, vec![ok(cidr("next", "10.100.0.0/16"))]);
+    assert_eq!(
+        relisted,
+        vec![SourceEvent::Batch(vec![
+            SourceEvent::Delete(ObjectKey::ServiceCidr("kubernetes".into())),
+            SourceEvent::Apply(cidr("next", "10.100.0.0/16")),
         ])]
     );
     let deleted = run.feed(
         Kind::ServiceCidr,
-        vec![Change::Delete(ObjectKey::ServiceCidr("kubernetes".into()))],
+        vec![Change::Delete(ObjectKey::ServiceCidr("next".into()))],
     );
     assert_eq!(
         deleted,
-        vec![SourceEvent::Delete(ObjectKey::ServiceCidr(
-            "kubernetes".into()
-        ))]
+        vec![SourceEvent::Delete(ObjectKey::ServiceCidr("next".into()))]
     );
 }
 
