@@ -2,8 +2,8 @@
 //!
 //! Place in the data flow (source → **cluster state → node view** → compiler → applier): this crate
 //! holds the Kubernetes objects Ferry cares about, already validated and converted to typed values
-//! ([`Service`], [`EndpointSlice`], [`Node`], [`ServiceCidr`], and in standalone mode [`Pod`]), the single-owner [`ClusterState`] that sources feed,
-//! and [`NodeView`], the pure per-node answer to "which endpoints may this node send this service's
+//! ([`Service`], [`EndpointSlice`], [`Node`], [`ServiceCidr`], and in standalone mode [`Pod`]),
+//! the single-owner [`ClusterState`] that sources feed, and [`NodeView`], the pure per-node answer to "which endpoints may this node send this service's
 //! traffic to?".
 //!
 //! It must never do I/O: no files, no sockets, no clocks, no processes. Everything here is a pure

@@ -115,8 +115,9 @@ impl KubeSource {
     ///
     /// The first event sent is a [`SourceEvent::Resync`] with every kind's objects, once every
     /// required watch has listed once (ServiceCIDRs are not waited for); then `Apply`/`Delete`
-    /// per change, and a `Resync` after each relist. Every invalid object is logged with `tracing::warn!` and passed to `invalid`
-    /// (for metrics); API errors are logged and retried, never returned.
+    /// per change, and a `Resync` after each relist. Every invalid object is logged with
+    /// `tracing::warn!` and passed to `invalid` (for metrics); API errors are logged and
+    /// retried, never returned.
     pub async fn run(self, tx: mpsc::Sender<SourceEvent>, mut invalid: impl FnMut(&InvalidObject)) {
         let mut events = select_all([
             self.watch::<core::Service>(Kind::Service, LABEL_SELECTOR, None),

@@ -3,7 +3,8 @@
 //!
 //! What it speaks, as the real API server does:
 //! - `GET /api/v1/services`, `/apis/discovery.k8s.io/v1/endpointslices`, `/api/v1/nodes`,
-//!   `/apis/networking.k8s.io/v1/servicecidrs` (all namespaces): a `…List` with `metadata.resourceVersion`, paged by `limit`/`continue`;
+//!   `/apis/networking.k8s.io/v1/servicecidrs` (all namespaces): a `…List` with
+//!   `metadata.resourceVersion`, paged by `limit`/`continue`;
 //!   equality-based `labelSelector` (`key`, `!key`, `key=value`, `key!=value`) and
 //!   `fieldSelector` on `metadata.name`/`metadata.namespace`;
 //! - the same with `watch=true`: one JSON event per line (`{"type":"ADDED","object":{…}}`),

@@ -52,8 +52,7 @@ fn every_manifest_in_deploy_parses_as_its_kind() {
 }
 
 #[test]
-fn rbac_is_read_only_on_services_endpointslices_nodes_and_servicecidrs_and_bound_to_the_pods_account(
-) {
+fn rbac_is_read_only_on_what_ferry_watches_and_bound_to_the_pods_account() {
     let role: ClusterRole = load("clusterrole.yaml");
     let mut granted = Vec::new();
     for rule in role.rules.unwrap_or_default() {
