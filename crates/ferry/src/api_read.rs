@@ -47,7 +47,7 @@ pub fn read(config: &Config) -> Result<Vec<Object>, String> {
             Ok(Some(SourceEvent::Resync(objects))) => Ok(objects),
             Ok(_) => Err("the Kubernetes API source ended before its first list".to_owned()),
             Err(_) => Err(format!(
-                "listing Services, EndpointSlices and Node {} took more than {}s",
+                "listing Services, EndpointSlices, Node {} and ServiceCIDRs took more than {}s",
                 config.node_name,
                 WAIT.as_secs()
             )),
