@@ -41,5 +41,7 @@ pub use config::{CompileConfig, NodePortAddresses};
 pub use node::NodeCompiler;
 #[cfg(test)]
 mod load_balancer_tests;
+#[cfg(test)]
+mod service_cidr_tests;
 
 pub use plan::{ClusterIpMasquerade, Dispatch, EndpointSet, External, Plan, ServicePlan};

@@ -1,15 +1,13 @@
 //! `NodeCompiler`: one node's plan, whole or one service at a time (incremental syncs). Mode
 //! neutral: each mode renders the plans it gives (see [`crate::mode`]).
 
-use std::collections::BTreeMap;
-
 use ferry_model::{ClusterState, IpFamily, NodeContext, NodeView, ServiceName};
 
 use crate::config::CompileConfig;
 use crate::plan::{Plan, PlanContext, ServicePlan};
 
-/// The node-level part of the plan (this node's Node object and the configuration), ready to
-/// compile services against.
+/// The node-level part of the plan (this node's Node object, the service CIDRs and the
+/// configuration), ready to compile services against.
 #[derive(Debug, Clone)]
 pub struct NodeCompiler {
     context: NodeContext,
@@ -21,11 +19,7 @@ pub struct NodeCompiler {
 impl NodeCompiler {
     /// Prepares compilation for `context`'s node from the current state.
     pub fn new(state: &ClusterState, context: &NodeContext, config: &CompileConfig) -> Self {
-        let view = NodeView {
-            context: context.clone(),
-            node: state.node(&context.node_name).cloned(),
-            services: BTreeMap::new(),
-        };
+        let view = NodeView::node_level(state, context);
         let base = Plan::build(&view, config);
         Self {
             context: context.clone(),

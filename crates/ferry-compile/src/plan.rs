@@ -188,6 +188,10 @@ pub struct Plan {
     /// Drop forwarded packets conntrack marks invalid (iptables mode; not when the kernel's
     /// `nf_conntrack_tcp_be_liberal` is on).
     pub drop_ct_invalid: bool,
+    /// The service CIDRs of the family (ServiceCIDR objects), aggregated: new connections to an
+    /// address inside one that is no ClusterIP are dropped (nftables mode, as upstream's
+    /// `cluster-ips-check`), rather than routed off the node. Empty when no ServiceCIDR is known.
+    pub service_cidrs: Vec<IpNet>,
     /// Every service port, sorted.
     pub services: BTreeMap<ServicePortName, ServicePlan>,
 }
@@ -217,6 +221,7 @@ impl Plan {
                 && cfg.node_port_addresses.allow_loopback(cfg.family),
             local,
             drop_ct_invalid: !cfg.conntrack_tcp_be_liberal,
+            service_cidrs: IpNet::aggregate(&view.service_cidrs.keys().copied().collect()),
             services: view
                 .services
                 .values()

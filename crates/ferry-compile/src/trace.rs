@@ -148,6 +148,8 @@ pub enum StepKind {
     Rejected,
     /// A ClusterIP, but not a service port: rejected.
     UnknownPort,
+    /// Inside a service CIDR, but no Service's ClusterIP: dropped (nftables mode).
+    UnallocatedServiceIp,
     /// Not a service.
     NotAService,
 }
@@ -323,8 +325,8 @@ pub fn trace_at(
 
 impl Trace {
     /// The explanation as iptables mode programs it, each step naming iptables chains. iptables
-    /// mode (like upstream's) has no rule rejecting unknown ports of a ClusterIP: such a
-    /// packet is routed as is.
+    /// mode (like upstream's) has no rule rejecting unknown ports of a ClusterIP, nor one
+    /// dropping unallocated addresses of a service CIDR: such a packet is routed as is.
     pub fn for_iptables(mut self) -> Trace {
         if let Some(variant) = self.iptables_variant.take() {
             return variant.for_iptables();
@@ -337,6 +339,7 @@ impl Trace {
         if self.steps.iter().any(|s| s.kind == StepKind::UnknownPort) {
             self.verdict = Verdict::NotAService;
         }
+        frontend::unallocated_routed(&mut self, "iptables");
         self.reject_without_firewall();
         self.hairpin_for_iptables();
         let objects: Vec<Vec<String>> = self

@@ -76,6 +76,22 @@ fn dual_stack_case(dir: &'static str, family: IpFamily) -> Case {
     }
 }
 
+/// The ServiceCIDR case, compiled for one family.
+fn service_cidrs(family: IpFamily) -> Case {
+    Case {
+        dir: "service-cidrs",
+        node: "node-a",
+        config: CompileConfig {
+            family,
+            local_detector: LocalDetector::ClusterCidr(vec![
+                "10.0.0.0/8".parse().expect("cidr"),
+                "fd00:10::/32".parse().expect("cidr"),
+            ]),
+            ..CompileConfig::default()
+        },
+    }
+}
+
 fn cluster_cidr(cidr: &str) -> CompileConfig {
     CompileConfig {
         local_detector: LocalDetector::ClusterCidr(vec![cidr.parse().expect("cidr")]),
@@ -152,6 +168,9 @@ fn cases() -> Vec<Case> {
                 ..CompileConfig::default()
             },
         },
+        // ServiceCIDRs: nftables mode drops unallocated addresses of the ranges.
+        service_cidrs(IpFamily::V4),
+        service_cidrs(IpFamily::V6),
         Case {
             dir: "topology",
             node: "node-a1",

@@ -1,4 +1,5 @@
-//! `ClusterState`: every Service, EndpointSlice and Node the sources have delivered.
+//! `ClusterState`: every Service, EndpointSlice, Node and ServiceCIDR the sources have
+//! delivered.
 //!
 //! Owned and updated by a single task (the sync loop), in event order; everyone else gets
 //! snapshots (node views, rulesets), never a reference into it.
@@ -8,136 +9,36 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::intern::Interner;
-use crate::{EndpointSlice, Node, ObjectRef, Pod, Protocol, Service, ServiceName};
+use crate::{EndpointSlice, Node, Protocol, Service, ServiceCidr, ServiceName};
 
 mod frontends;
+mod object;
 
-/// A validated object, as sources deliver it. Services and slices are shared (`Arc`): the
-/// manifest source's last good copy, the Pod stage's and the event passed on are one
-/// allocation, whoever holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Object {
-    /// A Service.
-    Service(Arc<Service>),
-    /// An EndpointSlice (also what a legacy `v1 Endpoints` is converted to).
-    EndpointSlice(Arc<EndpointSlice>),
-    /// A Node.
-    Node(Arc<Node>),
-    /// A Pod (standalone mode only). The state does not store Pods: the EndpointSlice
-    /// controller stage between the source and the state turns them into EndpointSlices.
-    Pod(Arc<Pod>),
-}
+pub use object::{Object, ObjectKey};
 
-impl From<Service> for Object {
-    fn from(service: Service) -> Self {
-        Object::Service(Arc::new(service))
-    }
-}
-
-impl From<EndpointSlice> for Object {
-    fn from(slice: EndpointSlice) -> Self {
-        Object::EndpointSlice(Arc::new(slice))
-    }
-}
-
-impl From<Arc<Service>> for Object {
-    fn from(service: Arc<Service>) -> Self {
-        Object::Service(service)
-    }
-}
-
-impl From<Arc<EndpointSlice>> for Object {
-    fn from(slice: Arc<EndpointSlice>) -> Self {
-        Object::EndpointSlice(slice)
-    }
-}
-
-impl From<Node> for Object {
-    fn from(node: Node) -> Self {
-        Object::Node(Arc::new(node))
-    }
-}
-
-impl From<Pod> for Object {
-    fn from(pod: Pod) -> Self {
-        Object::Pod(Arc::new(pod))
-    }
-}
-
-impl Object {
-    /// The key under which the state stores this object.
-    pub fn key(&self) -> ObjectKey {
-        match self {
-            Object::Service(s) => ObjectKey::Service(s.name.clone()),
-            Object::EndpointSlice(s) => ObjectKey::EndpointSlice {
-                namespace: s.namespace.to_string(),
-                name: s.name.to_string(),
-            },
-            Object::Node(n) => ObjectKey::Node(n.name.clone()),
-            Object::Pod(p) => ObjectKey::Pod {
-                namespace: p.namespace.to_string(),
-                name: p.name.to_string(),
-            },
-        }
-    }
-}
-
-/// Identity of a stored object.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ObjectKey {
-    /// A Service.
-    Service(ServiceName),
-    /// An EndpointSlice.
-    EndpointSlice {
-        /// `metadata.namespace`.
-        namespace: String,
-        /// `metadata.name`.
-        name: String,
-    },
-    /// A Node.
-    Node(String),
-    /// A Pod.
-    Pod {
-        /// `metadata.namespace`.
-        namespace: String,
-        /// `metadata.name`.
-        name: String,
-    },
-}
-
-impl ObjectKey {
-    /// `Kind namespace/name`, for messages.
-    pub fn object_ref(&self) -> ObjectRef {
-        match self {
-            ObjectKey::Service(s) => ObjectRef::new("Service", &s.namespace, &s.name),
-            ObjectKey::EndpointSlice { namespace, name } => {
-                ObjectRef::new("EndpointSlice", namespace, name)
-            }
-            ObjectKey::Node(n) => ObjectRef::new("Node", "", n),
-            ObjectKey::Pod { namespace, name } => ObjectRef::new("Pod", namespace, name),
-        }
-    }
-}
-
-/// What one change touched: the Services whose rules may differ, or a Node.
+/// What one change touched: the Services whose rules may differ, a Node, or the service
+/// CIDRs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Touched {
     /// Services whose Service object or slices changed.
     pub services: BTreeSet<ServiceName>,
     /// Nodes that changed (a change to this node's own object affects every service).
     pub nodes: BTreeSet<String>,
+    /// A ServiceCIDR changed: node-level rules (nftables mode's `cluster-ips-check`) may differ.
+    pub service_cidrs: bool,
 }
 
 impl Touched {
     /// True when nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.services.is_empty() && self.nodes.is_empty()
+        self.services.is_empty() && self.nodes.is_empty() && !self.service_cidrs
     }
 
     /// Adds another change.
     pub fn merge(&mut self, other: Touched) {
         self.services.extend(other.services);
         self.nodes.extend(other.nodes);
+        self.service_cidrs |= other.service_cidrs;
     }
 }
 
@@ -157,6 +58,8 @@ pub struct ClusterState {
     /// B-tree node (~400 bytes) for each service's single slice.
     slices_by_service: BTreeSet<(ServiceName, SliceKey)>,
     nodes: BTreeMap<String, Node>,
+    /// ServiceCIDRs by name (a handful per cluster).
+    service_cidrs: BTreeMap<String, Arc<ServiceCidr>>,
     /// Namespaces and endpoint locations (node, zone, hints), one shared copy each.
     names: Interner,
     /// External and load-balancer frontends with the Services claiming each, and every
@@ -227,6 +130,12 @@ impl ClusterState {
                 }
             }
             Object::Pod(_) => {}
+            Object::ServiceCidr(cidr) => {
+                if self.service_cidrs.get(&cidr.name) != Some(&cidr) {
+                    touched.service_cidrs = true;
+                    self.service_cidrs.insert(cidr.name.clone(), cidr);
+                }
+            }
         }
         touched
     }
@@ -255,6 +164,9 @@ impl ClusterState {
                 }
             }
             ObjectKey::Pod { .. } => {}
+            ObjectKey::ServiceCidr(name) => {
+                touched.service_cidrs = self.service_cidrs.remove(name).is_some();
+            }
         }
         touched
     }
@@ -306,7 +218,12 @@ impl ClusterState {
                 name: name.to_string(),
             });
         let nodes = self.nodes.keys().cloned().map(ObjectKey::Node);
-        services.chain(slices).chain(nodes).collect()
+        let cidrs = self
+            .service_cidrs
+            .keys()
+            .cloned()
+            .map(ObjectKey::ServiceCidr);
+        services.chain(slices).chain(nodes).chain(cidrs).collect()
     }
 
     /// All Services, sorted by name.
@@ -374,6 +291,11 @@ impl ClusterState {
     /// All Nodes.
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
         self.nodes.values()
+    }
+
+    /// All ServiceCIDRs, sorted by name.
+    pub fn service_cidrs(&self) -> impl Iterator<Item = &ServiceCidr> {
+        self.service_cidrs.values().map(|c| &**c)
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! Place in the data flow (source → **cluster state → node view** → compiler → applier): this crate
 //! holds the Kubernetes objects Ferry cares about, already validated and converted to typed values
-//! ([`Service`], [`EndpointSlice`], [`Node`], and in standalone mode [`Pod`]), the single-owner [`ClusterState`] that sources feed,
-//! and [`NodeView`], the pure per-node answer to "which endpoints may this node send this service's
+//! ([`Service`], [`EndpointSlice`], [`Node`], [`ServiceCidr`], and in standalone mode [`Pod`]),
+//! the single-owner [`ClusterState`] that sources feed, and [`NodeView`], the pure per-node answer to "which endpoints may this node send this service's
 //! traffic to?".
 //!
 //! It must never do I/O: no files, no sockets, no clocks, no processes. Everything here is a pure
@@ -18,6 +18,7 @@ mod name;
 mod node;
 mod pod;
 mod service;
+mod service_cidr;
 mod view;
 
 pub use cluster::{ClusterState, Object, ObjectKey, Touched};
@@ -37,6 +38,7 @@ pub use service::{
     IpFamily, Protocol, Service, ServicePort, ServiceType, SessionAffinity, TrafficDistribution,
     TrafficPolicy,
 };
+pub use service_cidr::ServiceCidr;
 pub use view::{
     EndpointView, Exclusion, HintsIgnored, NodeContext, NodeView, ServicePortView, Topology,
     Unserved,

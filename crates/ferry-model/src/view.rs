@@ -204,6 +204,9 @@ pub struct NodeView {
     pub node: Option<Node>,
     /// Every service port, sorted.
     pub services: BTreeMap<ServicePortName, ServicePortView>,
+    /// The service CIDRs of this family (ServiceCIDR objects' `spec.cidrs`), sorted, each with
+    /// the names of the objects listing it.
+    pub service_cidrs: BTreeMap<IpNet, Vec<String>>,
 }
 
 impl NodeView {
@@ -215,9 +218,19 @@ impl NodeView {
             .map(|view| (view.name.clone(), view))
             .collect();
         Self {
+            services,
+            ..Self::node_level(state, context)
+        }
+    }
+
+    /// The view without its services: this node's Node object and the service CIDRs, what
+    /// node-level rules are built from.
+    pub fn node_level(state: &ClusterState, context: &NodeContext) -> Self {
+        Self {
             context: context.clone(),
             node: state.node(&context.node_name).cloned(),
-            services,
+            services: BTreeMap::new(),
+            service_cidrs: crate::service_cidr::of_family(state.service_cidrs(), context.family),
         }
     }
 

@@ -30,6 +30,7 @@ mod node;
 mod pod;
 mod probe;
 mod service;
+mod service_cidr;
 mod slice;
 
 pub use endpoints::{endpoints, LABEL_SKIP_MIRROR, MAX_ENDPOINTS_PER_SUBSET};
@@ -40,6 +41,7 @@ pub use probe::{
     DEFAULT_TIMEOUT_SECONDS,
 };
 pub use service::{service, DEFAULT_AFFINITY_TIMEOUT_SECONDS, MAX_AFFINITY_TIMEOUT_SECONDS};
+pub use service_cidr::service_cidr;
 pub use slice::endpoint_slice;
 
 /// Namespace of objects whose `metadata.namespace` is unset.

@@ -1,11 +1,16 @@
-//! The Kubernetes API source: kube-rs watchers for Services, EndpointSlices and this node's Node.
+//! The Kubernetes API source: kube-rs watchers for Services, EndpointSlices, this node's Node
+//! and ServiceCIDRs.
 //!
-//! Three `kube::runtime::watcher`s, like upstream kube-proxy's informers:
+//! Four `kube::runtime::watcher`s, like upstream kube-proxy's informers:
 //! - Services and EndpointSlices cluster-wide, with kube-proxy's label selector
 //!   ([`LABEL_SELECTOR`]: no slices or Services of headless Services, none handed to another
 //!   proxy with `service.kubernetes.io/service-proxy-name`);
 //! - this node's own Node, with the field selector `metadata.name=NODE` (its labels feed
-//!   topology, its addresses the NodePorts).
+//!   topology, its addresses the NodePorts);
+//! - `networking.k8s.io/v1` ServiceCIDRs (nftables mode drops traffic to unallocated addresses
+//!   inside them). This one is optional: the first sync does not wait for it, and an API server
+//!   that does not serve them (`404`, before 1.33) or a ClusterRole without them (`403`) is
+//!   said once and Ferry carries on without them (`optional`).
 //!
 //! Objects are parsed [`lean::Lean`] (without managed fields and the annotations Ferry does not
 //! read: no copy of them is made) and listed in pages of [`LIST_PAGE_SIZE`], then converted
@@ -39,6 +44,7 @@ use ferry_model::{Object, ObjectKey, ServiceName};
 use futures::stream::{select_all, Stream, StreamExt as _};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::discovery::v1 as discovery;
+use k8s_openapi::api::networking::v1 as networking;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
@@ -50,6 +56,7 @@ use crate::{convert, InvalidObject, SourceEvent};
 mod connect;
 pub mod lean;
 mod observe;
+mod optional;
 mod refusal;
 mod retry;
 pub mod state;
@@ -57,6 +64,7 @@ pub mod state;
 pub use connect::{connect, connect_observed, retry_delays, ConnectError, Connection};
 use lean::{Lean, ReadAnnotations};
 pub use observe::{ObserveLayer, RequestObserver, RequestRecord};
+use optional::Optional;
 use retry::{is_desync, Fixed, Retry};
 use state::{Change, Converted, Kind, State};
 
@@ -70,11 +78,12 @@ pub const LABEL_SELECTOR: &str =
 /// and their 10 000 EndpointSlices.
 pub const LIST_PAGE_SIZE: u32 = 100;
 
-/// Watches Services, EndpointSlices and one Node through the Kubernetes API.
+/// Watches Services, EndpointSlices, one Node and ServiceCIDRs through the Kubernetes API.
 pub struct KubeSource {
     client: Client,
     node_name: String,
     retry: Option<Duration>,
+    wait_optional: bool,
 }
 
 impl KubeSource {
@@ -84,7 +93,16 @@ impl KubeSource {
             client,
             node_name: node_name.into(),
             retry: None,
+            wait_optional: false,
         }
+    }
+
+    /// The first `Resync` also waits for ServiceCIDRs to list once (or be refused), for a
+    /// one-shot read that must see them (`ferry explain`); the agent does not wait, as upstream
+    /// does not.
+    pub fn waiting_for_service_cidrs(mut self) -> Self {
+        self.wait_optional = true;
+        self
     }
 
     /// Retries after a fixed `interval` instead of kube-rs's exponential back-off (tests).
@@ -96,9 +114,10 @@ impl KubeSource {
     /// Watches until the receiver is dropped.
     ///
     /// The first event sent is a [`SourceEvent::Resync`] with every kind's objects, once every
-    /// watch has listed once; then `Apply`/`Delete` per change, and a `Resync` after each
-    /// relist. Every invalid object is logged with `tracing::warn!` and passed to `invalid`
-    /// (for metrics); API errors are logged and retried, never returned.
+    /// required watch has listed once (ServiceCIDRs are not waited for); then `Apply`/`Delete`
+    /// per change, and a `Resync` after each relist. Every invalid object is logged with
+    /// `tracing::warn!` and passed to `invalid` (for metrics); API errors are logged and
+    /// retried, never returned.
     pub async fn run(self, tx: mpsc::Sender<SourceEvent>, mut invalid: impl FnMut(&InvalidObject)) {
         let mut events = select_all([
             self.watch::<core::Service>(Kind::Service, LABEL_SELECTOR, None),
@@ -108,9 +127,14 @@ impl KubeSource {
                 "",
                 Some(&format!("metadata.name={}", self.node_name)),
             ),
+            self.watch::<networking::ServiceCIDR>(Kind::ServiceCidr, "", None),
         ]);
+        let mut optional = Optional::default();
         tracing::info!(node = %self.node_name, "watching the Kubernetes API");
-        let mut state = State::default();
+        let mut state = match self.wait_optional {
+            true => State::waiting_for_optional(),
+            false => State::default(),
+        };
         let mut report = |e: &InvalidObject| {
             tracing::warn!(error = %e, "invalid object from the API server");
             invalid(e);
@@ -125,6 +149,20 @@ impl KubeSource {
                 Ok(change) => change,
                 Err(e) if is_desync(&e) => {
                     tracing::warn!(?kind, error = %e, "Kubernetes API watch expired; relisting");
+                    continue;
+                }
+                Err(e) if Optional::is_refusal(kind, refusal::code(&e)) => {
+                    let code = refusal::code(&e).unwrap_or_default();
+                    match optional.refused(kind, code) {
+                        Some(why) => tracing::warn!(?kind, "{why}"),
+                        None => tracing::debug!(?kind, error = %e, "still refused"),
+                    }
+                    let Some(first) = state.refused(kind) else {
+                        continue;
+                    };
+                    if tx.send(first).await.is_err() {
+                        return;
+                    }
                     continue;
                 }
                 Err(e) => {
@@ -143,6 +181,9 @@ impl KubeSource {
                     continue;
                 }
             };
+            if !kind.required() && change == Change::InitDone && optional.listed() {
+                tracing::info!(?kind, "the Kubernetes API serves them now");
+            }
             let was_ready = state.is_ready();
             let Some(event) = state.handle(kind, change, &mut report) else {
                 continue;
@@ -251,6 +292,19 @@ impl Convert for core::Node {
         Converted {
             key: ObjectKey::Node(self.metadata.name.clone().unwrap_or_default()),
             result: convert::node(self).map(|n| Some(Object::from(n))),
+        }
+    }
+}
+
+impl ReadAnnotations for networking::ServiceCIDR {
+    const READ_ANNOTATIONS: &'static [&'static str] = &[];
+}
+
+impl Convert for networking::ServiceCIDR {
+    fn convert(&self) -> Converted {
+        Converted {
+            key: ObjectKey::ServiceCidr(self.metadata.name.clone().unwrap_or_default()),
+            result: convert::service_cidr(self).map(|c| Some(Object::from(c))),
         }
     }
 }

@@ -92,7 +92,20 @@ impl Harness {
             SourceEvent::Resync(objects) => {
                 self.state = objects.iter().map(|o| (o.key(), o.clone())).collect();
             }
-            SourceEvent::Batch(events) => panic!("the API source sends no Batch: {events:?}"),
+            // Only a ServiceCIDR list after the first Resync, with what it changed.
+            SourceEvent::Batch(events) => {
+                for e in events {
+                    match e {
+                        SourceEvent::Apply(o) => {
+                            self.state.insert(o.key(), o.clone());
+                        }
+                        SourceEvent::Delete(k) => {
+                            self.state.remove(k);
+                        }
+                        other => panic!("a Batch of Apply and Delete only: {other:?}"),
+                    }
+                }
+            }
         }
         self.events.push(event.clone());
         event
@@ -122,12 +135,13 @@ impl Harness {
     }
 }
 
-fn three_watches(requests: &[String], from: usize) -> bool {
+/// One watch per kind (Services, EndpointSlices, the Node, ServiceCIDRs) since `from`.
+fn every_watch(requests: &[String], from: usize) -> bool {
     requests[from..]
         .iter()
         .filter(|r| r.contains("watch=true"))
         .count()
-        >= 3
+        >= 4
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,7 +176,7 @@ async fn the_first_event_is_one_resync_of_every_kind_with_upstreams_selectors() 
         requests.contains("fieldSelector=metadata.name%3Dk8s-node2"),
         "{requests}"
     );
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, 0));
     for w in h.watches_since(0) {
         assert!(w.contains("allowWatchBookmarks=true"), "{w}");
     }
@@ -216,10 +230,10 @@ async fn an_invalid_update_is_skipped_and_the_last_good_version_kept() {
 async fn a_dropped_watch_resumes_from_its_resource_version_without_a_relist() {
     let mut h = Harness::start(seeded()).await;
     h.next().await;
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, 0));
     let mark = h.server.requests().len();
     h.server.drop_watches();
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, mark));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, mark));
     h.server.delete("Service", "dev", "api");
     assert_eq!(h.next().await, SourceEvent::Delete(svc_key("api")));
     assert!(h.lists_since(mark).is_empty(), "{:?}", h.lists_since(mark));
@@ -235,7 +249,7 @@ async fn a_dropped_watch_resumes_from_its_resource_version_without_a_relist() {
 async fn bookmarks_let_a_watch_resume_after_compaction_without_a_relist() {
     let mut h = Harness::start(seeded()).await;
     h.next().await;
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, 0));
     // Changes the watches do not see (another node) move the resourceVersion on.
     for ip in ["10.1.1.18", "10.1.1.19", "10.1.1.20"] {
         h.server
@@ -246,7 +260,7 @@ async fn bookmarks_let_a_watch_resume_after_compaction_without_a_relist() {
     h.server.bookmark();
     h.server.compact();
     h.server.drop_watches();
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, mark));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, mark));
     let resumed = h.watches_since(mark);
     assert!(
         resumed
@@ -267,7 +281,7 @@ async fn bookmarks_let_a_watch_resume_after_compaction_without_a_relist() {
 async fn an_outage_emits_nothing_then_the_watches_resume_and_converge() {
     let mut h = Harness::start(seeded()).await;
     h.next().await;
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, 0));
     h.server.set_down(true);
     h.server.delete("Service", "dev", "api");
     h.server
@@ -288,7 +302,7 @@ async fn an_outage_emits_nothing_then_the_watches_resume_and_converge() {
 async fn after_410_gone_a_relist_removes_objects_deleted_meanwhile() {
     let mut h = Harness::start(seeded()).await;
     h.next().await;
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, 0));
     h.server.set_down(true);
     h.server.delete("Service", "dev", "api");
     h.server.delete("EndpointSlice", "dev", "web-abc");
@@ -321,7 +335,7 @@ async fn after_410_gone_the_relist_does_not_wait_for_the_back_off() {
     // relist after the 410 does not wait for it.
     let mut h = Harness::start_with_retry(seeded(), Duration::from_secs(3600)).await;
     h.next().await;
-    h.server.wait_for_requests(WAIT, |r| three_watches(r, 0));
+    h.server.wait_for_requests(WAIT, |r| every_watch(r, 0));
     // Changes no watch sees (another node) move the resourceVersion on; the history is
     // forgotten, so every watch resuming from where it was gets 410 Gone.
     for ip in ["10.1.1.18", "10.1.1.19"] {
@@ -339,11 +353,16 @@ async fn after_410_gone_the_relist_does_not_wait_for_the_back_off() {
             .iter()
             .filter(|r| r.contains("watch=true") && r.contains(&relisted))
             .count()
-            >= 3
+            >= 4
     });
     let requests = &h.server.requests()[mark..];
-    assert_eq!(h.lists_since(mark).len(), 3, "{requests:#?}");
-    for kind in ["/services?", "/endpointslices?", "/nodes?"] {
+    assert_eq!(h.lists_since(mark).len(), 4, "{requests:#?}");
+    for kind in [
+        "/services?",
+        "/endpointslices?",
+        "/nodes?",
+        "/servicecidrs?",
+    ] {
         let of_kind: Vec<&String> = requests.iter().filter(|r| r.contains(kind)).collect();
         assert!(of_kind.len() >= 3, "{kind}: {of_kind:#?}");
         assert!(!of_kind[0].contains(&relisted), "{kind}: {of_kind:#?}");

@@ -1,9 +1,10 @@
-//! A fake Kubernetes API server: list and watch for Services, EndpointSlices and Nodes over
-//! real HTTP (plain, no TLS), for driving the real kube-rs client.
+//! A fake Kubernetes API server: list and watch for Services, EndpointSlices, Nodes and
+//! ServiceCIDRs over real HTTP (plain, no TLS), for driving the real kube-rs client.
 //!
 //! What it speaks, as the real API server does:
-//! - `GET /api/v1/services`, `/apis/discovery.k8s.io/v1/endpointslices`, `/api/v1/nodes`
-//!   (all namespaces): a `…List` with `metadata.resourceVersion`, paged by `limit`/`continue`;
+//! - `GET /api/v1/services`, `/apis/discovery.k8s.io/v1/endpointslices`, `/api/v1/nodes`,
+//!   `/apis/networking.k8s.io/v1/servicecidrs` (all namespaces): a `…List` with
+//!   `metadata.resourceVersion`, paged by `limit`/`continue`;
 //!   equality-based `labelSelector` (`key`, `!key`, `key=value`, `key!=value`) and
 //!   `fieldSelector` on `metadata.name`/`metadata.namespace`;
 //! - the same with `watch=true`: one JSON event per line (`{"type":"ADDED","object":{…}}`),
@@ -23,7 +24,8 @@
 //! client re-watches from its last resourceVersion); [`FakeApiServer::set_down`] is an outage
 //! (open connections are closed, new ones closed as soon as accepted);
 //! [`FakeApiServer::compact`] forgets the history, so resuming watches get `410 Gone` and must
-//! relist.
+//! relist; [`FakeApiServer::refuse`] answers a resource's requests with `404` (an older server)
+//! or `403` (RBAC without it).
 //!
 //! The server runs on its own thread and tokio runtime, so it serves sync and async tests
 //! alike; every control method is synchronous. Dropping the handle stops it.
@@ -183,6 +185,19 @@ impl FakeApiServer {
                 s.outages += 1;
             }
             s.down = down;
+        });
+    }
+
+    /// Answers every request for `resource` with `code` (`404`: a server that does not serve
+    /// it, `403`: an account without the right), or serves it again with `None`.
+    pub fn refuse(&self, resource: Resource, code: Option<u16>) {
+        self.shared.change(|s| match code {
+            Some(code) => {
+                s.refusals.insert(resource, code);
+            }
+            None => {
+                s.refusals.remove(&resource);
+            }
         });
     }
 

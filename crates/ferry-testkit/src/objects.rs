@@ -103,3 +103,13 @@ pub fn node(name: &str, internal_ip: &str, pod_cidr: &str) -> Value {
         },
     })
 }
+
+/// A ServiceCIDR (`networking.k8s.io/v1`, cluster-scoped) with `spec.cidrs`.
+pub fn service_cidr(name: &str, cidrs: &[&str]) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "ServiceCIDR",
+        "metadata": { "name": name },
+        "spec": { "cidrs": cidrs },
+    })
+}

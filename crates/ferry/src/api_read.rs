@@ -1,7 +1,8 @@
 //! `ferry rules` and `ferry explain` without `--manifests`: one read of the Kubernetes API
 //! (`--kubeconfig`, `--master`, `clientConnection.kubeconfig` of `--config`, or in-cluster)
 //! through the agent's own source, so they see the objects the agent does: its Services and
-//! EndpointSlices (kube-proxy's label selector) and its own Node.
+//! EndpointSlices (kube-proxy's label selector), its own Node and the ServiceCIDRs (waited for
+//! here, unless the API server refuses them).
 
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ pub fn read(config: &Config) -> Result<Vec<Object>, String> {
             })?
             .map_err(|e| e.to_string())?;
         let (tx, mut rx) = mpsc::channel(4);
-        let source = KubeSource::new(client, config.node_name.clone());
+        let source = KubeSource::new(client, config.node_name.clone()).waiting_for_service_cidrs();
         let watching = tokio::spawn(source.run(tx, |e| eprintln!("warning: {e}")));
         let first = tokio::time::timeout(WAIT, rx.recv()).await;
         watching.abort();
@@ -46,7 +47,7 @@ pub fn read(config: &Config) -> Result<Vec<Object>, String> {
             Ok(Some(SourceEvent::Resync(objects))) => Ok(objects),
             Ok(_) => Err("the Kubernetes API source ended before its first list".to_owned()),
             Err(_) => Err(format!(
-                "listing Services, EndpointSlices and Node {} took more than {}s",
+                "listing Services, EndpointSlices, Node {} and ServiceCIDRs took more than {}s",
                 config.node_name,
                 WAIT.as_secs()
             )),

@@ -272,6 +272,7 @@ fn check_manifests(path: &std::path::Path, node: Option<&str>, report: &mut Repo
             Object::EndpointSlice(_) => "EndpointSlices",
             Object::Node(_) => "Nodes",
             Object::Pod(_) => "Pods",
+            Object::ServiceCidr(_) => "ServiceCIDRs",
         };
         *report.counts.entry(kind).or_default() += 1;
     }
@@ -328,9 +329,13 @@ fn summary(
         0 => String::new(),
         n => format!(", {n} Pods"),
     };
+    let cidrs = match count("ServiceCIDRs") {
+        0 => String::new(),
+        n => format!(", {n} ServiceCIDRs"),
+    };
     format!(
-        "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}), {} \
-         problems",
+        "manifests {}: {} valid objects ({} Services, {} EndpointSlices, {} Nodes{pods}{cidrs}), \
+         {} problems",
         path.display(),
         valid,
         count("Services"),

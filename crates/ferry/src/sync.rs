@@ -182,7 +182,10 @@ impl<A: Applier> FamilySync<A> {
             self.full_pending = true;
         }
         extend_sorted(&mut self.dirty, &notes.dirty);
-        !notes.dirty.is_empty() || self.full_pending
+        // A ServiceCIDR change dirties no Service: the sync it asks for finds the node-level
+        // rules changed (nftables mode's `cluster-ips-check`) and is full; a mode without
+        // service-CIDR rules finds nothing to do.
+        !notes.dirty.is_empty() || self.full_pending || notes.service_cidrs
     }
 
     /// Syncs this family's rules with `state`: the changed services, or everything when a
@@ -312,6 +315,16 @@ impl<A: Applier> Syncer<A> {
     /// Hands what a batch touched to every family; true when one needs a sync.
     fn note(&mut self, mut notes: Notes) -> bool {
         notes.finish();
+        if notes.service_cidrs {
+            // `kubernetes=10.96.0.0/12,fd00:10:96::/112 extra=10.100.0.0/16`
+            let cidrs: Vec<String> = (self.state.service_cidrs())
+                .map(|c| {
+                    let nets: Vec<String> = c.cidrs.iter().map(ToString::to_string).collect();
+                    format!("{}={}", c.name, nets.join(","))
+                })
+                .collect();
+            tracing::info!(service_cidrs = %cidrs.join(" "), "service CIDRs changed");
+        }
         let mut changed = false;
         for f in &mut self.families {
             changed |= f.note(&notes);

@@ -52,7 +52,7 @@ fn every_manifest_in_deploy_parses_as_its_kind() {
 }
 
 #[test]
-fn rbac_is_read_only_on_services_endpointslices_and_nodes_and_bound_to_the_pods_account() {
+fn rbac_is_read_only_on_what_ferry_watches_and_bound_to_the_pods_account() {
     let role: ClusterRole = load("clusterrole.yaml");
     let mut granted = Vec::new();
     for rule in role.rules.unwrap_or_default() {
@@ -71,7 +71,12 @@ fn rbac_is_read_only_on_services_endpointslices_and_nodes_and_bound_to_the_pods_
     granted.sort();
     assert_eq!(
         granted,
-        ["/nodes", "/services", "discovery.k8s.io/endpointslices"]
+        [
+            "/nodes",
+            "/services",
+            "discovery.k8s.io/endpointslices",
+            "networking.k8s.io/servicecidrs"
+        ]
     );
 
     let binding: ClusterRoleBinding = load("clusterrolebinding.yaml");

@@ -21,7 +21,19 @@ struct Case {
     extra: &'static [&'static str],
     /// With the flows' `dev/only-a` Service (pod A its only endpoint).
     only_a: bool,
+    /// With the API server's default ServiceCIDR ([`SERVICE_CIDR`]).
+    service_cidr: bool,
 }
+
+/// The ServiceCIDR a 1.33+ API server makes from `--service-cluster-ip-range` (the seed's
+/// ClusterIPs are in it).
+const SERVICE_CIDR: &str = "apiVersion: networking.k8s.io/v1
+kind: ServiceCIDR
+metadata:
+  name: kubernetes
+spec:
+  cidrs: [\"10.96.0.0/12\"]
+";
 
 const fn case(
     name: &'static str,
@@ -40,6 +52,7 @@ const fn case(
         mode,
         extra: &[],
         only_a: false,
+        service_cidr: false,
     }
 }
 
@@ -178,6 +191,30 @@ const CASES: &[Case] = &[
         "127.0.0.1:32223",
         "iptables",
     ),
+    // An address of the service CIDR that no Service holds: nftables mode drops it (upstream's
+    // cluster-ips-check); iptables mode, as upstream's, routes it on.
+    Case {
+        service_cidr: true,
+        ..case(
+            "unallocated-service-ip",
+            "Cluster",
+            "k8s-node2",
+            POD_A,
+            "10.96.0.99:80",
+            "nftables",
+        )
+    },
+    Case {
+        service_cidr: true,
+        ..case(
+            "unallocated-service-ip-iptables",
+            "Cluster",
+            "k8s-node2",
+            POD_A,
+            "10.96.0.99:80",
+            "iptables",
+        )
+    },
 ];
 
 #[test]
@@ -191,6 +228,9 @@ fn explain_outputs_match_the_golden_files() {
             for (name, text) in flows::EXTRA_MANIFESTS {
                 manifests.put(name, text);
             }
+        }
+        if c.service_cidr {
+            manifests.put("service-cidr.yaml", SERVICE_CIDR);
         }
         let dir = manifests.path().display().to_string();
         for (output, ext) in [("text", "txt"), ("json", "json"), ("mermaid", "mmd")] {

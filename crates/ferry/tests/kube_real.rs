@@ -112,6 +112,7 @@ fn deploy_applies_and_ferrys_account_has_exactly_its_rights() {
         ["get", "services", "-A"],
         ["get", "endpointslices", "-A"],
         ["get", "nodes", "k8s-node1"],
+        ["get", "servicecidrs", "kubernetes"],
     ] {
         ferry(&allowed).unwrap_or_else(|e| panic!("{allowed:?} refused: {e}"));
     }

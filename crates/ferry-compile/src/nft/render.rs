@@ -83,6 +83,24 @@ pub(crate) fn node_port_match(plan: &Plan) -> String {
     }
 }
 
+/// `cluster-ips-check`: new connections to a ClusterIP on a port no Service uses are rejected;
+/// then, as upstream's nftables mode, those to any other address inside a service CIDR are
+/// dropped instead of being routed off the node (the rule is left out while no ServiceCIDR is
+/// known, as upstream's is). A change of service CIDRs changes this node-level chain: the
+/// next sync is full.
+fn cluster_ips_check(plan: &Plan) -> Chain {
+    let ip = crate::family::nft_family(plan.family);
+    let mut rules = vec![format!("{ip} daddr @cluster-ips reject")];
+    if !plan.service_cidrs.is_empty() {
+        let cidrs: Vec<String> = plan.service_cidrs.iter().map(ToString::to_string).collect();
+        rules.push(format!("{ip} daddr {{ {} }} drop", cidrs.join(", ")));
+    }
+    Chain {
+        name: "cluster-ips-check".to_owned(),
+        rules,
+    }
+}
+
 /// Renders everything that does not depend on individual services.
 pub fn render_base(plan: &Plan) -> Ruleset {
     let ip = crate::family::nft_family(plan.family);
@@ -161,10 +179,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
     let node_port_match = node_port_match(plan);
     let chains = vec![
         affinity::record_chain(ip),
-        chain(
-            "cluster-ips-check",
-            &[&format!("{ip} daddr @cluster-ips reject")],
-        ),
+        cluster_ips_check(plan),
         // loadBalancerSourceRanges, element-driven: `firewall-ips` holds the load-balancer
         // frontends that have source ranges, `firewall-allow` their allowed sources, so a
         // change of ranges is elements only (no per-service rule or chain).

@@ -89,8 +89,9 @@ pub(super) fn also_claimed(view: &NodeView, p: &Packet) -> String {
     claims.collect()
 }
 
-/// No frontend matched: an unknown port of a ClusterIP (rejected), a NodePort's port where
-/// the NodePort does not answer, or no service at all.
+/// No frontend matched: an unknown port of a ClusterIP (rejected), an unallocated address of a
+/// service CIDR (dropped), a NodePort's port where the NodePort does not answer, or no service
+/// at all.
 pub(super) fn not_a_service(view: &NodeView, plan: &Plan, local: &LocalAddresses, t: &mut Trace) {
     let p = t.packet;
     if plan.services.values().any(|sp| sp.cluster_ip == p.dst) {
@@ -107,6 +108,9 @@ pub(super) fn not_a_service(view: &NodeView, plan: &Plan, local: &LocalAddresses
                 format!("set cluster-ips element {}", p.dst),
             ],
         ));
+        return;
+    }
+    if unallocated(view, plan, local, t) {
         return;
     }
     let node_port = plan
@@ -129,4 +133,70 @@ pub(super) fn not_a_service(view: &NodeView, plan: &Plan, local: &LocalAddresses
         "Ferry only translates service addresses; the packet is routed normally",
         vec!["map service-ips".into(), "map service-nodeports".into()],
     ));
+}
+
+/// An address inside a service CIDR that no Service holds: nftables mode's `cluster-ips-check`
+/// drops new connections to it (forward and output hooks), as upstream's does, instead of
+/// letting them be routed off the node. A local address of the node reached from elsewhere
+/// takes the input hook, which that chain is not on. True when it pushed the step.
+fn unallocated(view: &NodeView, plan: &Plan, local: &LocalAddresses, t: &mut Trace) -> bool {
+    let p = t.packet;
+    let Some(range) = plan.service_cidrs.iter().find(|n| n.contains(&p.dst)) else {
+        return false;
+    };
+    if local.has(&p.dst) && t.origin != Origin::ThisNode {
+        return false;
+    }
+    let objects: Vec<String> = view
+        .service_cidrs
+        .iter()
+        .filter(|(net, _)| net.contains(&p.dst))
+        .flat_map(|(net, names)| {
+            names.iter().map(move |n| match net == range {
+                true => n.clone(),
+                false => format!("{n}: {net}"),
+            })
+        })
+        .collect();
+    let ip = crate::family::nft_family(plan.family);
+    let ranges: Vec<String> = plan.service_cidrs.iter().map(ToString::to_string).collect();
+    t.verdict = Verdict::Dropped;
+    t.steps.push(step(
+        StepKind::UnallocatedServiceIp,
+        format!(
+            "{} is inside service CIDR {range} (ServiceCIDR {}), but no Service holds it",
+            p.dst,
+            objects.join(", ")
+        ),
+        "new connections to an unallocated address of a service range are dropped, as \
+         upstream's nftables mode does, rather than routed off the node",
+        vec![
+            "chain cluster-ips-check".into(),
+            format!("rule {ip} daddr {{ {} }} drop", ranges.join(", ")),
+        ],
+    ));
+    true
+}
+
+/// The trace of a mode without service-CIDR rules (`mode`: iptables, as upstream's iptables
+/// and IPVS modes, which do nothing with ServiceCIDRs): an unallocated address of a service
+/// CIDR is not a service, and is routed as is.
+pub(super) fn unallocated_routed(t: &mut Trace, mode: &str) {
+    let Some(s) = t
+        .steps
+        .iter_mut()
+        .find(|s| s.kind == StepKind::UnallocatedServiceIp)
+    else {
+        return;
+    };
+    *s = step(
+        StepKind::NotAService,
+        "no Service matches this destination",
+        format!(
+            "{mode} mode, like upstream's, does nothing with ServiceCIDRs: an address of a \
+             service range that no Service holds is routed normally"
+        ),
+        Vec::new(),
+    );
+    t.verdict = Verdict::NotAService;
 }

@@ -126,7 +126,7 @@ impl Trace {
             StepKind::Proxied(_) | StepKind::LocalhostNodePort => step.objects.clone(),
             StepKind::DeliveredLocally => Vec::new(),
             StepKind::LocalAddressFilter => self.local_address_filter(),
-            StepKind::UnknownPort | StepKind::NotAService => {
+            StepKind::UnknownPort | StepKind::NotAService | StepKind::UnallocatedServiceIp => {
                 vec![format!("nat {KUBE_SERVICES} (no rule matches)")]
             }
         }

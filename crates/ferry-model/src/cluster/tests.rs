@@ -224,3 +224,24 @@ fn a_services_own_cluster_ip_as_its_external_ip_is_served() {
     state.apply(Object::from(svc));
     assert_eq!(served(&state, "a"), [ip("10.96.0.10")]);
 }
+
+#[test]
+fn a_service_cidr_change_touches_the_service_cidrs_only() {
+    let mut state = ClusterState::new();
+    let cidr = |range: &str| {
+        Object::from(crate::ServiceCidr {
+            name: "kubernetes".into(),
+            cidrs: vec![range.parse().expect("cidr")],
+        })
+    };
+    let touched = state.apply(cidr("10.96.0.0/12"));
+    assert!(touched.service_cidrs && touched.services.is_empty() && touched.nodes.is_empty());
+    assert!(state.apply(cidr("10.96.0.0/12")).is_empty(), "unchanged");
+    assert!(state.apply(cidr("10.96.0.0/16")).service_cidrs);
+    assert_eq!(state.keys(), [ObjectKey::ServiceCidr("kubernetes".into())]);
+    let key = ObjectKey::ServiceCidr("kubernetes".into());
+    assert_eq!(key.object_ref().to_string(), "ServiceCIDR kubernetes");
+    assert!(state.delete(&key).service_cidrs);
+    assert!(state.delete(&key).is_empty());
+    assert_eq!(state.service_cidrs().count(), 0);
+}

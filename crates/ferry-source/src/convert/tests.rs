@@ -9,6 +9,7 @@ mod family;
 mod node;
 mod pod;
 mod service;
+mod service_cidr;
 mod slice;
 mod topology;
 

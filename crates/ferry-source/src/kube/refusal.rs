@@ -9,7 +9,7 @@ use kube::runtime::watcher;
 use super::state::Kind;
 
 /// The HTTP status of an API error behind a watcher error, if there is one.
-fn code(error: &watcher::Error) -> Option<u16> {
+pub(super) fn code(error: &watcher::Error) -> Option<u16> {
     match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
@@ -28,6 +28,7 @@ fn resource(kind: Kind) -> &'static str {
         Kind::Service => "services",
         Kind::EndpointSlice => "endpointslices.discovery.k8s.io",
         Kind::Node => "nodes",
+        Kind::ServiceCidr => "servicecidrs.networking.k8s.io",
     }
 }
 

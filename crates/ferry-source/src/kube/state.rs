@@ -17,18 +17,34 @@ pub enum Kind {
     EndpointSlice,
     /// `v1 Node` (only this node's own object).
     Node,
+    /// `networking.k8s.io/v1 ServiceCIDR`: optional (see [`Kind::required`]).
+    ServiceCidr,
 }
 
 impl Kind {
     /// Every kind, in the order their watches start.
-    pub const ALL: [Kind; 3] = [Kind::Service, Kind::EndpointSlice, Kind::Node];
+    pub const ALL: [Kind; 4] = [
+        Kind::Service,
+        Kind::EndpointSlice,
+        Kind::Node,
+        Kind::ServiceCidr,
+    ];
 
     fn index(self) -> usize {
         match self {
             Kind::Service => 0,
             Kind::EndpointSlice => 1,
             Kind::Node => 2,
+            Kind::ServiceCidr => 3,
         }
+    }
+
+    /// Whether the first sync waits for this kind's first list. ServiceCIDRs are not waited
+    /// for, as upstream's proxier does not wait for its ServiceCIDR informer (it syncs once
+    /// Services and EndpointSlices are in): an API server without them (before 1.33: `404`),
+    /// or a ClusterRole without them (`403`), must not keep Ferry from programming Services.
+    pub fn required(self) -> bool {
+        self != Kind::ServiceCidr
     }
 }
 
@@ -63,14 +79,16 @@ struct KindState {
     objects: BTreeMap<ObjectKey, Object>,
     /// The list being received, between `Init` and `InitDone`.
     listing: Option<BTreeMap<ObjectKey, Object>>,
-    /// Listed completely at least once.
-    listed: bool,
+    /// Listed completely at least once, or (an optional kind) refused by the API server.
+    settled: bool,
 }
 
 /// The source's memory across watch restarts.
 ///
-/// - Before every kind has listed once, nothing is emitted; the first event is one
-///   [`SourceEvent::Resync`] with every kind's objects (so the first sync sees a whole node).
+/// - Before every [required](Kind::required) kind has listed once, nothing is emitted; the
+///   first event is one [`SourceEvent::Resync`] with every kind's objects (so the first sync
+///   sees a whole node). A ServiceCIDR list that ends later sends only what it changed (an
+///   `Apply` or `Delete`, or a [`SourceEvent::Batch`] of them).
 /// - After that, `Apply`/`Delete` pass through as [`SourceEvent::Apply`]/[`SourceEvent::Delete`],
 ///   and each relist of a kind (after a `410 Gone`, or a watcher restart) ends with a
 ///   `Resync` of every kind's objects: objects deleted while the watch was away are gone from
@@ -79,14 +97,48 @@ struct KindState {
 ///   object that becomes ignored (e.g. turned headless) is deleted.
 #[derive(Debug, Default)]
 pub struct State {
-    kinds: [KindState; 3],
+    kinds: [KindState; 4],
     ready: bool,
+    /// The first `Resync` also waits for the optional kinds' first list (or refusal).
+    wait_optional: bool,
 }
 
 impl State {
-    /// True once every kind has listed once (the first `Resync` has been emitted).
+    /// A state whose first `Resync` waits for every kind, optional ones included, to list
+    /// once or be refused: what a one-shot read (`ferry explain`) wants, where the agent
+    /// does not wait.
+    pub fn waiting_for_optional() -> Self {
+        Self {
+            wait_optional: true,
+            ..Self::default()
+        }
+    }
+
+    /// True once every required kind has listed once (the first `Resync` has been emitted).
     pub fn is_ready(&self) -> bool {
         self.ready
+    }
+
+    /// The API server refused an optional kind's watch (`404`, `403`): the first `Resync` no
+    /// longer waits for it; returns that `Resync` when it was the last one waited for.
+    pub fn refused(&mut self, kind: Kind) -> Option<SourceEvent> {
+        if kind.required() {
+            return None;
+        }
+        self.kinds[kind.index()].settled = true;
+        self.settle()
+    }
+
+    /// Becomes ready when every kind waited for is settled: the first `Resync`.
+    fn settle(&mut self) -> Option<SourceEvent> {
+        if self.ready {
+            return None;
+        }
+        self.ready = Kind::ALL.iter().all(|k| {
+            let waited = k.required() || self.wait_optional;
+            !waited || self.kinds[k.index()].settled
+        });
+        self.ready.then(|| SourceEvent::Resync(self.objects()))
     }
 
     /// Applies one watcher event; returns what to tell the consumer, if anything. `invalid` is
@@ -142,10 +194,21 @@ impl State {
                 None
             }
             Change::InitDone => {
-                k.objects = k.listing.take().unwrap_or_default();
-                k.listed = true;
-                self.ready = self.kinds.iter().all(|k| k.listed);
-                self.ready.then(|| SourceEvent::Resync(self.objects()))
+                let listed = k.listing.take().unwrap_or_default();
+                k.settled = true;
+                if ready && !kind.required() {
+                    // An optional kind (re)listed after the first Resync: only what changed,
+                    // not every kind's objects again (its first list usually ends just after
+                    // the others', and finds nothing new).
+                    let changes = delta(&k.objects, &listed);
+                    k.objects = listed;
+                    return SourceEvent::batch(changes);
+                }
+                k.objects = listed;
+                if ready {
+                    return Some(SourceEvent::Resync(self.objects()));
+                }
+                self.settle()
             }
         }
     }
@@ -157,4 +220,17 @@ impl State {
         all.sort_by(|a, b| a.0.cmp(b.0));
         all.into_iter().map(|(_, o)| o.clone()).collect()
     }
+}
+
+/// The events that turn `old` into `new`: deletions, then additions and changes.
+fn delta(old: &BTreeMap<ObjectKey, Object>, new: &BTreeMap<ObjectKey, Object>) -> Vec<SourceEvent> {
+    let deleted = old
+        .keys()
+        .filter(|key| !new.contains_key(*key))
+        .map(|key| SourceEvent::Delete(key.clone()));
+    let applied = new
+        .iter()
+        .filter(|(key, object)| old.get(*key) != Some(*object))
+        .map(|(_, object)| SourceEvent::Apply(object.clone()));
+    deleted.chain(applied).collect()
 }

@@ -174,3 +174,87 @@ fn an_object_that_becomes_ignored_is_deleted() {
     let out = run.feed(Kind::Service, vec![Change::Apply(headless)]);
     assert_eq!(out, vec![SourceEvent::Delete(key("a"))]);
 }
+
+fn cidr(name: &str, range: &str) -> Object {
+    Object::from(ferry_model::ServiceCidr {
+        name: name.into(),
+        cidrs: vec![range.parse().expect("cidr")],
+    })
+}
+
+#[test]
+fn service_cidrs_are_not_waited_for_and_their_later_list_sends_what_changed() {
+    let mut run = Run::ready();
+    assert!(run.state.is_ready(), "ready without ServiceCIDRs");
+    assert!(
+        run.list(Kind::ServiceCidr, vec![]).is_empty(),
+        "nothing new"
+    );
+    let out = run.list(
+        Kind::ServiceCidr,
+        vec![ok(cidr("kubernetes", "10.96.0.0/12"))],
+    );
+    assert_eq!(
+        out,
+        vec![SourceEvent::Apply(cidr("kubernetes", "10.96.0.0/12"))]
+    );
+    let relisted = run.list(Kind::ServiceCidr, vec![ok(cidr("next", "10.100.0.0/16"))]);
+    assert_eq!(
+        relisted,
+        vec![SourceEvent::Batch(vec![
+            SourceEvent::Delete(ObjectKey::ServiceCidr("kubernetes".into())),
+            SourceEvent::Apply(cidr("next", "10.100.0.0/16")),
+        ])]
+    );
+    let deleted = run.feed(
+        Kind::ServiceCidr,
+        vec![Change::Delete(ObjectKey::ServiceCidr("next".into()))],
+    );
+    assert_eq!(
+        deleted,
+        vec![SourceEvent::Delete(ObjectKey::ServiceCidr("next".into()))]
+    );
+}
+
+#[test]
+fn service_cidrs_listed_first_are_in_the_first_resync() {
+    let mut run = Run::default();
+    assert!(run
+        .list(
+            Kind::ServiceCidr,
+            vec![ok(cidr("kubernetes", "10.96.0.0/12"))]
+        )
+        .is_empty());
+    run.list(Kind::Service, vec![]);
+    run.list(Kind::EndpointSlice, vec![]);
+    let out = run.list(Kind::Node, vec![ok(node())]);
+    assert_eq!(
+        out,
+        vec![SourceEvent::Resync(vec![
+            node(),
+            cidr("kubernetes", "10.96.0.0/12")
+        ])]
+    );
+}
+
+#[test]
+fn a_one_shot_read_waits_for_service_cidrs_unless_they_are_refused() {
+    let mut run = Run {
+        state: State::waiting_for_optional(),
+        ..Run::default()
+    };
+    run.list(Kind::Service, vec![]);
+    run.list(Kind::EndpointSlice, vec![]);
+    assert!(run.list(Kind::Node, vec![ok(node())]).is_empty());
+    assert!(!run.state.is_ready(), "waits for the ServiceCIDR list");
+    assert_eq!(
+        run.state.refused(Kind::ServiceCidr),
+        Some(SourceEvent::Resync(vec![node()]))
+    );
+    assert_eq!(run.state.refused(Kind::ServiceCidr), None, "said once");
+    assert_eq!(
+        run.state.refused(Kind::Node),
+        None,
+        "required kinds are never skipped"
+    );
+}

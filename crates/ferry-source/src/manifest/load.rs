@@ -123,6 +123,7 @@ enum Kind {
     Endpoints,
     Node,
     Pod,
+    ServiceCidr,
 }
 
 impl Kind {
@@ -133,6 +134,7 @@ impl Kind {
             ("v1", "Endpoints") => Some(Kind::Endpoints),
             ("v1", "Node") => Some(Kind::Node),
             ("v1", "Pod") => Some(Kind::Pod),
+            ("networking.k8s.io/v1", "ServiceCIDR") => Some(Kind::ServiceCidr),
             _ => None,
         }
     }
@@ -144,6 +146,7 @@ impl Kind {
             Kind::Endpoints => "Endpoints",
             Kind::Node => "Node",
             Kind::Pod => "Pod",
+            Kind::ServiceCidr => "ServiceCIDR",
         }
     }
 }
@@ -240,7 +243,7 @@ fn object_ref(kind: Kind, value: &Value, names: &mut Interner) -> ObjectRef {
             .filter(|s| !s.is_empty())
     };
     let namespace = match kind {
-        Kind::Node => "",
+        Kind::Node | Kind::ServiceCidr => "",
         _ => field("namespace").unwrap_or(convert::DEFAULT_NAMESPACE),
     };
     let name = field("name").unwrap_or(convert::UNNAMED);
@@ -289,6 +292,7 @@ fn convert_value(
             .collect(),
         Kind::Node => vec![Object::from(convert::node(&typed(value, object)?)?)],
         Kind::Pod => vec![Object::from(convert::pod(&typed(value, object)?)?)],
+        Kind::ServiceCidr => vec![Object::from(convert::service_cidr(&typed(value, object)?)?)],
     })
 }
 

@@ -258,6 +258,11 @@ impl EndpointController {
                 self.pods.insert(key, pod);
                 touched
             }
+            // Nothing to derive: passed on as it is.
+            Object::ServiceCidr(cidr) => {
+                passed.push(Object::ServiceCidr(cidr));
+                BTreeSet::new()
+            }
         }
     }
 
@@ -284,6 +289,10 @@ impl EndpointController {
                 self.verdicts.forget(&key);
                 self.targets_changed = true;
                 self.selection.set_pod(&key, None, &self.services)
+            }
+            ObjectKey::ServiceCidr(name) => {
+                events.push(SourceEvent::Delete(ObjectKey::ServiceCidr(name)));
+                BTreeSet::new()
             }
         }
     }

@@ -139,6 +139,14 @@ fn handle(shared: &Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
         let message = format!("the server could not find the requested resource {path}");
         return json_response(StatusCode::NOT_FOUND, &status(404, "NotFound", &message));
     };
+    if let Some(code) = shared.lock().refusals.get(&resource).copied() {
+        let (http, reason) = match code {
+            403 => (StatusCode::FORBIDDEN, "Forbidden"),
+            _ => (StatusCode::NOT_FOUND, "NotFound"),
+        };
+        let message = format!("{reason}: {path} (refused by the test)");
+        return json_response(http, &status(code, reason, &message));
+    }
     let selector = match Selector::parse(
         query.get("labelSelector").map(String::as_str),
         query.get("fieldSelector").map(String::as_str),

@@ -16,6 +16,8 @@ pub enum Resource {
     EndpointSlices,
     /// `v1 nodes` (cluster-scoped).
     Nodes,
+    /// `networking.k8s.io/v1 servicecidrs` (cluster-scoped).
+    ServiceCidrs,
 }
 
 impl Resource {
@@ -25,6 +27,7 @@ impl Resource {
             Resource::Services => "/api/v1/services",
             Resource::EndpointSlices => "/apis/discovery.k8s.io/v1/endpointslices",
             Resource::Nodes => "/api/v1/nodes",
+            Resource::ServiceCidrs => "/apis/networking.k8s.io/v1/servicecidrs",
         }
     }
 
@@ -34,6 +37,7 @@ impl Resource {
             Resource::Services,
             Resource::EndpointSlices,
             Resource::Nodes,
+            Resource::ServiceCidrs,
         ]
         .into_iter()
         .find(|r| r.path() == path)
@@ -45,6 +49,7 @@ impl Resource {
             "Service" => Some(Resource::Services),
             "EndpointSlice" => Some(Resource::EndpointSlices),
             "Node" => Some(Resource::Nodes),
+            "ServiceCIDR" => Some(Resource::ServiceCidrs),
             _ => None,
         }
     }
@@ -55,6 +60,7 @@ impl Resource {
             Resource::Services => "Service",
             Resource::EndpointSlices => "EndpointSlice",
             Resource::Nodes => "Node",
+            Resource::ServiceCidrs => "ServiceCIDR",
         }
     }
 
@@ -62,12 +68,13 @@ impl Resource {
     pub fn api_version(self) -> &'static str {
         match self {
             Resource::EndpointSlices => "discovery.k8s.io/v1",
+            Resource::ServiceCidrs => "networking.k8s.io/v1",
             _ => "v1",
         }
     }
 
     fn namespaced(self) -> bool {
-        self != Resource::Nodes
+        !matches!(self, Resource::Nodes | Resource::ServiceCidrs)
     }
 }
 
@@ -126,6 +133,9 @@ pub struct Store {
     pub requests: Vec<String>,
     /// Connections closed because the server was down.
     pub refused: u64,
+    /// Resources answered with this HTTP status instead (`404`: an older server without them,
+    /// `403`: RBAC without them).
+    pub refusals: BTreeMap<Resource, u16>,
 }
 
 /// What a watch sees from a resourceVersion: events to send, or `Gone`.

@@ -23,6 +23,9 @@ pub(super) struct Notes {
     pub dirty: Vec<ServiceName>,
     /// Nodes touched.
     pub nodes: BTreeSet<String>,
+    /// A ServiceCIDR changed (node-level rules: a mode whose rules use them finds its base
+    /// changed, and that sync is full).
+    pub service_cidrs: bool,
     /// Trigger times of the changed slices that have one.
     pub trigger_times: Vec<String>,
     /// Changed Service objects.
@@ -47,10 +50,11 @@ impl Notes {
                 self.slices_total += 1;
                 self.trigger_times.extend(trigger_time);
             }
-            ObjectKey::Node(_) | ObjectKey::Pod { .. } => {}
+            ObjectKey::Node(_) | ObjectKey::Pod { .. } | ObjectKey::ServiceCidr(_) => {}
         }
         self.dirty.extend(touched.services);
         self.nodes.extend(touched.nodes);
+        self.service_cidrs |= touched.service_cidrs;
     }
 
     /// Sorts and deduplicates the lists (once, after the last [`add`](Self::add)).

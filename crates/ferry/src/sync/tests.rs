@@ -240,6 +240,7 @@ fn a_relist_resync_removes_what_was_deleted_meanwhile_incrementally() {
 pub(crate) mod families;
 mod iptables;
 mod periodic;
+mod service_cidrs;
 
 #[test]
 fn a_successful_sync_hands_out_the_stale_udp_flows_once() {

@@ -203,6 +203,7 @@ fn has_key(object: &Object, key: &ObjectKey) -> bool {
             *s.namespace == **namespace && *s.name == **name
         }
         (Object::Node(n), ObjectKey::Node(name)) => n.name == *name,
+        (Object::ServiceCidr(c), ObjectKey::ServiceCidr(name)) => c.name == *name,
         (Object::Pod(p), ObjectKey::Pod { namespace, name }) => {
             *p.namespace == **namespace && *p.name == **name
         }

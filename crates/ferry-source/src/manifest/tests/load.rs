@@ -94,6 +94,27 @@ fn a_bad_object_does_not_stop_the_others() {
 }
 
 #[test]
+fn service_cidrs_are_read_and_a_bad_one_names_its_file_and_field() {
+    let dir = temp_dir();
+    let cidr = |name: &str, cidrs: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata:\n  name: {name}\n\
+             spec:\n  cidrs: {cidrs}\n"
+        )
+    };
+    let good = cidr("kubernetes", r#"["172.30.0.0/16", "fd00:172:30::/112"]"#);
+    let bad = cidr("extra", r#"["172.31.0.0/16", "172.32.0.0/16"]"#);
+    write(dir.path(), "cidrs.yaml", &format!("{good}---\n{bad}"));
+    let scan = load(dir.path());
+    assert_eq!(names(&scan.objects), ["ServiceCIDR kubernetes"]);
+    let file = dir.path().join("cidrs.yaml");
+    let error = only_error(&scan.errors);
+    assert_eq!(error.file.as_deref(), Some(file.as_path()));
+    assert_eq!(error.object.to_string(), "ServiceCIDR extra");
+    assert_eq!(error.field, "spec.cidrs[1]");
+}
+
+#[test]
 fn a_field_of_the_wrong_type_is_named() {
     let dir = temp_dir();
     let text = service_yaml("dev", "web", "10.96.0.10", 80).replace("port: 80", "port: eighty");
@@ -313,6 +334,7 @@ fn the_seed_example_loads() {
             }
             Object::Node(n) => assert_eq!(n.pod_cidrs.len(), 1, "{}", n.name),
             Object::Pod(p) => panic!("the seed has no Pod, got {}", p.name),
+            Object::ServiceCidr(c) => panic!("the seed has no ServiceCIDR, got {}", c.name),
         }
     }
 }
