@@ -1,7 +1,7 @@
 //! Why a sync (or a read of the kernel) failed, in any mode. The kernel holds what it held
 //! before.
 
-use crate::ipvs::IpvsError;
+use crate::ipvs_kernel::IpvsError;
 use crate::netlink::NetlinkError;
 
 /// Why a transaction was not applied, or the kernel could not be read.

@@ -95,14 +95,6 @@ const KNOWN: &[&str] = &[
     "crates/ferry-compile/src/iptables/restore/full.rs, \
      crates/ferry-compile/src/iptables/restore/sections.rs",
     "crates/ferry-compile/src/iptables/load_balancer.rs, crates/ferry-compile/src/iptables/render.rs",
-    "crates/ferry-dataplane/src/applier.rs, crates/ferry-dataplane/src/cleanup.rs, \
-     crates/ferry-dataplane/src/cleanup/chains.rs, crates/ferry-dataplane/src/error.rs, \
-     crates/ferry-dataplane/src/iptables/cleanup.rs, crates/ferry-dataplane/src/iptables/cli.rs, \
-     crates/ferry-dataplane/src/ipvs.rs, crates/ferry-dataplane/src/ipvs/applier.rs, \
-     crates/ferry-dataplane/src/ipvs/cleanup.rs, crates/ferry-dataplane/src/ipvs/node.rs, \
-     crates/ferry-dataplane/src/mode.rs, crates/ferry-dataplane/src/userspace/engine.rs",
-    "crates/ferry-dataplane/src/nft.rs, crates/ferry-dataplane/src/nft/cleanup.rs, \
-     crates/ferry-dataplane/src/userspace/applier.rs, crates/ferry-dataplane/src/userspace/mode.rs",
     "crates/ferry-lab/src/scale/cluster.rs, crates/ferry-lab/src/scale/net.rs",
     "crates/ferry-model/src/name.rs, crates/ferry-model/src/pod.rs, crates/ferry-model/src/service.rs",
     "crates/ferry-source/src/probe/check.rs, crates/ferry-source/src/probe/http.rs",

@@ -11,10 +11,11 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::ClusterState;
 
-use super::client::IpvsClient;
-use super::genl::LiveRealServer;
-use super::link::Links;
-use super::{ipset, node, IpvsError};
+use super::node;
+use crate::ipvs_kernel::IpvsClient;
+use crate::ipvs_kernel::Links;
+use crate::ipvs_kernel::LiveRealServer;
+use crate::ipvs_kernel::{ipset, IpvsError};
 use crate::live::{KernelReport, LiveReport};
 use crate::Error;
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use ferry_compile::ipvs::DUMMY_DEVICE;
 
-use super::client::IpvsClient;
-use super::link::Links;
-use super::{sysctl, IpvsError};
+use crate::ipvs_kernel::IpvsClient;
+use crate::ipvs_kernel::Links;
+use crate::ipvs_kernel::{sysctl, IpvsError};
 use crate::mode::IpvsOptions;
 
 /// Sets upstream's sysctls (and strictARP's, when asked) and the connection timeouts that are
