@@ -84,16 +84,15 @@ fn no_crate_has_an_import_circle() {
     );
 }
 
-/// Circles that stand today and are not ours to open yet, each with why (issue 37). The test fails
-/// on any other circle, and on one of these once it is gone, so that the list only shrinks.
+/// Circles that stand today and are not ours to open yet (issue 37). The test fails on any other
+/// circle, and on one of these once it is gone, so that the list only shrinks.
+///
+/// All five are in code the ServiceCIDR work is changing at the same time (the model, the kube
+/// source, the nftables compiler): they are opened after it lands, so that two branches do not
+/// move the same lines. Each is small: one item moved to a module of its own.
 const KNOWN: &[&str] = &[
-    "crates/ferry-compile/src/local.rs, crates/ferry-compile/src/plan.rs",
     "crates/ferry-compile/src/nft/affinity.rs, crates/ferry-compile/src/nft/dispatch.rs, \
      crates/ferry-compile/src/nft/render.rs",
-    "crates/ferry-compile/src/iptables/restore/full.rs, \
-     crates/ferry-compile/src/iptables/restore/sections.rs",
-    "crates/ferry-compile/src/iptables/load_balancer.rs, crates/ferry-compile/src/iptables/render.rs",
-    "crates/ferry-lab/src/scale/cluster.rs, crates/ferry-lab/src/scale/net.rs",
     "crates/ferry-model/src/name.rs, crates/ferry-model/src/pod.rs, crates/ferry-model/src/service.rs",
     "crates/ferry-source/src/probe/check.rs, crates/ferry-source/src/probe/http.rs",
     "crates/ferry-source/src/pods.rs, crates/ferry-source/src/pods/run.rs, \
