@@ -18,18 +18,19 @@ pub use client::{Change, IpvsClient, Refused, Table};
 pub use genl::LiveRealServer;
 pub use link::Links;
 
-/// Why an IPVS operation failed.
+/// Why an IPVS operation failed. Each variant prints its cause and has no `source()` (STYLE.md
+/// §2.5: one or the other), so [`crate::Error::with_causes`] names it once.
 #[derive(Debug, thiserror::Error)]
 pub enum IpvsError {
     /// The kernel has no IPVS (no `ip_vs` module, or it cannot be loaded).
     #[error("the kernel has no IPVS (generic netlink family \"IPVS\" not found): {0}")]
-    NoIpvs(#[source] io::Error),
+    NoIpvs(io::Error),
     /// The netlink socket failed.
     #[error("netlink socket: {0}")]
-    Socket(#[source] io::Error),
+    Socket(io::Error),
     /// The kernel refused a request.
     #[error("the kernel refused an IPVS request: {0}")]
-    Kernel(#[source] io::Error),
+    Kernel(io::Error),
     /// A reply could not be decoded.
     #[error("undecodable IPVS netlink reply: {0}")]
     Decode(String),
@@ -37,18 +38,17 @@ pub enum IpvsError {
     #[error("{} IPVS change(s) refused, first: {}: {}", .0.len(), .0[0].change, .0[0].error)]
     Refused(Vec<Refused>),
     /// kube-ipvs0 or its addresses could not be changed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Link {
         /// What was being done.
         what: String,
         /// The kernel's error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// A tool (`ipset`) failed.
     #[error("{0} failed: {1}")]
     Tool(String, String),
     /// A sysctl could not be set.
     #[error("sysctl: {0}")]
-    Sysctl(#[source] io::Error),
+    Sysctl(io::Error),
 }

@@ -77,9 +77,9 @@ pub fn cleanup(scope: Scope) -> Result<Cleanup, Error> {
             LiveSets::new()
         }
     };
-    let link_err = |source| IpvsError::Link {
+    let link_err = |error| IpvsError::Link {
         what: format!("read {DUMMY_DEVICE}"),
-        source,
+        error,
     };
     let mut links = Links::open().map_err(link_err)?;
     let dummy = links.index_of(DUMMY_DEVICE).map_err(link_err)?;

@@ -169,9 +169,9 @@ pub fn kernel(compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelRep
 
 /// kube-ipvs0's addresses, `None` when it does not exist.
 fn dummy_addresses() -> Result<Option<Vec<std::net::IpAddr>>, IpvsError> {
-    let err = |source| IpvsError::Link {
+    let err = |error| IpvsError::Link {
         what: format!("read {DUMMY_DEVICE}"),
-        source,
+        error,
     };
     let mut links = Links::open().map_err(err)?;
     match links.index_of(DUMMY_DEVICE).map_err(err)? {

@@ -58,7 +58,7 @@ pub fn prepare(options: &IpvsOptions) -> Result<(), IpvsError> {
 
 fn link_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> IpvsError {
     let what = what.into();
-    move |source| IpvsError::Link { what, source }
+    move |error| IpvsError::Link { what, error }
 }
 
 /// Every address of the node's interfaces but kube-ipvs0's, every family.
