@@ -45,13 +45,16 @@ pub enum Command {
     /// Print Ferry's version (and the Kubernetes version whose kube-proxy it replaces).
     Version,
     /// A small cluster in network namespaces on this machine (root).
+    #[cfg(feature = "lab")]
     #[command(subcommand)]
     Lab(crate::lab_cmd::LabCommand),
     /// (lab) Play the kubelet for one node of `ferry lab up --control-plane`: register its Node,
     /// run its Pods' namespaces, servers and readiness probes, write their status.
+    #[cfg(feature = "lab")]
     #[command(hide = true)]
     LabKubelet(ferry_kube_lab::kubelet::Options),
     /// (lab) Serve the seed's url-analysis echo app, as a lab pod (TCP and UDP).
+    #[cfg(feature = "lab")]
     #[command(hide = true)]
     LabPod {
         /// Pod name shown as `ServerName`.
