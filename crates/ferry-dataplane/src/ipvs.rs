@@ -1,8 +1,8 @@
-//! IPVS mode's kernel half: Ferry's own IPVS client over generic netlink ([`IpvsClient`]), the
-//! `kube-ipvs0` dummy interface ([`Links`]), upstream's ipsets ([`ipset`]), the sysctls upstream
-//! sets ([`sysctl`]), and the applier that keeps all of them, plus the iptables chains of IPVS
-//! mode, equal to the compiler's desired state ([`IpvsApplier`]); its line in the mode table,
-//! its cleanup and its `explain --live` reading. See docs/ipvs.md.
+//! IPVS mode's kernel half: the applier ([`IpvsApplier`]) that keeps IPVS's virtual servers,
+//! the `kube-ipvs0` dummy interface, upstream's ipsets and sysctls ([`crate::ipvs_kernel`]) and
+//! IPVS mode's iptables chains ([`crate::iptables_tool`]) equal to the compiler's desired state;
+//! its line in the mode table, its cleanup and its `explain --live` reading. See
+//! docs/src/modes/ipvs-layout.md.
 //!
 //! Everything works in the network namespace of the calling thread (IPVS tables, links,
 //! ipsets and iptables are all per namespace).

@@ -100,6 +100,55 @@ const KNOWN: &[&str] = &[
     "crates/ferry-source/src/manifest/load.rs, crates/ferry-source/src/manifest/walk.rs",
 ];
 
+/// ferry-dataplane's proxy modes, each a top-level module.
+const MODES: [&str; 4] = ["nft", "iptables", "ipvs", "userspace"];
+/// ferry-dataplane's machinery: each drives one kernel facility and knows no mode.
+const MACHINERY: [&str; 7] = [
+    "nft_table",
+    "netlink",
+    "iptables_tool",
+    "ipvs_kernel",
+    "proxy",
+    "conntrack",
+    "cleanup",
+];
+
+/// STYLE.md §2.1: in ferry-dataplane a mode names no other mode, and machinery names no mode
+/// (the paths as written, before re-exports: `crate::nft::NftDataplane` from the userspace mode
+/// counts though nftables mode only hands it on). Only the mode table (`modes.rs`) names them all.
+#[test]
+fn dataplane_modes_import_only_machinery_and_machinery_imports_no_mode() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = workspace.join("crates/ferry-dataplane/src/lib.rs");
+    let modules = module_tree(&workspace, &root);
+    assert!(MACHINERY
+        .iter()
+        .chain(&MODES)
+        .all(|m| modules.iter().any(|x| x.path == [*m])));
+    let mut wrong = Vec::new();
+    for (module, named) in modules.iter().zip(named_paths(&workspace, &modules)) {
+        let Some(top) = module.path.first().map(String::as_str) else {
+            continue;
+        };
+        if !MODES.contains(&top) && !MACHINERY.contains(&top) {
+            continue;
+        }
+        for used in named {
+            let Some(target) = used.path.first().map(String::as_str) else {
+                continue;
+            };
+            if MODES.contains(&target) && target != top {
+                wrong.push(format!("{} names {}", module.file, used.path.join("::")));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a mode or machinery module names a mode:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn a_circle_between_siblings_is_found_and_a_child_using_its_parent_is_not() {
     let dir = std::env::temp_dir().join(format!("ferry-circles-{}", std::process::id()));
@@ -206,6 +255,17 @@ fn declared_modules(tokens: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The paths each module names inside its crate.
+fn named_paths(workspace: &Path, modules: &[Module]) -> Vec<Vec<Named>> {
+    modules
+        .iter()
+        .map(|module| {
+            let text = fs::read_to_string(workspace.join(&module.file)).unwrap_or_default();
+            crate_paths(module, modules, &tokens(&text))
+        })
+        .collect()
+}
+
 /// The edges between file modules of one crate root, and the circles they make.
 fn circles(workspace: &Path, modules: &[Module]) -> Vec<String> {
     let by_path: BTreeMap<&[String], usize> = modules
@@ -213,14 +273,7 @@ fn circles(workspace: &Path, modules: &[Module]) -> Vec<String> {
         .enumerate()
         .map(|(k, m)| (m.path.as_slice(), k))
         .collect();
-    // edges[from][to] = the names `from` takes from `to`.
-    let named: Vec<Vec<Named>> = modules
-        .iter()
-        .map(|module| {
-            let text = fs::read_to_string(workspace.join(&module.file)).unwrap_or_default();
-            crate_paths(module, modules, &tokens(&text))
-        })
-        .collect();
+    let named = named_paths(workspace, modules);
     // reexports[module][name] = the path the module's `pub use` hands that name on from.
     let reexports: Vec<BTreeMap<&str, &[String]>> = named
         .iter()

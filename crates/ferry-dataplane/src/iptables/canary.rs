@@ -14,7 +14,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     /// the chains, the canary among them, but empties them), then the rules of each top-level
     /// chain that should hold some (`iptables -t nat -F KUBE-SERVICES` empties one chain):
     /// one `-S CHAIN` each, its rules counted. Each nat command makes iptables-legacy read the
-    /// whole nat table (see docs/iptables-layout.md for its cost): made once per sync period,
+    /// whole nat table (see docs/src/modes/iptables-layout.md for its cost): made once per sync period,
     /// not on every sync.
     pub(super) fn damage(&mut self) -> Result<Option<String>, Error> {
         if !self.runner.iptables(&["-t", "mangle", "-S", CANARY])? {
