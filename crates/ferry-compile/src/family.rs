@@ -2,6 +2,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use ipnet::IpNet;
+
 use ferry_model::IpFamily;
 
 /// nftables' address family of a table (`ip`, `ip6`): `table ip ferry`, `nft list table ip6
@@ -28,4 +30,15 @@ pub fn loopback(family: IpFamily) -> IpAddr {
         IpFamily::V4 => IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpFamily::V6 => IpAddr::V6(Ipv6Addr::LOCALHOST),
     }
+}
+
+/// The networks of `family` among `nets`, sorted, without duplicates.
+pub(crate) fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpNet> {
+    let mut v: Vec<IpNet> = nets
+        .into_iter()
+        .filter(|n| IpFamily::of(&n.addr()) == family)
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }

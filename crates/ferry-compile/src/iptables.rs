@@ -17,6 +17,7 @@ mod load_balancer;
 mod model;
 pub(crate) mod names;
 mod node;
+mod port;
 mod render;
 mod restore;
 

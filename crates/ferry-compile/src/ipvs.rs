@@ -8,7 +8,7 @@
 //! upstream's ipsets (`KUBE-CLUSTER-IP`, `KUBE-NODE-PORT-TCP`, …) with their entries; and the
 //! fixed iptables chains that match those sets (`KUBE-SERVICES`, `KUBE-NODE-PORT`,
 //! `KUBE-POSTROUTING`, …). Text renderers print each part as the tool that shows it would
-//! (`ipvsadm -Ln`, `ipset save`, `iptables-restore` input). See docs/ipvs.md.
+//! (`ipvsadm -Ln`, `ipset save`, `iptables-restore` input). See docs/src/modes/ipvs-layout.md.
 
 pub mod chains;
 mod model;

@@ -10,16 +10,20 @@
 //! [`mode`] holds [`ProxyMode`](mode::ProxyMode) and the [`Renderer`](mode::Renderer) trait:
 //! a mode's pure half, which turns a node's plan into the text `ferry rules` prints and names
 //! the mode's objects in [`trace`]s ([`mode::NftRenderer`], [`mode::IptablesRenderer`],
-//! [`mode::IpvsRenderer`]). Each mode renders its rules in one module here:
+//! [`mode::IpvsRenderer`], [`mode::UserspaceRenderer`]). Each mode renders its rules in one
+//! module here:
 //! - [`nft`]: nftables, Ferry's own table (`ip ferry` / `ip6 ferry`) and its transactions
 //!   ([`nft::Transaction`], [`nft::Delta`]);
 //! - [`iptables`]: upstream kube-proxy's iptables layout, as `iptables-restore` input;
 //! - [`ipvs`]: upstream kube-proxy's IPVS mode: virtual servers, kube-ipvs0's addresses,
-//!   upstream's ipsets and the chains that match them.
+//!   upstream's ipsets and the chains that match them;
+//! - [`userspace`]: the userspace mode's redirect rules, in Ferry's own table as an
+//!   [`nft::Ruleset`], and the proxy ports they send service traffic to.
 //!
 //! The kernel half of each mode (its applier) lives in `ferry-dataplane`, whose mode table
 //! joins both halves. A new mode is a module here with its rendering and a renderer in
-//! [`mode`], a module there with an applier, and one line in that table.
+//! [`mode`], a module there composing the kernel machinery, and one line in that table
+//! (docs/src/architecture/modes.md lists every file it touches).
 //!
 //! Everything here is pure and deterministic: the same input gives byte-identical output, so
 //! golden files and diffs mean something. It must never do I/O.

@@ -12,8 +12,8 @@ use ipnet::IpNet;
 use ferry_model::NodeView;
 
 use crate::config::{CompileConfig, LocalDetector};
+use crate::family::of_family;
 use crate::nft::RuleMatch;
-use crate::plan::of_family;
 
 /// How pod traffic is told apart, for one IP family.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -15,6 +15,7 @@ use ferry_model::{
 };
 
 use crate::config::CompileConfig;
+use crate::family::of_family;
 use crate::local::LocalTraffic;
 
 /// Which endpoint set traffic is balanced over.
@@ -276,16 +277,6 @@ fn firewall(sp: &ServicePortView, ctx: &PlanContext) -> Option<Firewall> {
     Some(Firewall {
         allowed: IpNet::aggregate(&allowed),
     })
-}
-
-pub(crate) fn of_family(nets: impl IntoIterator<Item = IpNet>, family: IpFamily) -> Vec<IpNet> {
-    let mut v: Vec<IpNet> = nets
-        .into_iter()
-        .filter(|n| IpFamily::of(&n.addr()) == family)
-        .collect();
-    v.sort();
-    v.dedup();
-    v
 }
 
 fn node_port_scope(view: &NodeView, cfg: &CompileConfig) -> NodePortScope {

@@ -2,6 +2,7 @@
 //! `--cleanup`): every mode's line in the mode table has a cleanup returning a [`Cleanup`].
 
 mod chains;
+pub(crate) mod layouts;
 
 pub(crate) use chains::remove_chains;
 

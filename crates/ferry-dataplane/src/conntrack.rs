@@ -53,15 +53,14 @@ pub struct CleanupReport {
 pub enum ConntrackError {
     /// The ctnetlink socket could not be opened or used.
     #[error("ctnetlink socket: {0}")]
-    Socket(#[source] io::Error),
+    Socket(io::Error),
     /// The kernel refused the dump.
-    #[error("the kernel refused the {family:?} conntrack dump: {source}")]
+    #[error("the kernel refused the {family:?} conntrack dump: {error}")]
     Dump {
         /// The family dumped.
         family: IpFamily,
         /// The kernel's error.
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     /// Some deletions failed (other than `ENOENT`); the others were done.
     #[error("{failed} of {} stale UDP conntrack entries could not be deleted ({first}, flow {flow})", .report.stale)]
@@ -200,7 +199,7 @@ impl Ctnetlink {
         report: &mut CleanupReport,
         keep: impl Fn(&Flow) -> bool,
     ) -> Result<Vec<Flow>, ConntrackError> {
-        let dump_err = |source| ConntrackError::Dump { family, source };
+        let dump_err = |error| ConntrackError::Dump { family, error };
         let seq = self
             .send(
                 family,

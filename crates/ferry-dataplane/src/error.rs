@@ -1,7 +1,12 @@
 //! Why a sync (or a read of the kernel) failed, in any mode. The kernel holds what it held
 //! before.
+//!
+//! A variant prints its cause or returns it as `source()`, never both (STYLE.md §2.5), so
+//! [`Error::with_causes`] names each cause once: Ferry's own errors (netlink, IPVS) are printed
+//! whole by the variant that wraps them; an operating-system error (a tool that could not be
+//! started, the interface addresses) is the variant's source.
 
-use crate::ipvs::IpvsError;
+use crate::ipvs_kernel::IpvsError;
 use crate::netlink::NetlinkError;
 
 /// Why a transaction was not applied, or the kernel could not be read.
@@ -24,7 +29,7 @@ pub enum Error {
     NoNetlink,
     /// The kernel rejected a batch sent over netlink.
     #[error("netlink batch failed: {0}")]
-    Netlink(#[from] NetlinkError),
+    Netlink(NetlinkError),
     /// IPVS mode: the IPVS table, kube-ipvs0, the ipsets or a sysctl could not be changed or
     /// read.
     #[error(transparent)]
@@ -61,6 +66,12 @@ pub enum Error {
     },
 }
 
+impl From<NetlinkError> for Error {
+    fn from(e: NetlinkError) -> Self {
+        Error::Netlink(e)
+    }
+}
+
 impl Error {
     /// The error and its causes, for a log line: `could not run nft: No such file or directory
     /// (os error 2)`.
@@ -75,3 +86,6 @@ impl Error {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -25,20 +25,17 @@ use ferry_model::{ClusterState, ServiceName};
 
 use crate::{Applier, Error, SyncKind, SyncReport, TableRules};
 
-pub(crate) mod canary;
+mod canary;
 mod cleanup;
-mod cli;
-mod detect;
 mod kernel;
 mod live;
 mod mode;
 mod pipe;
 
-pub use crate::mode::IptablesBackend;
+pub use crate::iptables_tool::{
+    choose_backend, detect_backend, IptablesBackend, IptablesCli, IptablesRunner,
+};
 pub use cleanup::{cleanup, leftovers};
-pub(crate) use cleanup::{ferry_wrote, iptables_mode_ran, left_phrase, shared};
-pub use cli::{IptablesCli, IptablesRunner};
-pub use detect::{choose as choose_backend, detect as detect_backend};
 pub(crate) use mode::MODE;
 use pipe::Counted;
 
@@ -154,13 +151,6 @@ impl IptablesDataplane<IptablesCli> {
         };
         Self::with_runner(IptablesCli::for_family(backend, family)).with_transactions(transactions)
     }
-}
-
-/// Names of chains in an `iptables-save` output of one table.
-fn chains_in(save: &str) -> impl Iterator<Item = &str> {
-    save.lines()
-        .filter_map(|l| l.strip_prefix(':'))
-        .filter_map(|l| l.split_whitespace().next())
 }
 
 impl<R: IptablesRunner> IptablesDataplane<R> {

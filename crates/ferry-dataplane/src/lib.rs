@@ -5,21 +5,33 @@
 //! On failure nothing changes in the kernel (the last good rules stay) and the next sync is a
 //! full one.
 //!
-//! # The mode seam
-//! Every proxy mode is one module here with an [`Applier`] (one per IP family: full and
-//! incremental syncs) and one line in the [`modes`] table ([`mode::ModeEntry`]), which joins it with the mode's pure
-//! renderer in `ferry-compile` and says how to prepare the mode on a node (what it needs there:
-//! [`preflight`]), how to clean it up ([`cleanup`]), which of kube-proxy's leftovers are of
-//! its kind ([`leftovers`]), how `ferry explain --live` and `ferry status` read it back
-//! ([`live`]), and which metric counts its failures. The binary
-//! asks the table and never matches on the mode. Modes:
-//! - [`nft`]: Ferry's own table (`ip ferry`, `ip6 ferry`): the skeleton through `nft -f`,
-//!   dispatch chains and elements over Ferry's own nfnetlink batches;
+//! # Two layers: machinery and modes
+//! *Machinery* modules drive one kernel facility and know no proxy mode (none imports a mode):
+//! - [`nft_table`]: Ferry's own nftables table (`ip ferry`, `ip6 ferry`): the skeleton through
+//!   `nft -f`, dispatch chains and elements over Ferry's own nfnetlink batches, reading it back;
+//! - [`iptables_tool`]: the iptables tools of either backend (restore, save, backend detection);
+//! - [`ipvs_kernel`]: IPVS over generic netlink, links (`kube-ipvs0`), ipsets, sysctls;
+//! - [`proxy`]: the userspace proxy engine (also the kernel modes' localhost NodePorts);
+//! - [`conntrack`]: UDP conntrack cleanup over ctnetlink; [`cleanup`]: what a cleanup removed,
+//!   and which of the two `KUBE-*` layouts ran on a node.
+//!
+//! *Mode* modules only compose machinery, and never import each other. Each has an
+//! [`Applier`] (one per IP family: full and incremental syncs) and one line in the [`modes`]
+//! table ([`mode::ModeEntry`]), which joins it with the mode's pure renderer in
+//! `ferry-compile` and says how to prepare the mode on a node (what it needs there:
+//! [`preflight`]), how to clean it up ([`cleanup`]), which of kube-proxy's leftovers are of its
+//! kind ([`leftovers`]), how `ferry explain --live` and `ferry status` read it back ([`live`]),
+//! and which metric counts its failures. The modes:
+//! - [`nft`]: nftables mode, Ferry's own table plus the proxy for localhost NodePorts;
 //! - [`iptables`]: only the chains of upstream kube-proxy's layout (`KUBE-SERVICES`,
 //!   `KUBE-SVC-…`, …) and its jumps from the built-in chains, with `iptables-restore
 //!   --noflush`, on the nft or the legacy backend;
-//! - [`ipvs`]: upstream's IPVS mode: virtual servers over Ferry's own generic netlink client,
-//!   the `kube-ipvs0` dummy link, upstream's ipsets and the chains that match them.
+//! - [`ipvs`]: upstream's IPVS mode: virtual servers, the `kube-ipvs0` dummy link, upstream's
+//!   ipsets and the iptables chains that match them;
+//! - [`userspace`]: every service port served by the userspace proxy, behind redirect rules in
+//!   Ferry's table.
+//!
+//! How to add a mode, and the files it touches: docs/src/architecture/modes.md.
 //!
 //! Errors ([`Error`]) and reports ([`SyncReport`]) are the same for every mode. It never
 //! touches anything a mode does not own, except that after a sync it deletes the UDP
@@ -31,14 +43,18 @@ pub mod cleanup;
 pub mod conntrack;
 mod error;
 pub mod iptables;
+pub mod iptables_tool;
 pub mod ipvs;
+pub mod ipvs_kernel;
 pub mod leftovers;
 pub mod live;
 pub mod mode;
 pub mod modes;
 mod netlink;
 pub mod nft;
+pub mod nft_table;
 pub mod preflight;
+pub mod proxy;
 mod report;
 pub mod support;
 pub mod sysctls;
@@ -46,5 +62,9 @@ pub mod userspace;
 
 pub use applier::Applier;
 pub use error::Error;
-pub use netlink::{encode_delta, NetlinkError};
+/// Not part of the dataplane's interface: public only for `ferry-fuzz`'s round-trip target of
+/// the netlink encoder (it encodes, never sends), hidden from the docs for that reason.
+#[doc(hidden)]
+pub use netlink::encode_delta;
+pub use netlink::NetlinkError;
 pub use report::{SyncKind, SyncReport, TableRules};

@@ -12,6 +12,7 @@ use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily};
 
 use crate::cleanup::{Cleanup, Scope};
+pub use crate::iptables_tool::IptablesBackend;
 use crate::leftovers::Leftover;
 use crate::live::{KernelReport, LiveReport};
 use crate::preflight::Requirements;
@@ -72,6 +73,14 @@ pub struct ModeOptions {
     pub udp_idle_timeout: Duration,
 }
 
+impl ModeOptions {
+    /// The userspace proxy engine these options ask for (the userspace mode's, and the kernel
+    /// modes' for localhost NodePorts).
+    pub(crate) fn proxy_engine(&self) -> crate::proxy::Engine {
+        crate::proxy::Engine::new(self.runtime.clone(), self.udp_idle_timeout)
+    }
+}
+
 impl Default for ModeOptions {
     fn default() -> Self {
         Self {
@@ -99,40 +108,6 @@ pub struct IpvsOptions {
     /// `ipvs.excludeCIDRs`: virtual servers in these ranges belong to someone else and are
     /// never deleted.
     pub exclude_cidrs: Vec<IpNet>,
-}
-
-/// Which iptables the host uses: the nf_tables-based one or the legacy (x_tables) one. Both
-/// can be installed side by side; rules in one are invisible to the other.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum IptablesBackend {
-    /// `iptables-nft` (`iptables` on current distributions).
-    Nft,
-    /// `iptables-legacy`.
-    Legacy,
-}
-
-impl IptablesBackend {
-    /// Both backends.
-    pub const ALL: [IptablesBackend; 2] = [IptablesBackend::Nft, IptablesBackend::Legacy];
-
-    /// `nft` or `legacy`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IptablesBackend::Nft => "nft",
-            IptablesBackend::Legacy => "legacy",
-        }
-    }
-
-    /// The program for `tool` (`""`, `"-save"`, `"-restore"`): `iptables-nft-restore`, ….
-    pub fn program(self, tool: &str) -> String {
-        self.program_for(IpFamily::V4, tool)
-    }
-
-    /// The program for `tool` of `family`'s tools: `ip6tables-nft-restore` for IPv6, ….
-    pub fn program_for(self, family: IpFamily, tool: &str) -> String {
-        let base = ferry_compile::family::iptables_tool(family);
-        format!("{base}-{}{tool}", self.as_str())
-    }
 }
 
 /// The counter a mode's failed syncs go to, as upstream names them (`kubeproxy_` +).
@@ -190,7 +165,7 @@ pub trait NodeMode: Send + Sync {
 
     /// The per-service-port counters of Ferry's userspace proxy (`ferry_userspace_*`), when
     /// this mode runs it (the userspace mode; localhost NodePorts): read at each scrape.
-    fn proxy_metrics(&self) -> Option<crate::userspace::Stats> {
+    fn proxy_metrics(&self) -> Option<crate::proxy::Stats> {
         None
     }
 

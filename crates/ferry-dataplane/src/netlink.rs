@@ -32,12 +32,13 @@ use ferry_compile::nft::{Delta, Ruleset, FILLED_LAST, NODE_LEVEL_SETS, TABLE};
 use ferry_model::IpFamily;
 
 /// Why a netlink transaction failed. The kernel holds what it held before (but for the
-/// transactions a new table's first sync had committed already).
+/// transactions a new table's first sync had committed already). Each variant prints its cause
+/// and has no `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum NetlinkError {
     /// The socket could not be opened or used.
     #[error("nfnetlink socket: {0}")]
-    Socket(#[from] nix::Error),
+    Socket(nix::Error),
     /// The kernel rejected the batch.
     #[error("the kernel rejected the netlink batch: {0}")]
     Rejected(nix::errno::Errno),
@@ -47,6 +48,12 @@ pub enum NetlinkError {
     /// The kernel answered something unexpected.
     #[error("unexpected nfnetlink answer: {0}")]
     Protocol(&'static str),
+}
+
+impl From<nix::Error> for NetlinkError {
+    fn from(e: nix::Error) -> Self {
+        NetlinkError::Socket(e)
+    }
 }
 
 impl From<encode::Unencodable> for NetlinkError {

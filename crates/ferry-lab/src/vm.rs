@@ -169,7 +169,15 @@ pub fn run_guest_tests(filter: &str) {
             // The console is only shown when the outer test fails or runs with --nocapture.
             "--nocapture".into(),
         ],
-        shares: exe.parent().map(Path::to_path_buf).into_iter().collect(),
+        // The profile's folder (`target/debug`), not only the test binary's (`deps/`): the
+        // tests run the crate's binaries (`ferry`) from there, and a CARGO_TARGET_DIR outside
+        // the workspace is not otherwise shared.
+        shares: exe
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect(),
         env: vec![
             ("RUST_BACKTRACE".into(), "1".into()),
             // The guest runs about six times slower than the host (software emulation).

@@ -18,9 +18,6 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use axum::http::header::{HeaderName, CONTENT_TYPE};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 use tokio::time::Instant;
@@ -28,10 +25,7 @@ use tokio::time::Instant;
 use ferry_model::Node;
 
 use crate::metrics::Metrics;
-
-/// `X-Content-Type-Options`, sent with every health answer.
-pub const NOSNIFF: (HeaderName, &str) =
-    (HeaderName::from_static("x-content-type-options"), "nosniff");
+use crate::serve::json_response;
 
 #[derive(Debug)]
 struct State {
@@ -144,17 +138,6 @@ pub fn go_time(t: Option<SystemTime>) -> String {
     t.and_then(|t| jiff::Timestamp::try_from(t).ok())
         .map(|t| t.strftime("%Y-%m-%d %H:%M:%S%.f +0000 UTC").to_string())
         .unwrap_or_else(|| "0001-01-01 00:00:00 +0000 UTC".to_owned())
-}
-
-/// A JSON answer with upstream's headers.
-pub fn json_response(status: u16, body: String) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        status,
-        [(CONTENT_TYPE, "application/json"), (NOSNIFF.0, NOSNIFF.1)],
-        body,
-    )
-        .into_response()
 }
 
 /// The health server: `/healthz` and `/livez` (any method, as upstream's ServeMux).

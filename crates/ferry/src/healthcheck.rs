@@ -31,7 +31,8 @@ use axum::Router;
 
 use ferry_model::ServiceName;
 
-use crate::health::{json_response, ProxyHealth};
+use crate::health::ProxyHealth;
+use crate::serve::json_response;
 use crate::serve::Server;
 use crate::sync::status::HealthCheck;
 

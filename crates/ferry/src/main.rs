@@ -28,6 +28,7 @@ mod configz;
 mod explain;
 mod health;
 mod healthcheck;
+#[cfg(feature = "lab")]
 mod lab_cmd;
 mod metrics;
 #[cfg(test)]
@@ -88,7 +89,9 @@ fn main() -> ExitCode {
         Command::Rules(args) => rules::main(&args),
         Command::Check(args) => check::main(&args),
         Command::Explain(args) => explain::run(args),
+        #[cfg(feature = "lab")]
         Command::Lab(cmd) => lab_cmd::run(cmd),
+        #[cfg(feature = "lab")]
         Command::LabKubelet(options) => ferry_kube_lab::kubelet::main(options),
         Command::Cleanup(args) => cleanup::main(&args),
         Command::Status(args) => status::client::main(&args),
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
             println!("{}", version::line());
             ExitCode::SUCCESS
         }
+        #[cfg(feature = "lab")]
         Command::LabPod {
             name,
             listen,

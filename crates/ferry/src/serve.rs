@@ -1,5 +1,7 @@
 //! Small HTTP servers (axum on tokio): started on an address, stopped gracefully.
 //!
+//! Every one of them answers in JSON with upstream's headers ([`json_response`]).
+//!
 //! Used by the proxy health server, the metrics server and every service health-check NodePort
 //! server. Stopping one closes its listener at once (so the port is free again) and lets
 //! requests in flight finish; idle keep-alive connections are closed, so a load balancer that
@@ -9,10 +11,28 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::http::header::{HeaderName, CONTENT_TYPE};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+
+/// `X-Content-Type-Options`, sent with every health answer.
+pub const NOSNIFF: (HeaderName, &str) =
+    (HeaderName::from_static("x-content-type-options"), "nosniff");
+
+/// A JSON answer with upstream's headers.
+pub fn json_response(status: u16, body: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(CONTENT_TYPE, "application/json"), (NOSNIFF.0, NOSNIFF.1)],
+        body,
+    )
+        .into_response()
+}
 
 /// How long [`Server::stop`] waits for requests in flight.
 const STOP_GRACE: Duration = Duration::from_secs(2);

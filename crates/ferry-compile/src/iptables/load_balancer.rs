@@ -5,7 +5,7 @@
 use super::base::chain;
 use super::model::ServiceRules;
 use super::names::{service_chain, FIREWALL_PREFIX, KUBE_PROXY_FIREWALL};
-use super::render::Port;
+use super::port::Port;
 
 /// Adds one service port's load-balancer rules. `verdict`: the filter target and comment for
 /// external traffic that is not forwarded (no endpoints, or Local without local ones). Like

@@ -13,7 +13,8 @@ pub use super::base::{jump_rules, render_base};
 use super::load_balancer::load_balancer;
 use super::model::{Chain, Ruleset, ServiceRules};
 use super::names::*;
-use crate::plan::{ClusterIpMasquerade, Dispatch, EndpointSet, Plan, ServicePlan};
+use super::port::{quote, Port};
+use crate::plan::{ClusterIpMasquerade, Dispatch, Plan, ServicePlan};
 
 /// Above this many endpoint chains, per-endpoint rules carry no comment (upstream's
 /// `largeClusterEndpointsThreshold`): upstream measured the comments at 40 % of the restore
@@ -122,58 +123,6 @@ fn shrink(rules: &mut ServiceRules) {
         for rule in list.iter_mut() {
             rule.shrink_to_fit();
         }
-    }
-}
-
-/// Per-port names and the `-m proto -p proto` match.
-pub(super) struct Port<'a> {
-    pub(super) sp: &'a ServicePlan,
-    pub(super) name: String,
-    proto: &'static str,
-    svc: String,
-    svl: String,
-    pub(super) ext: String,
-}
-
-impl<'a> Port<'a> {
-    fn new(sp: &'a ServicePlan) -> Self {
-        Self {
-            sp,
-            name: sp.name.to_string(),
-            proto: sp.name.protocol.as_str(),
-            svc: service_chain(SVC_PREFIX, &sp.name),
-            svl: service_chain(LOCAL_PREFIX, &sp.name),
-            ext: service_chain(EXTERNAL_PREFIX, &sp.name),
-        }
-    }
-
-    fn set_chain(&self, set: EndpointSet) -> &str {
-        match set {
-            EndpointSet::Cluster => &self.svc,
-            EndpointSet::Local => &self.svl,
-        }
-    }
-
-    /// `-m comment --comment "<text>" -m <proto> -p <proto>`; the comment is quoted when it
-    /// has spaces, as upstream writes it.
-    pub(super) fn head(&self, comment: &str) -> String {
-        format!(
-            "-m comment --comment {} -m {p} -p {p}",
-            quote(comment),
-            p = self.proto
-        )
-    }
-
-    pub(super) fn dest(&self, addr: impl std::fmt::Display, port: u16) -> String {
-        format!("-d {addr} --dport {port}")
-    }
-}
-
-fn quote(s: &str) -> String {
-    if s.contains(' ') {
-        format!("\"{s}\"")
-    } else {
-        s.to_owned()
     }
 }
 

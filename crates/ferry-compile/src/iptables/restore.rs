@@ -21,11 +21,12 @@ use super::names::{
 };
 
 mod full;
+mod options;
 mod section;
 mod sections;
 
 use full::{full_sections, full_transactions};
-pub use full::{FullSync, Transactions};
+pub use options::{FullSync, Transactions};
 pub use section::Rerender;
 use section::{Rules, Section};
 

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use ferry_compile::iptables::{Table, SERVICE_CHAIN_PREFIXES};
 
 use super::some_of;
-use crate::iptables::IptablesRunner;
+use crate::iptables_tool::IptablesRunner;
 use crate::Error;
 
 /// Fixed chain names a cleanup line shows before `and N more`.

@@ -4,6 +4,7 @@
 use ferry_compile::iptables::{jump_rules, Table, CANARY};
 
 use super::{jump_args, IptablesDataplane, IptablesRunner};
+use crate::iptables_tool::saved::first_changed;
 use crate::Error;
 
 impl<R: IptablesRunner> IptablesDataplane<R> {
@@ -13,7 +14,7 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
     /// the chains, the canary among them, but empties them), then the rules of each top-level
     /// chain that should hold some (`iptables -t nat -F KUBE-SERVICES` empties one chain):
     /// one `-S CHAIN` each, its rules counted. Each nat command makes iptables-legacy read the
-    /// whole nat table (see docs/iptables-layout.md for its cost): made once per sync period,
+    /// whole nat table (see docs/src/modes/iptables-layout.md for its cost): made once per sync period,
     /// not on every sync.
     pub(super) fn damage(&mut self) -> Result<Option<String>, Error> {
         if !self.runner.iptables(&["-t", "mangle", "-S", CANARY])? {
@@ -40,26 +41,4 @@ impl<R: IptablesRunner> IptablesDataplane<R> {
             runner.rules_in(table, chain)
         })
     }
-}
-
-/// The first top-level chain whose rules in the kernel (`rules`: how many `table`'s `chain`
-/// holds, `None` when the runner cannot tell) are not as many as were written (`written`:
-/// table, chain, rules), described. Chains written empty are not asked about: flushing one
-/// changes nothing.
-pub(crate) fn first_changed(
-    written: &[(Table, &str, usize)],
-    mut rules: impl FnMut(Table, &str) -> Result<Option<usize>, Error>,
-) -> Result<Option<String>, Error> {
-    for &(table, chain, count) in written.iter().filter(|(_, _, n)| *n > 0) {
-        match rules(table, chain)? {
-            Some(found) if found != count => {
-                return Ok(Some(format!(
-                    "chain {} {chain} holds {found} rules, {count} were written",
-                    table.as_str()
-                )))
-            }
-            _ => {}
-        }
-    }
-    Ok(None)
 }

@@ -11,109 +11,17 @@
 //! where that ran too ([`shared`]), so neither mode's cleanup of the other (after the first
 //! sync) deletes the running mode's chains.
 
-use std::collections::BTreeMap;
-
-use ferry_compile::iptables::{
-    owner_marker_args, Table, BASE_CHAINS_FILTER, BASE_CHAINS_NAT, CANARY, KUBE_EXTERNAL_SERVICES,
-    KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_SERVICES, SERVICE_CHAIN_PREFIXES,
-};
+use ferry_compile::iptables::{Table, KUBE_SERVICES};
 
 use ferry_model::IpFamily;
 
-use super::chains_in;
-use super::cli::{IptablesCli, IptablesRunner};
+use crate::cleanup::layouts::{
+    ferry_wrote, iptables_mode_ran, ipvs_mode_ran, left_phrase, ours, shared,
+};
 use crate::cleanup::{not_installed, remove_chains, Cleanup, Scope};
+use crate::iptables_tool::{IptablesBackend, IptablesCli, IptablesRunner};
 use crate::leftovers::Leftover;
-use crate::mode::IptablesBackend;
 use crate::Error;
-
-/// Chains of each table in an `iptables-save` output of several tables.
-pub(crate) fn tables(save: &str) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut current = None;
-    for line in save.lines() {
-        declaration(line, &mut current, &mut out);
-    }
-    out
-}
-
-/// One line of `iptables-save`'s output: a table (`*nat`) becomes `current`, a chain
-/// declaration of `current` is added to `out`; anything else is ignored.
-pub(crate) fn declaration(
-    line: &str,
-    current: &mut Option<String>,
-    out: &mut BTreeMap<String, Vec<String>>,
-) {
-    if let Some(t) = line.strip_prefix('*') {
-        *current = Some(t.to_owned());
-        out.entry(t.to_owned()).or_default();
-    } else if let (Some(t), Some(chain)) = (&*current, chains_in(line).next()) {
-        out.entry(t.clone()).or_default().push(chain.to_owned());
-    }
-}
-
-/// Whether iptables mode (Ferry's or kube-proxy's) ran here, in the tables `existing` lists:
-/// its canary, or a chain only it writes (`KUBE-SVC-…`, `KUBE-NODEPORTS`, …).
-pub(crate) fn iptables_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
-    let only_iptables = |t: Table, c: &str| {
-        c == CANARY
-            || match t {
-                Table::Nat => {
-                    c == KUBE_NODEPORTS || SERVICE_CHAIN_PREFIXES.iter().any(|p| c.starts_with(p))
-                }
-                Table::Filter => c == KUBE_EXTERNAL_SERVICES || c == KUBE_SERVICES,
-                Table::Mangle => false,
-            }
-    };
-    [Table::Nat, Table::Filter, Table::Mangle]
-        .into_iter()
-        .any(|t| {
-            existing
-                .get(t.as_str())
-                .is_some_and(|cs| cs.iter().any(|c| only_iptables(t, c)))
-        })
-}
-
-/// The chains both iptables and IPVS modes write (same names, as upstream's): removed by a
-/// mode's cleanup only where the other mode did not run.
-pub(crate) fn shared(table: Table, chain: &str) -> bool {
-    let ipvs = match table {
-        Table::Nat => ferry_compile::ipvs::chains::NAT_CHAINS.as_slice(),
-        Table::Filter => ferry_compile::ipvs::chains::FILTER_CHAINS.as_slice(),
-        Table::Mangle => &[],
-    };
-    ours(table, chain) && ipvs.contains(&chain)
-}
-
-fn ours(table: Table, chain: &str) -> bool {
-    chain == CANARY
-        || match table {
-            Table::Filter => BASE_CHAINS_FILTER.contains(&chain),
-            Table::Nat => {
-                BASE_CHAINS_NAT.contains(&chain)
-                    || SERVICE_CHAIN_PREFIXES.iter().any(|p| chain.starts_with(p))
-            }
-            Table::Mangle => false,
-        }
-}
-
-/// Whether Ferry wrote the `KUBE-*` layout here last: its owner marker is in nat
-/// `KUBE-POSTROUTING` (which kube-proxy rewrites whole at every sync, iptables or IPVS mode).
-pub(crate) fn ferry_wrote(runner: &mut impl IptablesRunner) -> Result<bool, Error> {
-    let mut args = vec!["-t", Table::Nat.as_str(), "-C", KUBE_POSTROUTING];
-    args.extend(owner_marker_args());
-    runner.check(&args)
-}
-
-/// The phrase for layout chains left because they are kube-proxy's.
-pub(crate) fn left_phrase(tool: &str, layout: &str, chains: usize) -> String {
-    format!(
-        "{tool}: {chains} KUBE-* chain{} of kube-proxy's {layout} layout (no Ferry marker in nat \
-         {KUBE_POSTROUTING}: kube-proxy wrote them last); `ferry cleanup --also-kube-proxy` \
-         removes them",
-        if chains == 1 { "" } else { "s" }
-    )
-}
 
 /// Removes the iptables layout's chains through one runner (whose tools `tool` names,
 /// `iptables-nft`): the jumps from built-in chains and every chain in one restore; with
@@ -129,7 +37,7 @@ pub fn cleanup_with(
     if !iptables_mode_ran(&existing) {
         return Ok(Cleanup::default());
     }
-    let keep_shared = crate::ipvs::ipvs_mode_ran(&existing);
+    let keep_shared = ipvs_mode_ran(&existing);
     let chains_of = |t: Table| -> Vec<String> {
         existing
             .get(t.as_str())

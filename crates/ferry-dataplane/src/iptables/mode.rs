@@ -12,8 +12,8 @@ use super::{cleanup, detect_backend, kernel, leftovers, live, IptablesBackend, I
 use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
 use crate::preflight::{Capability, Requirements, Tool};
+use crate::proxy::{Engine, Stats, WithLocalhostNodePorts};
 use crate::support::{kernel_has, succeeds, Unsupported};
-use crate::userspace::{Engine, Stats, WithLocalhostNodePorts};
 use crate::{Applier, Error};
 
 /// iptables mode's line in the mode table.
@@ -39,7 +39,7 @@ impl IptablesMode {
     fn open(options: &ModeOptions) -> Self {
         Self {
             backend: options.iptables_backend.unwrap_or_else(detect_backend),
-            localhost: Engine::new(options),
+            localhost: options.proxy_engine(),
         }
     }
 }

@@ -265,7 +265,7 @@ fn top_level_chains_are_compared_by_their_rule_count() {
     ];
     let mut asked = Vec::new();
     let mut ask = |kernel: [usize; 2]| {
-        canary::first_changed(&written, |t, c| {
+        crate::iptables_tool::saved::first_changed(&written, |t, c| {
             asked.push(format!("{} {c}", t.as_str()));
             Ok(Some(if c == "KUBE-FORWARD" {
                 kernel[0]
@@ -288,7 +288,8 @@ fn top_level_chains_are_compared_by_their_rule_count() {
         !asked.iter().any(|a| a.contains("KUBE-PROXY-FIREWALL")),
         "a chain written empty costs no command: {asked:?}"
     );
-    let unknown = canary::first_changed(&written, |_, _| Ok(None)).expect("no error");
+    let unknown =
+        crate::iptables_tool::saved::first_changed(&written, |_, _| Ok(None)).expect("no error");
     assert_eq!(unknown, None, "a runner that cannot tell finds nothing");
 }
 
@@ -296,8 +297,8 @@ fn top_level_chains_are_compared_by_their_rule_count() {
 fn an_iptables_listing_counts_its_rules() {
     let listing = "-N KUBE-SERVICES\n-A KUBE-SERVICES -d 10.96.0.10/32 -j KUBE-SVC-A\n\
                    -A KUBE-SERVICES -j KUBE-NODEPORTS\n";
-    assert_eq!(cli::count_rules(listing), 2);
-    assert_eq!(cli::count_rules("-N KUBE-SERVICES\n"), 0);
+    assert_eq!(crate::iptables_tool::count_rules(listing), 2);
+    assert_eq!(crate::iptables_tool::count_rules("-N KUBE-SERVICES\n"), 0);
 }
 
 #[test]

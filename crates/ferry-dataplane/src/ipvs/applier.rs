@@ -21,13 +21,13 @@ use ferry_compile::ipvs::{
 };
 use ferry_model::{IpFamily, Protocol, ServiceName};
 
-use super::client::{Change, IpvsClient};
-use super::genl::LiveRealServer;
-use super::ipset;
 use super::node::{self, Dummy};
 use super::set_counts::{SetCounts, SetDelta};
-use super::IpvsError;
-use crate::iptables::{IptablesCli, IptablesRunner};
+use crate::iptables_tool::{IptablesCli, IptablesRunner};
+use crate::ipvs_kernel::ipset;
+use crate::ipvs_kernel::IpvsError;
+use crate::ipvs_kernel::LiveRealServer;
+use crate::ipvs_kernel::{Change, IpvsClient};
 use crate::mode::IpvsOptions;
 use crate::Error;
 

@@ -9,7 +9,7 @@
 //! iptables mode writes too (`KUBE-SERVICES`, …) go only where iptables mode did not run
 //! (see `iptables::cleanup`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ferry_compile::iptables::Table;
@@ -18,31 +18,19 @@ use ferry_compile::ipvs::sets::{self, SetKind};
 use ferry_compile::ipvs::{VirtualAddress, DUMMY_DEVICE};
 use ferry_model::{IpFamily, Protocol};
 
-use super::client::{Change, IpvsClient};
-use super::ipset::{self, LiveSets};
-use super::link::Links;
-use super::{node, IpvsError};
+use super::node;
+use crate::cleanup::layouts::{ferry_wrote, iptables_mode_ran, ipvs_mode_ran, left_phrase, shared};
 use crate::cleanup::{not_installed, remove_chains, some_of, Cleanup, Scope};
-use crate::iptables::{
-    ferry_wrote, iptables_mode_ran, left_phrase, shared, IptablesCli, IptablesRunner,
-};
+use crate::iptables_tool::{IptablesBackend, IptablesCli, IptablesRunner};
+use crate::ipvs_kernel::ipset::{self, LiveSets};
+use crate::ipvs_kernel::IpvsError;
+use crate::ipvs_kernel::Links;
+use crate::ipvs_kernel::{Change, IpvsClient};
 use crate::leftovers::Leftover;
-use crate::mode::IptablesBackend;
 use crate::Error;
 
 /// Names a cleanup line shows before `and N more`.
 const SHOWN: usize = 6;
-
-/// Whether IPVS mode (Ferry's or kube-proxy's) ran here, in the tables `existing` lists: a
-/// chain only it writes (nat `KUBE-NODE-PORT`, filter `KUBE-IPVS-FILTER`).
-pub(crate) fn ipvs_mode_ran(existing: &BTreeMap<String, Vec<String>>) -> bool {
-    let has = |table: Table, chain: &str| {
-        existing
-            .get(table.as_str())
-            .is_some_and(|cs| cs.iter().any(|c| c == chain))
-    };
-    has(Table::Nat, KUBE_NODE_PORT) || has(Table::Filter, KUBE_IPVS_FILTER)
-}
 
 /// Whether one of the chains only IPVS mode writes is there, asked chain by chain: the other
 /// modes' start-up and cleanup ask this of both backends and families, and reading the whole
@@ -89,9 +77,9 @@ pub fn cleanup(scope: Scope) -> Result<Cleanup, Error> {
             LiveSets::new()
         }
     };
-    let link_err = |source| IpvsError::Link {
+    let link_err = |error| IpvsError::Link {
         what: format!("read {DUMMY_DEVICE}"),
-        source,
+        error,
     };
     let mut links = Links::open().map_err(link_err)?;
     let dummy = links.index_of(DUMMY_DEVICE).map_err(link_err)?;
@@ -323,6 +311,8 @@ fn ip_port(entry: &str) -> Option<VirtualAddress> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]

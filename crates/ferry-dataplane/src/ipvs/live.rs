@@ -11,10 +11,11 @@ use ferry_compile::trace::Trace;
 use ferry_compile::NodeCompiler;
 use ferry_model::ClusterState;
 
-use super::client::IpvsClient;
-use super::genl::LiveRealServer;
-use super::link::Links;
-use super::{ipset, node, IpvsError};
+use super::node;
+use crate::ipvs_kernel::IpvsClient;
+use crate::ipvs_kernel::Links;
+use crate::ipvs_kernel::LiveRealServer;
+use crate::ipvs_kernel::{ipset, IpvsError};
 use crate::live::{KernelReport, LiveReport};
 use crate::Error;
 
@@ -168,9 +169,9 @@ pub fn kernel(compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelRep
 
 /// kube-ipvs0's addresses, `None` when it does not exist.
 fn dummy_addresses() -> Result<Option<Vec<std::net::IpAddr>>, IpvsError> {
-    let err = |source| IpvsError::Link {
+    let err = |error| IpvsError::Link {
         what: format!("read {DUMMY_DEVICE}"),
-        source,
+        error,
     };
     let mut links = Links::open().map_err(err)?;
     match links.index_of(DUMMY_DEVICE).map_err(err)? {

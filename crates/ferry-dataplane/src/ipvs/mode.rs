@@ -6,9 +6,9 @@ use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily};
 
 use super::applier::IpvsApplier;
-use super::client::IpvsClient;
 use super::live;
-use crate::iptables::{detect_backend, IptablesCli};
+use crate::iptables_tool::{detect_backend, IptablesCli};
+use crate::ipvs_kernel::IpvsClient;
 use crate::live::{KernelReport, LiveReport};
 use crate::mode::{IptablesBackend, IpvsOptions, ModeOptions, NodeMode};
 use crate::preflight::{Capability, Requirements, Tool};

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use ferry_compile::ipvs::DUMMY_DEVICE;
 
-use super::client::IpvsClient;
-use super::link::Links;
-use super::{sysctl, IpvsError};
+use crate::ipvs_kernel::IpvsClient;
+use crate::ipvs_kernel::Links;
+use crate::ipvs_kernel::{sysctl, IpvsError};
 use crate::mode::IpvsOptions;
 
 /// Sets upstream's sysctls (and strictARP's, when asked) and the connection timeouts that are
@@ -58,7 +58,7 @@ pub fn prepare(options: &IpvsOptions) -> Result<(), IpvsError> {
 
 fn link_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> IpvsError {
     let what = what.into();
-    move |source| IpvsError::Link { what, source }
+    move |error| IpvsError::Link { what, error }
 }
 
 /// Every address of the node's interfaces but kube-ipvs0's, every family.

@@ -14,8 +14,8 @@ use ferry_model::{ClusterState, ServiceName};
 
 use super::applier::{IpvsApplier, IpvsReport};
 use super::node;
-use crate::iptables::canary::first_changed;
-use crate::iptables::IptablesRunner;
+use crate::iptables_tool::saved::first_changed;
+use crate::iptables_tool::IptablesRunner;
 use crate::{Applier, Error, SyncKind, SyncReport};
 
 /// How often a partial sync looks for the canary chain.

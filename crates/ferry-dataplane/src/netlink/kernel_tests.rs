@@ -7,7 +7,7 @@ use ferry_model::IpFamily;
 use nix::sys::socket::{setsockopt, sockopt};
 
 use super::{NetlinkError, NetlinkSocket, NODE_LEVEL_SETS};
-use crate::nft::{NftCli, NftRunner as _};
+use crate::nft_table::{NftCli, NftRunner as _};
 use ferry_lab::netns::{in_private_netns as in_new_netns, nft};
 
 /// `n` empty chains named `c0`, `c1`, …: each asks for two answers (create, flush).

@@ -11,9 +11,9 @@ use ferry_compile::userspace::{proxied_protocol, NodeRules, ProxyPorts, RangeExh
 use ferry_compile::{NodeCompiler, ServicePlan};
 use ferry_model::{ClusterState, IpFamily, ServiceName, ServicePortName};
 
-use super::engine::Engine;
-use super::{restore, ListenError, ProxiedPort};
-use crate::nft::NftDataplane;
+use super::restore;
+use crate::nft_table::NftDataplane;
+use crate::proxy::{Engine, ListenError, ProxiedPort};
 use crate::{Applier, Error, SyncReport};
 
 /// Attempts at opening a service port's listener on a free proxy port (each busy port is

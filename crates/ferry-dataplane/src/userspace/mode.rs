@@ -8,16 +8,14 @@ use ferry_compile::NodeCompiler;
 use ferry_model::{ClusterState, IpFamily};
 
 use super::applier::UserspaceApplier;
-use super::engine::{Engine, Stats};
 use super::restore;
 use crate::live::{KernelReport, LiveReport};
 use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::nft_table::{self, NFTABLES_LAYOUT_CHAIN};
 use crate::preflight::Requirements;
+use crate::proxy::{Engine, Stats};
 use crate::support::Unsupported;
 use crate::{Applier, Error};
-
-/// The chain only the userspace mode's layout of Ferry's table has.
-pub(crate) const DISTINCT_CHAIN: &str = "portals-container";
 
 /// The userspace mode's line in the mode table. Its rules are Ferry's nftables table, so it
 /// shares nftables mode's failure counter (upstream's userspace proxier had none).
@@ -27,9 +25,7 @@ pub(crate) const MODE: ModeEntry = ModeEntry {
     open: |options: &ModeOptions| Box::new(UserspaceMode::open(options)),
     // Ferry's table, unless it is nftables mode's (see nftables mode's line). The proxy's
     // listeners are the process's own: they end with it.
-    cleanup: |scope| {
-        crate::nft::cleanup_unless_chain(Some(crate::nft::DISTINCT_CHAIN), scope.dry_run)
-    },
+    cleanup: |scope| nft_table::cleanup_unless_chain(Some(NFTABLES_LAYOUT_CHAIN), scope.dry_run),
     // kube-proxy's leftovers are the kernel modes' to find (their tables and chains).
     leftovers: Vec::new,
     sync_failures: FailureCounter::NftablesSync,
@@ -44,7 +40,7 @@ struct UserspaceMode {
 impl UserspaceMode {
     fn open(options: &ModeOptions) -> Self {
         Self {
-            engine: Engine::new(options),
+            engine: options.proxy_engine(),
         }
     }
 }
@@ -59,13 +55,13 @@ impl NodeMode for UserspaceMode {
 
     /// nftables mode's check: the redirect rules are in Ferry's nftables table.
     fn supports(&self, family: IpFamily) -> Result<(), Unsupported> {
-        crate::nft::table_supported(family)
+        nft_table::table_supported(family)
     }
 
     /// nftables mode's (the redirect table). The proxy itself listens on unprivileged ports
     /// (proxy ports, NodePorts on loopback) and needs no capability.
     fn requirements(&self) -> Requirements {
-        crate::nft::table_requirements()
+        nft_table::table_requirements()
     }
 
     fn applier(&self, family: IpFamily) -> Box<dyn Applier> {
@@ -87,17 +83,17 @@ impl NodeMode for UserspaceMode {
         compiler: &NodeCompiler,
         state: &ClusterState,
     ) -> Result<LiveReport, Error> {
-        let table = crate::nft::read_back(compiler.family())?;
+        let table = nft_table::read_back(compiler.family())?;
         let ruleset = compiled_with_held_ports(compiler, state)?;
-        Ok(crate::nft::live::check(trace, &ruleset, table.as_ref()))
+        Ok(nft_table::live::check(trace, &ruleset, table.as_ref()))
     }
 
     /// `ferry status`: each service's redirect elements (portals, NodePorts, proxy ports) in
     /// the kernel's table against the ones compiled with the proxy ports it holds.
     fn kernel(&self, compiler: &NodeCompiler, state: &ClusterState) -> Result<KernelReport, Error> {
-        let table = crate::nft::read_back(compiler.family())?;
+        let table = nft_table::read_back(compiler.family())?;
         let ruleset = compiled_with_held_ports(compiler, state)?;
-        Ok(crate::nft::kernel::compare(&ruleset, table.as_ref()))
+        Ok(nft_table::kernel::compare(&ruleset, table.as_ref()))
     }
 }
 

@@ -24,6 +24,8 @@ pub const NODE: &str = "node-1";
 pub const POD_RANGE: &str = "10.64.0.0/12";
 /// The service range.
 pub const SERVICE_RANGE: &str = "10.96.0.0/12";
+/// The node's address on the client's side (its Node's InternalIP: NodePorts answer here).
+pub const NODE_IP: &str = "10.200.0.1";
 /// The Services' port.
 pub const PORT: u16 = 80;
 /// The extra Services' second port (a long-lived stream).
@@ -287,7 +289,7 @@ impl Cluster {
 /// Node `n`'s InternalIP (`node-1`, Ferry's, is the node's client-side address).
 pub(super) fn node_ip(n: usize) -> String {
     if n == 1 {
-        super::net::NODE_IP.to_owned()
+        NODE_IP.to_owned()
     } else {
         format!("10.200.0.1{n}")
     }

@@ -19,8 +19,9 @@ use anyhow::Context as _;
 use super::cluster::{POD_RANGE, SERVICE_RANGE};
 use crate::netns::{self, sysctl, IpBatch};
 
-/// The node's address on the client's side (its Node's InternalIP: NodePorts answer here).
-pub const NODE_IP: &str = "10.200.0.1";
+/// The node's address on the client's side, where the lab's users have always found it.
+pub use super::cluster::NODE_IP;
+
 /// The client's address.
 pub const CLIENT_IP: &str = "10.200.0.2";
 

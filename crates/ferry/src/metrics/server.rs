@@ -30,7 +30,7 @@ pub fn router(metrics: Metrics, mode: ProxyMode) -> Router {
 fn configz() -> axum::response::Response {
     use axum::response::IntoResponse as _;
     match crate::configz::published_body() {
-        Some(body) => crate::health::json_response(200, body.to_owned()),
+        Some(body) => crate::serve::json_response(200, body.to_owned()),
         None => (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "the configuration is not published yet",

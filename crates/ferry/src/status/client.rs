@@ -39,7 +39,7 @@ async fn answer(requests: &mpsc::Sender<Request>) -> axum::response::Response {
     let error = match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
         Ok(Ok(status)) if asked => {
             let body = serde_json::to_string(&status).unwrap_or_default();
-            return crate::health::json_response(200, body);
+            return crate::serve::json_response(200, body);
         }
         Ok(_) => "the agent is stopping".to_owned(),
         // The agent takes the request between syncs and reads the kernel back for it: a long
@@ -49,7 +49,7 @@ async fn answer(requests: &mpsc::Sender<Request>) -> axum::response::Response {
              a large ruleset back), or still starting; ask again"
         ),
     };
-    crate::health::json_response(503, serde_json::json!({ "error": error }).to_string())
+    crate::serve::json_response(503, serde_json::json!({ "error": error }).to_string())
 }
 
 /// `ferry status` flags.
@@ -83,7 +83,7 @@ pub fn main(args: &StatusArgs) -> ExitCode {
         Ok(address) => address,
         Err(e) => {
             eprintln!("ferry status: {e}");
-            return ExitCode::from(crate::cli::EXIT_USAGE);
+            return ExitCode::from(crate::cli::exit::EXIT_USAGE);
         }
     };
     let text = fetch_body(&address).and_then(|body| render(&body, args.output));

@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use ferry_model::IpFamily;
 
 use tokio::runtime::Handle;
 
 use super::{PortMetrics, ProxyConfig, UserspaceProxy};
-use crate::mode::ModeOptions;
 
 /// Where a mode's proxy engine lives: nothing until a sync needs it.
 #[derive(Clone)]
@@ -26,15 +26,16 @@ struct Slot {
 }
 
 impl Engine {
-    /// The engine of a mode opened with `options` (no runtime: it never serves).
-    pub(crate) fn new(options: &ModeOptions) -> Self {
+    /// An engine serving on `runtime` (none: it never serves), its UDP associations ending
+    /// after `udp_idle_timeout` without a datagram.
+    pub(crate) fn new(runtime: Option<Handle>, udp_idle_timeout: Duration) -> Self {
         let config = ProxyConfig {
-            udp_idle_timeout: options.udp_idle_timeout,
+            udp_idle_timeout,
             ..ProxyConfig::default()
         };
         Self {
             slot: Arc::new(Slot {
-                runtime: options.runtime.clone(),
+                runtime,
                 config,
                 proxy: OnceLock::new(),
                 without_proxy_port: Mutex::default(),

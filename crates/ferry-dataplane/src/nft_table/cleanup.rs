@@ -1,5 +1,5 @@
-//! nftables mode's cleanup (Ferry's tables, `ip ferry` and `ip6 ferry`) and the kube-proxy
-//! tables it finds at start-up (`ip kube-proxy`, `ip6 kube-proxy`: kube-proxy's nftables mode).
+//! The cleanup of Ferry's tables (`ip ferry` and `ip6 ferry`), and the kube-proxy tables it
+//! finds at start-up (`ip kube-proxy`, `ip6 kube-proxy`: kube-proxy's nftables mode).
 
 use ferry_compile::nft::TABLE;
 use ferry_model::IpFamily;
@@ -51,18 +51,9 @@ pub fn cleanup(scope: Scope) -> Result<Cleanup, Error> {
     with_kube_proxy(cleanup_unless_chain(None, scope.dry_run)?, scope)
 }
 
-/// nftables mode's line in the mode table: Ferry's tables except one the userspace mode
-/// uses ([`cleanup_unless_chain`]), and kube-proxy's nftables tables as `scope` says.
-pub(crate) fn cleanup_mode(scope: Scope) -> Result<Cleanup, Error> {
-    with_kube_proxy(
-        cleanup_unless_chain(Some(crate::userspace::DISTINCT_CHAIN), scope.dry_run)?,
-        scope,
-    )
-}
-
 /// `ours` (what a cleanup of Ferry's tables found) and kube-proxy's nftables tables: removed
 /// (or, dry, named) with `scope.kube_proxy`, else named in [`Cleanup::left`].
-fn with_kube_proxy(mut ours: Cleanup, scope: Scope) -> Result<Cleanup, Error> {
+pub(crate) fn with_kube_proxy(mut ours: Cleanup, scope: Scope) -> Result<Cleanup, Error> {
     if !ours.skipped.is_empty() {
         // nft is not installed: nothing to look at.
         return Ok(ours);

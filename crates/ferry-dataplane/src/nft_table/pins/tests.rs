@@ -112,8 +112,8 @@ fn affinity_ruleset(endpoints: &[&str]) -> Ruleset {
 
 #[test]
 fn a_resync_reads_pins_back_only_when_a_record_element_goes() {
-    let mut dp = crate::nft::NftDataplane::with_runner(Counting::default());
-    let listings = |dp: &crate::nft::NftDataplane<Counting>| dp.runner().listings;
+    let mut dp = crate::nft_table::NftDataplane::with_runner(Counting::default());
+    let listings = |dp: &crate::nft_table::NftDataplane<Counting>| dp.runner().listings;
     // Start-up: the table may hold pins of an earlier run; swept before and after.
     dp.apply_full(affinity_ruleset(&["10.0.0.5", "10.0.0.6"]))
         .expect("first");

@@ -2,8 +2,8 @@
 //! the one that already holds Kubernetes' marker chains, else the one holding more rules, else
 //! nft.
 
-use super::cli::{IptablesCli, IptablesRunner};
-use crate::mode::IptablesBackend;
+use super::runner::{IptablesCli, IptablesRunner};
+use super::IptablesBackend;
 
 /// Chains whose presence says "Kubernetes (kubelet, kube-proxy or Ferry) uses this backend".
 const MARKERS: [&str; 3] = [

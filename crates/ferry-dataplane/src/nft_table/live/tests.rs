@@ -9,7 +9,7 @@ use ferry_model::{IpFamily, NodeContext, NodeView, Protocol, TrafficPolicy};
 
 use super::*;
 
-pub(in crate::nft) fn setup() -> (Trace, Ruleset) {
+pub(in crate::nft_table) fn setup() -> (Trace, Ruleset) {
     let state = seed_web_state(TrafficPolicy::Cluster);
     let view = NodeView::build(
         &state,
@@ -34,7 +34,7 @@ pub(in crate::nft) fn setup() -> (Trace, Ruleset) {
 }
 
 /// The live table as the kernel would hold `ruleset` (every element, every chain).
-pub(in crate::nft) fn as_live(ruleset: &Ruleset) -> LiveTable {
+pub(in crate::nft_table) fn as_live(ruleset: &Ruleset) -> LiveTable {
     let mut live = LiveTable::default();
     live.chains.extend(ruleset.chain_names().map(str::to_owned));
     for (set, els) in ruleset.all_elements() {

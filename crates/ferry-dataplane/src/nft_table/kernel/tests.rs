@@ -1,5 +1,5 @@
 use super::*;
-use crate::nft::live::tests::{as_live, setup};
+use crate::nft_table::live::tests::{as_live, setup};
 
 fn web() -> ServiceName {
     ServiceName::new("dev", "web")

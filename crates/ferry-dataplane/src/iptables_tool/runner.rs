@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use ferry_compile::iptables::{ChainDigest, SavedDigests, Table};
 use ferry_model::IpFamily;
 
-use crate::mode::IptablesBackend;
+use super::IptablesBackend;
 use crate::Error;
 
 /// Runs iptables commands. The real one is [`IptablesCli`]; tests substitute a recorder.
@@ -44,7 +44,7 @@ pub trait IptablesRunner: Send {
     /// nft backend's built-in chains only where the kernel holds them). By default read from
     /// [`IptablesRunner::save`].
     fn saved_chains(&mut self) -> Result<BTreeMap<String, Vec<String>>, Error> {
-        Ok(super::cleanup::tables(&self.save(None)?))
+        Ok(super::saved::tables(&self.save(None)?))
     }
     /// How many rules `table`'s `chain` holds (`iptables -t TABLE -S CHAIN`; 0 when there is
     /// no such chain), for the periodic check; `None` when the runner cannot tell.
@@ -294,7 +294,7 @@ impl IptablesRunner for IptablesCli {
             // without being decoded.
             if matches!(line.first(), Some(b'*' | b':')) {
                 let text = String::from_utf8_lossy(line);
-                super::cleanup::declaration(text.trim_end(), &mut current, &mut out);
+                super::saved::declaration(text.trim_end(), &mut current, &mut out);
             }
         })?;
         Ok(out)
@@ -360,6 +360,6 @@ fn nft_chains(family: IpFamily) -> Option<BTreeMap<String, Vec<String>>> {
 }
 
 /// The rules (`-A` lines) of an `iptables -S` listing.
-pub(super) fn count_rules(listing: &str) -> usize {
+pub(crate) fn count_rules(listing: &str) -> usize {
     listing.lines().filter(|l| l.starts_with("-A ")).count()
 }
