@@ -1,5 +1,7 @@
 //! What the compiler needs from Ferry's configuration, already validated.
 
+use std::net::IpAddr;
+
 use ipnet::IpNet;
 
 use ferry_model::IpFamily;
@@ -102,6 +104,13 @@ pub struct CompileConfig {
     /// conntrack marks invalid (upstream's rule; with it off, an out-of-window packet would
     /// reach the pod un-NATed and reset the connection).
     pub conntrack_tcp_be_liberal: bool,
+    /// Upstream's `bindAddress` when it is not `0.0.0.0` / `::`: this node's primary IP of its
+    /// family, in place of the Node object's (NodePorts with `primary`, the firewall's
+    /// `allowFromNode`, the userspace proxy's source).
+    pub node_ip: Option<IpAddr>,
+    /// The `AllowServiceExternalIPs` feature gate: with it off, no service's `externalIPs`
+    /// are programmed, as in kube-proxy.
+    pub external_ips: bool,
 }
 
 impl Default for CompileConfig {
@@ -116,6 +125,8 @@ impl Default for CompileConfig {
             localhost_node_ports: false,
             proxy_port_range: PortRange::DEFAULT,
             conntrack_tcp_be_liberal: false,
+            node_ip: None,
+            external_ips: true,
         }
     }
 }

@@ -205,6 +205,8 @@ pub struct PlanContext {
     /// This node's primary IPs of the family (upstream `nodeIP`), for the firewall's
     /// `allowFromNode`.
     pub node_ips: Vec<IpAddr>,
+    /// Services' external IPs are programmed (the `AllowServiceExternalIPs` gate).
+    pub external_ips: bool,
 }
 
 impl Plan {
@@ -239,11 +241,23 @@ impl Plan {
 
 /// This node's primary IPs of the family (upstream's `nodeIP`).
 fn node_ips(view: &NodeView, cfg: &CompileConfig) -> Vec<IpAddr> {
-    view.node
-        .iter()
-        .flat_map(|n| n.primary_ips())
+    primary_ips(view, cfg)
+        .into_iter()
         .filter(|ip| IpFamily::of(ip) == cfg.family)
         .collect()
+}
+
+/// This node's primary IPs, every family (upstream's `detectNodeIPs`): the Node object's, with
+/// `bindAddress` (when set) in place of those of its family.
+fn primary_ips(view: &NodeView, cfg: &CompileConfig) -> Vec<IpAddr> {
+    let from_node = view.node.iter().flat_map(|n| n.primary_ips());
+    match cfg.node_ip {
+        None => from_node.collect(),
+        Some(ip) => from_node
+            .filter(|n| IpFamily::of(n) != IpFamily::of(&ip))
+            .chain(std::iter::once(ip))
+            .collect(),
+    }
 }
 
 fn plan_context(cfg: &CompileConfig, local: &LocalTraffic, node_ips: &[IpAddr]) -> PlanContext {
@@ -257,6 +271,7 @@ fn plan_context(cfg: &CompileConfig, local: &LocalTraffic, node_ips: &[IpAddr]) 
     PlanContext {
         cluster_ip_masquerade,
         node_ips: node_ips.to_vec(),
+        external_ips: cfg.external_ips,
     }
 }
 
@@ -292,7 +307,7 @@ fn node_port_scope(view: &NodeView, cfg: &CompileConfig) -> NodePortScope {
         // NodePorts open on all (non-loopback) addresses, as kube-proxy does.
         return NodePortScope::AllLocal;
     }
-    let node_ips: Vec<IpAddr> = view.node.iter().flat_map(|n| n.primary_ips()).collect();
+    let node_ips = primary_ips(view, cfg);
     if primary {
         nets.extend(of_family(
             node_ips.iter().map(|ip| IpNet::from(*ip)),
@@ -336,6 +351,18 @@ impl NodePortScope {
 impl ServicePlan {
     /// Decides one service port.
     pub fn build(sp: &ServicePortView, ctx: &PlanContext) -> ServicePlan {
+        // `AllowServiceExternalIPs` off: the service is planned as if it had none (upstream's
+        // `ExternalIPs()` answers empty), so they open no frontend and make no port external.
+        let stripped;
+        let sp = if ctx.external_ips || sp.external_ips.is_empty() {
+            sp
+        } else {
+            stripped = ServicePortView {
+                external_ips: Vec::new(),
+                ..sp.clone()
+            };
+            &stripped
+        };
         let cluster_endpoints = sp.cluster_endpoints();
         let local_endpoints = sp.local_endpoints();
         let has_endpoints = sp.has_endpoints();

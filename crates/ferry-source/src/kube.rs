@@ -60,6 +60,7 @@ mod optional;
 mod refusal;
 mod retry;
 pub mod state;
+mod throttle;
 
 pub use connect::{connect, connect_observed, retry_delays, ConnectError, Connection};
 use lean::{Lean, ReadAnnotations};
@@ -67,6 +68,7 @@ pub use observe::{ObserveLayer, RequestObserver, RequestRecord};
 use optional::Optional;
 use retry::{is_desync, Fixed, Retry};
 use state::{Change, Converted, Kind, State};
+pub use throttle::{ApiRate, ThrottleLayer};
 
 /// kube-proxy's informer label selector, for Services and EndpointSlices alike.
 pub const LABEL_SELECTOR: &str =

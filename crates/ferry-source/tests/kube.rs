@@ -59,6 +59,7 @@ impl Harness {
         let connection = Connection {
             kubeconfig: None,
             master: Some(server.url()),
+            ..Default::default()
         };
         let client = connect(&connection).await.expect("connect");
         let (tx, rx) = mpsc::channel(64);

@@ -27,6 +27,7 @@ async fn connect_waits_for_an_api_server_that_is_not_up_yet() {
     let connection = Connection {
         kubeconfig: None,
         master: Some(format!("http://127.0.0.1:{port}")),
+        ..Default::default()
     };
     let connecting = tokio::spawn(async move { connect(&connection).await });
     // Long enough for the first attempt to fail (it is refused at once).
@@ -52,6 +53,7 @@ async fn a_bad_master_is_an_error_at_once() {
     let connection = Connection {
         kubeconfig: None,
         master: Some("http://[oops".to_owned()),
+        ..Default::default()
     };
     let Err(e) = connect(&connection).await else {
         panic!("a bad URL connected")

@@ -25,6 +25,7 @@ async fn start(server: &FakeApiServer) -> mpsc::Receiver<SourceEvent> {
     let connection = Connection {
         kubeconfig: None,
         master: Some(server.url()),
+        ..Default::default()
     };
     let client = connect(&connection).await.expect("connect");
     let (tx, rx) = mpsc::channel(64);

@@ -28,6 +28,7 @@ pub fn read(config: &Config) -> Result<Vec<Object>, String> {
         let connection = Connection {
             kubeconfig: config.kubeconfig.clone(),
             master: config.master.clone(),
+            rate: config.api_rate(),
         };
         let client = tokio::time::timeout(WAIT, connect(&connection))
             .await

@@ -23,9 +23,11 @@ pub mod conntrack;
 pub mod derive;
 mod duration;
 pub mod file;
+pub mod gates;
 mod ipvs;
 pub mod kube_proxy;
 pub mod release;
+mod settings;
 
 pub use duration::{format_duration, parse_duration, GoDuration};
 pub use file::FileConfig;
@@ -288,6 +290,8 @@ impl Config {
             localhost_node_ports: self.localhost_node_ports(family),
             proxy_port_range: self.proxy_port_range,
             conntrack_tcp_be_liberal: self.conntrack_tcp_be_liberal,
+            node_ip: self.node_ip(),
+            external_ips: self.external_ips(),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use ferry_source::kube::{ConnectError, Connection};
+use tracing_subscriber::fmt::writer::{BoxMakeWriter, MakeWriter, MakeWriterExt as _};
 
 mod api_read;
 mod backoff;
@@ -43,6 +44,9 @@ mod suggest;
 mod sync;
 mod version;
 
+#[cfg(test)]
+mod log_tests;
+
 use cli::{resolve_with_warnings, Cli, Command, RunArgs, EXIT_USAGE};
 
 fn init_logging(config: &config::Config) {
@@ -57,14 +61,34 @@ fn init_logging(config: &config::Config) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!("{level},kube_client::client::builder=off"))
     });
+    let split = config.log_split_stream();
+    let ansi = std::io::stderr().is_terminal() && (!split || std::io::stdout().is_terminal());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+        .with_writer(log_writer(split, std::io::stdout, std::io::stderr))
+        .with_ansi(ansi);
     if config.log_json {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+/// Where log lines go: every line to `errors` (stderr), or with split streams (kube-proxy's
+/// `splitStream`) errors there and the rest to `info` (stdout).
+fn log_writer<I, E>(split: bool, info: I, errors: E) -> BoxMakeWriter
+where
+    I: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+    E: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    if split {
+        BoxMakeWriter::new(
+            errors
+                .with_max_level(tracing::Level::ERROR)
+                .or_else(info.with_min_level(tracing::Level::WARN)),
+        )
+    } else {
+        BoxMakeWriter::new(errors)
     }
 }
 
@@ -161,6 +185,7 @@ fn run_command(args: &RunArgs) -> ExitCode {
         None => run::Source::Kube(Connection {
             kubeconfig: config.kubeconfig.clone(),
             master: config.master.clone(),
+            rate: config.api_rate(),
         }),
     };
     match run::run(config, source) {

@@ -26,6 +26,8 @@ use crate::sync::{FamilySync, Syncer};
 
 mod agent;
 mod presence;
+#[cfg(test)]
+mod tests;
 
 pub(crate) fn context(config: &Config, family: IpFamily) -> NodeContext {
     NodeContext {
@@ -116,35 +118,43 @@ pub fn run(config: Config, source: Source) -> anyhow::Result<()> {
 }
 
 /// Starts the health and metrics servers (`/status` asks through `status`); returns their
-/// tasks.
-fn start_servers(
+/// tasks. With `bindAddressHardFail`, a server that cannot listen is an error naming it (as
+/// kube-proxy exits); without, it is logged and tried again every 5 s.
+async fn start_servers(
     config: &Config,
     health: &ProxyHealth,
     metrics: &Metrics,
     status: mpsc::Sender<Request>,
     stopped: &watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut servers = Vec::new();
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let mut wanted = Vec::new();
     if let Some(addr) = config.healthz_bind_address {
         let router = crate::health::router(health.clone(), metrics.clone());
-        servers.push(tokio::spawn(keep_serving(
-            "healthz",
-            addr,
-            router,
-            stopped.clone(),
-        )));
+        wanted.push(("healthz", addr, router));
     }
     if let Some(addr) = config.metrics_bind_address {
         let router = crate::metrics::router(metrics.clone(), config.mode)
             .merge(crate::status::client::router(status));
-        servers.push(tokio::spawn(keep_serving(
-            "metrics",
-            addr,
-            router,
-            stopped.clone(),
-        )));
+        wanted.push(("metrics", addr, router));
     }
-    servers
+    let mut servers = Vec::new();
+    for (name, addr, router) in wanted {
+        let task = if config.kube_proxy.bind_address_hard_fail {
+            let server = crate::serve::Server::start(name, addr, router)
+                .await
+                .with_context(|| {
+                    format!(
+                        "the {name} server cannot listen on {addr}, and \
+                         --bind-address-hard-fail (bindAddressHardFail) makes that fatal"
+                    )
+                })?;
+            tokio::spawn(crate::serve::serve_until(name, server, stopped.clone()))
+        } else {
+            tokio::spawn(keep_serving(name, addr, router, stopped.clone()))
+        };
+        servers.push(task);
+    }
+    Ok(servers)
 }
 
 /// The readiness probes' results, shared by the Pod stage (which writes them), `/status` and
@@ -253,7 +263,7 @@ async fn agent(mut config: Config, source: Source) -> anyhow::Result<()> {
     let health = ProxyHealth::new(2 * config.sync_period);
     let (status_tx, status_rx) = mpsc::channel(4);
     let (stop_servers, servers_stopped) = watch::channel(false);
-    let servers = start_servers(&config, &health, &metrics, status_tx, &servers_stopped);
+    let servers = start_servers(&config, &health, &metrics, status_tx, &servers_stopped).await?;
     let rx = match started {
         Started::Reading(rx) => rx,
         Started::Later(connection) => start_kube(&config, connection, &metrics).await?,

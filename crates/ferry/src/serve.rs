@@ -94,12 +94,7 @@ pub async fn keep_serving(
 ) {
     loop {
         match Server::start(name, addr, router.clone()).await {
-            Ok(server) => {
-                tracing::info!(server = name, address = %server.local_addr(), "serving");
-                let _ = shutdown.wait_for(|stop| *stop).await;
-                server.stop().await;
-                return;
-            }
+            Ok(server) => return serve_until(name, server, shutdown).await,
             Err(e) => {
                 tracing::error!(
                     server = name,
@@ -113,6 +108,14 @@ pub async fn keep_serving(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
+}
+
+/// Serves with `server` until `shutdown` turns true (kube-proxy's `bindAddressHardFail`: the
+/// caller bound it, and a failure to was fatal).
+pub async fn serve_until(name: &'static str, server: Server, mut shutdown: watch::Receiver<bool>) {
+    tracing::info!(server = name, address = %server.local_addr(), "serving");
+    let _ = shutdown.wait_for(|stop| *stop).await;
+    server.stop().await;
 }
 
 /// Test helpers: a plain HTTP/1.1 client.

@@ -290,3 +290,53 @@ fn localhost_node_ports_follow_node_port_addresses_as_upstream() {
         .node_ports
         .covers_loopback());
 }
+
+#[test]
+fn bind_address_is_the_node_ip_of_its_family_over_the_node_objects() {
+    let state = seed(TrafficPolicy::Cluster, TWO_ON_NODE2);
+    let cfg = CompileConfig {
+        node_ip: Some("10.1.1.250".parse().expect("ip")),
+        ..CompileConfig::default()
+    };
+    let plan = plan_on("k8s-node1", &state, &cfg);
+    assert_eq!(plan.node_ips, ["10.1.1.250".parse::<IpAddr>().expect("ip")]);
+    assert_eq!(
+        plan.node_ports,
+        NodePortScope::LocalWithin(vec!["10.1.1.250/32".parse().expect("net")])
+    );
+    // Without a Node object too (upstream's bind address needs none), not every address.
+    let unknown = plan_on("not-a-node", &state, &cfg);
+    assert_eq!(
+        unknown.node_ports,
+        NodePortScope::LocalWithin(vec!["10.1.1.250/32".parse().expect("net")])
+    );
+    // One of the other family leaves this family's Node IP alone.
+    let v6 = CompileConfig {
+        node_ip: Some("fd00::9".parse().expect("ip")),
+        ..CompileConfig::default()
+    };
+    assert_eq!(
+        plan_on("k8s-node1", &state, &v6).node_ports,
+        NodePortScope::LocalWithin(vec!["10.1.1.17/32".parse().expect("net")])
+    );
+}
+
+#[test]
+fn external_ips_are_not_planned_with_allow_service_external_ips_off() {
+    let mut state = ClusterState::new();
+    let mut svc = ferry_model::fixtures::mk_service("default", "web", "10.96.0.10", 80);
+    svc.external_ips = vec!["203.0.113.7".parse().expect("ip")];
+    state.apply(Object::from(svc));
+    state.apply(Object::from(seed_node("k8s-node1")));
+    let on = plan_on("k8s-node1", &state, &CompileConfig::default());
+    assert_eq!(only(&on).external_ips.len(), 1);
+    assert!(only(&on).external.is_some());
+    let cfg = CompileConfig {
+        external_ips: false,
+        ..CompileConfig::default()
+    };
+    let off = plan_on("k8s-node1", &state, &cfg);
+    assert!(only(&off).external_ips.is_empty());
+    // A ClusterIP service whose only outside frontend was an external IP is internal only.
+    assert_eq!(only(&off).external, None);
+}

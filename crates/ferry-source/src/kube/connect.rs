@@ -29,6 +29,8 @@ pub struct Connection {
     /// The API server's URL; overrides the kubeconfig's server. Alone (no kubeconfig), it is
     /// used without credentials, like kube-proxy's `--master`.
     pub master: Option<String>,
+    /// `clientConnection.qps` / `burst`: the client's token bucket (`None`: no limit).
+    pub rate: Option<super::ApiRate>,
 }
 
 /// Why no API server could be used.
@@ -99,11 +101,14 @@ pub async fn connect_observed(
             url: url.clone(),
             source,
         })?;
+    // The bucket outside the observer: a request's duration does not count its wait.
+    let throttle = super::ThrottleLayer::new(connection.rate);
     let client = match observer {
         Some(observer) => builder
             .with_layer(&super::ObserveLayer::new(host, observer))
+            .with_layer(&throttle)
             .build(),
-        None => builder.build(),
+        None => builder.with_layer(&throttle).build(),
     };
     let mut delays = retry_delays();
     let mut attempt: u32 = 1;

@@ -23,8 +23,8 @@ pub struct KubeProxyFlags {
     /// Do the start-up steps that need full privileges, then exit (Ferry has none: exits 0).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub init_only: Option<bool>,
-    /// Feature gates, `Name=true,Other=false`: KubeProxyIPVS and
-    /// KubeProxyNFTablesLocalhostNodePorts act as in kube-proxy; others are recorded.
+    /// Feature gates, `Name=true,Other=false`: those kube-proxy 1.37 consults act as there or
+    /// are refused against their lock (see the feature gates below); others are recorded.
     #[arg(long, value_name = "GATES")]
     pub feature_gates: Option<String>,
     /// Bit of the packet mark for masquerading, in iptables (and IPVS) mode.
@@ -87,28 +87,35 @@ pub struct KubeProxyFlags {
     /// Log format: text or json (kube-proxy's name for --log-format).
     #[arg(long, value_name = "FORMAT")]
     pub logging_format: Option<String>,
-    /// (recorded) The node's primary IP, overriding kube-proxy's own detection.
+    /// This node's primary IP of its family, over the Node object's (where NodePorts answer
+    /// by default or with `primary`); 0.0.0.0 or :: (the default): the Node's.
     #[arg(long, value_name = "IP")]
     pub bind_address: Option<String>,
-    /// (recorded) Treat a busy server port as fatal.
+    /// Exit when the health or metrics server cannot listen on its port (default: log it and
+    /// try again every 5 s).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub bind_address_hard_fail: Option<bool>,
-    /// (recorded) Serve /debug/pprof.
+    /// (recorded) Serve /debug/pprof. Ferry has no Go runtime to profile: on the node, `perf
+    /// record -g -p $(pidof ferry)` profiles it instead.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub profiling: Option<bool>,
-    /// (recorded) Show metrics hidden since this version.
+    /// (recorded) Show metrics hidden since this version. Ferry hides no metric: every one it
+    /// has is always on /metrics.
     #[arg(long, value_name = "VERSION")]
     pub show_hidden_metrics_for_version: Option<String>,
-    /// (recorded) API client content type.
+    /// (recorded) API client content type. Ferry's client (kube-rs) speaks only JSON, having
+    /// no protobuf codec for Kubernetes' types: leave it unset.
     #[arg(long, value_name = "TYPE")]
     pub kube_api_content_type: Option<String>,
-    /// (recorded) API client burst.
+    /// The API client's token bucket: requests that may go at once (default 10).
     #[arg(long, value_name = "N")]
     pub kube_api_burst: Option<i32>,
-    /// (recorded) API client queries per second.
+    /// The API client's token bucket: requests per second (default 5; 0 or less: no limit);
+    /// a watch counts once, however long it stays open.
     #[arg(long, value_name = "QPS")]
     pub kube_api_qps: Option<f32>,
-    /// (recorded) How often the API informers resync.
+    /// (recorded) How often the API informers resync. Ferry's watches keep the state without
+    /// a resync; the full sync every --sync-period re-applies the rules instead.
     #[arg(long, value_name = "DURATION")]
     pub config_sync_period: Option<String>,
     /// With `--detect-local-mode=BridgeInterface`: the bridge pod traffic comes in on.
@@ -138,22 +145,27 @@ pub struct KubeProxyFlags {
     /// `nf_conntrack_udp_timeout_stream`, set at start (0, the default, leaves it).
     #[arg(long, value_name = "DURATION")]
     pub conntrack_udp_timeout_stream: Option<String>,
-    /// (recorded) Log flush interval.
+    /// (recorded) Log flush interval. Ferry writes each log line at once: nothing to flush.
     #[arg(long, value_name = "DURATION")]
     pub log_flush_frequency: Option<String>,
-    /// (recorded) Per-file verbosity, `pattern=N,…`.
+    /// (recorded) Per-file verbosity, `pattern=N,…`. Its patterns name kube-proxy's Go files;
+    /// set RUST_LOG by Rust module instead (`RUST_LOG=info,ferry_source=debug`).
     #[arg(long, value_name = "LIST")]
     pub vmodule: Option<String>,
-    /// (recorded) JSON logs: errors to stderr, info to stdout.
+    /// JSON logs: errors to stderr, the rest to stdout (needs the LoggingAlphaOptions gate,
+    /// as in kube-proxy).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub log_json_split_stream: Option<bool>,
-    /// (recorded) JSON logs: info buffer size.
+    /// (recorded) JSON logs: info buffer size (needs the LoggingAlphaOptions gate). Ferry
+    /// writes each line at once and buffers none: nothing to size.
     #[arg(long, value_name = "SIZE")]
     pub log_json_info_buffer_size: Option<String>,
-    /// (recorded) Text logs: errors to stderr, info to stdout.
+    /// Text logs: errors to stderr, the rest to stdout (needs the LoggingAlphaOptions gate,
+    /// as in kube-proxy).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool)]
     pub log_text_split_stream: Option<bool>,
-    /// (recorded) Text logs: info buffer size.
+    /// (recorded) Text logs: info buffer size (needs the LoggingAlphaOptions gate). Ferry
+    /// writes each line at once and buffers none: nothing to size.
     #[arg(long, value_name = "SIZE")]
     pub log_text_info_buffer_size: Option<String>,
 }
@@ -167,7 +179,7 @@ impl KubeProxyFlags {
             .map(Into::into)
     }
 
-    /// `--feature-gates` names a gate Ferry does not act on (see [`crate::config::release`]).
+    /// `--feature-gates` names a gate Ferry does not act on (see [`crate::config::gates`]).
     fn unused_feature_gates(&self) -> bool {
         self.feature_gates.as_deref().is_some_and(|gates| {
             gates
@@ -175,7 +187,7 @@ impl KubeProxyFlags {
                 .filter(|item| !item.trim().is_empty())
                 .any(|item| {
                     let name = item.split_once('=').map_or(item, |(n, _)| n).trim();
-                    !crate::config::release::ACTED_ON.contains(&name)
+                    !crate::config::gates::acts_on(name)
                 })
         })
     }
@@ -184,11 +196,6 @@ impl KubeProxyFlags {
     pub fn not_used(&self) -> Vec<&'static str> {
         let given = [
             (self.unused_feature_gates(), "--feature-gates"),
-            (self.bind_address.is_some(), "--bind-address"),
-            (
-                self.bind_address_hard_fail.is_some(),
-                "--bind-address-hard-fail",
-            ),
             (self.profiling.is_some(), "--profiling"),
             (
                 self.show_hidden_metrics_for_version.is_some(),
@@ -198,22 +205,12 @@ impl KubeProxyFlags {
                 self.kube_api_content_type.is_some(),
                 "--kube-api-content-type",
             ),
-            (self.kube_api_burst.is_some(), "--kube-api-burst"),
-            (self.kube_api_qps.is_some(), "--kube-api-qps"),
             (self.config_sync_period.is_some(), "--config-sync-period"),
             (self.log_flush_frequency.is_some(), "--log-flush-frequency"),
             (self.vmodule.is_some(), "--vmodule"),
             (
-                self.log_json_split_stream.is_some(),
-                "--log-json-split-stream",
-            ),
-            (
                 self.log_json_info_buffer_size.is_some(),
                 "--log-json-info-buffer-size",
-            ),
-            (
-                self.log_text_split_stream.is_some(),
-                "--log-text-split-stream",
             ),
             (
                 self.log_text_info_buffer_size.is_some(),

@@ -101,6 +101,11 @@ fn every_kube_proxy_flag_is_accepted_and_the_unused_ones_named_once() {
         "--proxy-mode",
         "--conntrack-min",
         "--conntrack-max-per-core",
+        "--bind-address",
+        "--kube-api-qps",
+        "--kube-api-burst",
+        "--log-text-split-stream",
+        "--log-json-split-stream",
     ] {
         assert!(!unused[0].contains(acted_on), "{acted_on}: {}", unused[0]);
     }
@@ -272,6 +277,14 @@ fn bad_kube_proxy_flag_values_name_the_flag() {
         (&["--feature-gates=Foo"], "--feature-gates"),
         (&["--bind-address=nowhere"], "--bind-address"),
         (&["--hostname-override= "], "--hostname-override"),
+        (
+            &["--feature-gates=MultiCIDRServiceAllocator=false"],
+            "--feature-gates",
+        ),
+        (
+            &["--log-text-split-stream"],
+            "logging.options.text.splitStream",
+        ),
     ] {
         let mut all = vec!["ferry", "run"];
         all.extend_from_slice(args);
@@ -281,4 +294,43 @@ fn bad_kube_proxy_flag_values_name_the_flag() {
             .expect_err("bad value");
         assert_eq!(err.place, flag, "{err}");
     }
+}
+
+#[test]
+fn kube_proxys_node_ip_rate_gate_and_log_flags_reach_what_uses_them() {
+    let (c, warnings) = resolve(&[
+        "--bind-address=10.1.1.250",
+        "--kube-api-qps=20",
+        "--kube-api-burst=40",
+        "--feature-gates=AllowServiceExternalIPs=false,LoggingAlphaOptions=true",
+        "--log-text-split-stream",
+        "--bind-address-hard-fail",
+    ]);
+    assert!(
+        warnings.iter().all(|w| !w.starts_with("accepted for")),
+        "{warnings:?}"
+    );
+    let cc = c.compile_config(ferry_model::IpFamily::V4);
+    assert_eq!(cc.node_ip, Some("10.1.1.250".parse().expect("ip")));
+    assert!(!cc.external_ips);
+    assert_eq!(c.api_rate(), ferry_source::kube::ApiRate::new(20.0, 40));
+    assert!(c.log_split_stream());
+    assert!(c.kube_proxy.bind_address_hard_fail);
+    // The defaults: the Node's IP, external IPs, kube-proxy's 5 / 10, one stream.
+    let (c, _) = resolve(&[]);
+    let cc = c.compile_config(ferry_model::IpFamily::V4);
+    assert_eq!((cc.node_ip, cc.external_ips), (None, true));
+    assert_eq!(c.api_rate(), ferry_source::kube::ApiRate::new(5.0, 10));
+    assert!(!c.log_split_stream());
+    // A gate locked to its value is accepted; one Ferry does not act on is named.
+    let (_, warnings) =
+        resolve(&["--feature-gates=MultiCIDRServiceAllocator=true,NFTablesNetlink=false"]);
+    let unused: Vec<&String> = warnings
+        .iter()
+        .filter(|w| w.starts_with("accepted for"))
+        .collect();
+    assert!(
+        unused.len() == 1 && unused[0].contains("--feature-gates"),
+        "{warnings:?}"
+    );
 }

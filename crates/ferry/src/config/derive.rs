@@ -28,6 +28,7 @@ impl Config {
         };
         let mode = ProxyMode::parse(&kp.mode).map_err(|m| ConfigError::new(at("mode"), m))?;
         super::release::check_mode(mode, &kp, &at("mode"))?;
+        super::settings::check(&kp, &at)?;
         let (bit, masquerade_all, sync, min_sync, section) = match mode {
             ProxyMode::Iptables => (
                 kp.iptables.masquerade_bit,
@@ -271,16 +272,12 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
     defaults.bind_address.clone_from(&kp.bind_address);
     super::kube_proxy::defaults::apply(&mut defaults);
     let mut fields: Vec<&str> = Vec::new();
-    let unused_gates = super::release::unused_gates(&kp.feature_gates);
+    let unused_gates = super::gates::unused(&kp.feature_gates);
     let gates = format!("featureGates ({})", unused_gates.join(", "));
     if !unused_gates.is_empty() {
         fields.push(&gates);
     }
-    if !matches!(kp.bind_address.as_str(), "0.0.0.0" | "::") {
-        fields.push("bindAddress");
-    }
     let checks = [
-        (kp.bind_address_hard_fail, "bindAddressHardFail"),
         (kp.enable_profiling, "enableProfiling"),
         (
             !kp.show_hidden_metrics_for_version.is_empty(),
@@ -308,15 +305,9 @@ pub fn not_used(kp: &KubeProxyConfiguration, file: &str) -> Vec<String> {
         ),
         (!kp.logging.vmodule.is_empty(), "logging.vmodule"),
         (
-            kp.logging.options.json.split_stream || kp.logging.options.text.split_stream,
-            "logging.options (split streams)",
-        ),
-        (
-            kp.client_connection.qps != defaults.client_connection.qps
-                || kp.client_connection.burst != defaults.client_connection.burst
-                || kp.client_connection.content_type != defaults.client_connection.content_type
+            kp.client_connection.content_type != defaults.client_connection.content_type
                 || !kp.client_connection.accept_content_types.is_empty(),
-            "clientConnection (qps, burst, content types)",
+            "clientConnection (content types)",
         ),
     ];
     fields.extend(checks.iter().filter(|(set, _)| *set).map(|(_, f)| *f));

@@ -4,28 +4,15 @@
 //! Ferry's log and in `ferry check`, and the gates Ferry acts on. docs/src/architecture/
 //! kube-proxy-1-37.md lists every 1.34–1.37 change and what Ferry does about it.
 
-use std::collections::BTreeMap;
-
 use super::kube_proxy::KubeProxyConfiguration;
 use super::{ConfigError, ProxyMode};
 
 /// KEP-5495: IPVS mode may be used (GA, default true; deprecated in 1.37). With it false,
 /// kube-proxy refuses `mode: ipvs`.
-pub const GATE_IPVS: &str = "KubeProxyIPVS";
+pub const GATE_IPVS: &str = super::gates::IPVS;
 /// KEP-6032 (alpha in 1.37, default false): nftables mode answers NodePorts on loopback when
 /// `nodePortAddresses` lists a loopback range.
-pub const GATE_NFT_LOCALHOST: &str = "KubeProxyNFTablesLocalhostNodePorts";
-/// The feature gates Ferry acts on; any other is recorded and named in the "not used" warning.
-pub const ACTED_ON: &[&str] = &[GATE_IPVS, GATE_NFT_LOCALHOST];
-
-/// The gates of `gates` Ferry does not act on, by name.
-pub fn unused_gates(gates: &BTreeMap<String, bool>) -> Vec<&str> {
-    gates
-        .keys()
-        .map(String::as_str)
-        .filter(|g| !ACTED_ON.contains(g))
-        .collect()
-}
+pub const GATE_NFT_LOCALHOST: &str = super::gates::NFT_LOCALHOST;
 
 /// Upstream's mode validation with `KubeProxyIPVS` false: IPVS is no valid mode. `place` names
 /// the field (`kube-proxy.yaml: mode`, or `mode`).

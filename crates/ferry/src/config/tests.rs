@@ -389,18 +389,30 @@ fn default_servers_are_upstreams() {
 }
 
 #[test]
-fn client_connection_kubeconfig_is_read_and_its_tuning_reported() {
+fn client_connection_kubeconfig_and_rate_are_read_and_content_types_reported() {
     let (c, warnings) = resolve(&format!(
-        "{HEAD}clusterCIDR: 10.0.0.0/8\nclientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n  qps: 50\n"
+        "{HEAD}clusterCIDR: 10.0.0.0/8\nclientConnection:\n  kubeconfig: /var/lib/kube-proxy/kubeconfig.conf\n  qps: 50\n  burst: 100\n"
     ))
     .expect("valid");
     assert_eq!(
         c.kubeconfig.as_deref(),
         Some(Path::new("/var/lib/kube-proxy/kubeconfig.conf"))
     );
+    // qps and burst act: no warning.
+    assert_eq!(others(&warnings), Vec::<&String>::new());
+    assert_eq!(c.api_rate(), ferry_source::kube::ApiRate::new(50.0, 100));
+    let (_, warnings) = resolve(&format!(
+        "{HEAD}clusterCIDR: 10.0.0.0/8\nclientConnection:\n  contentType: application/json\n"
+    ))
+    .expect("valid");
     let warnings = others(&warnings);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(warnings[0].contains("clientConnection"), "{warnings:?}");
+    assert!(
+        warnings[0].contains("clientConnection (content types)"),
+        "{warnings:?}"
+    );
+    let err = resolve(&format!("{HEAD}clientConnection:\n  burst: -1\n")).expect_err("negative");
+    assert!(err.place.ends_with("clientConnection.burst"), "{err:?}");
 }
 
 #[test]

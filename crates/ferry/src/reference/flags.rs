@@ -34,6 +34,7 @@ pub fn page() -> String {
         write_command(&mut out, &format!("ferry {}", sub.get_name()), sub, &shared);
     }
     write_shared(&mut out, run);
+    write_gates(&mut out);
     write_ignored(&mut out);
     out
 }
@@ -180,6 +181,31 @@ fn acted_on(arg: &Arg) -> bool {
         .kube_proxy
         .not_used()
         .contains(&format!("--{long}").as_str())
+}
+
+/// The feature gates kube-proxy 1.37 consults, from [`crate::config::gates::GATES`].
+fn write_gates(out: &mut String) {
+    use crate::config::gates::{Handling, GATES};
+    let _ = writeln!(out, "### Feature gates\n");
+    out.push_str(
+        "The gates kube-proxy 1.37 consults (`--feature-gates`, `featureGates`). A locked gate \
+         set against its lock is refused at start, in kube-proxy's words; a gate not listed is \
+         recorded and named in the warning.\n\n",
+    );
+    let mut table = Table::new(&["Gate", "Default", "Does"]);
+    for gate in GATES {
+        let default = if gate.locked {
+            format!("{} (locked)", gate.default)
+        } else {
+            gate.default.to_string()
+        };
+        let does = match gate.handling {
+            Handling::Acts(what) => format!("As in kube-proxy: {what}"),
+            Handling::Recorded(why) => format!("**Not acted on.** {why}"),
+        };
+        table.row(vec![code(gate.name), code(&default), does]);
+    }
+    out.push_str(&table.render());
 }
 
 fn write_ignored(out: &mut String) {

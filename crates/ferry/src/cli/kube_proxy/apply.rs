@@ -23,6 +23,7 @@ impl KubeProxyFlags {
     /// Writes every given flag into `c` (the mode is already final). Bad values name the flag.
     pub fn apply(&self, c: &mut KubeProxyConfiguration, ipvs: bool) -> Result<(), ConfigError> {
         if let Some(gates) = &self.feature_gates {
+            let mut given = std::collections::BTreeMap::new();
             for item in list(gates) {
                 let (name, value) = item.split_once('=').ok_or_else(|| {
                     ConfigError::new(
@@ -32,8 +33,10 @@ impl KubeProxyFlags {
                 })?;
                 let value = parse_go_bool(value.trim())
                     .map_err(|m| ConfigError::new("--feature-gates", format!("{name}: {m}")))?;
-                c.feature_gates.insert(name.trim().to_owned(), value);
+                given.insert(name.trim().to_owned(), value);
             }
+            crate::config::gates::check(&given, "--feature-gates")?;
+            c.feature_gates.extend(given);
         }
         // Upstream: the iptables flags set the periods of every mode but IPVS, the IPVS flags
         // those of IPVS mode only.
