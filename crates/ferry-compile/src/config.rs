@@ -102,6 +102,28 @@ pub struct CompileConfig {
     /// conntrack marks invalid (upstream's rule; with it off, an out-of-window packet would
     /// reach the pod un-NATed and reset the connection).
     pub conntrack_tcp_be_liberal: bool,
+    /// The nfacct counters that exist on the node, which iptables mode's rules may count into.
+    pub nfacct: NfacctCounters,
+}
+
+/// Which of upstream's nfacct counters exist on the node (iptables mode creates them at start,
+/// where the kernel has nfacct): the rule that drops packets conntrack marks invalid, and the
+/// rule that counts connections to localhost NodePorts, name the ones that do
+/// (`-m nfacct --nfacct-name`); without one, the rule has no such match (upstream's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NfacctCounters {
+    /// `ct_state_invalid_dropped_pkts` exists.
+    pub ct_state_invalid: bool,
+    /// `localhost_nps_accepted_pkts` exists.
+    pub localhost_node_ports: bool,
+}
+
+impl NfacctCounters {
+    /// Both counters: what a node with nfacct has (what `ferry rules` shows).
+    pub const ALL: NfacctCounters = NfacctCounters {
+        ct_state_invalid: true,
+        localhost_node_ports: true,
+    };
 }
 
 impl Default for CompileConfig {
@@ -116,6 +138,7 @@ impl Default for CompileConfig {
             localhost_node_ports: false,
             proxy_port_range: PortRange::DEFAULT,
             conntrack_tcp_be_liberal: false,
+            nfacct: NfacctCounters::default(),
         }
     }
 }
