@@ -111,6 +111,28 @@ pub struct CompileConfig {
     /// The `AllowServiceExternalIPs` feature gate: with it off, no service's `externalIPs`
     /// are programmed, as in kube-proxy.
     pub external_ips: bool,
+    /// The nfacct counters that exist on the node, which iptables mode's rules may count into.
+    pub nfacct: NfacctCounters,
+}
+
+/// Which of upstream's nfacct counters exist on the node (iptables mode creates them at start,
+/// where the kernel has nfacct): the rule that drops packets conntrack marks invalid, and the
+/// rule that counts connections to localhost NodePorts, name the ones that do
+/// (`-m nfacct --nfacct-name`); without one, the rule has no such match (upstream's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NfacctCounters {
+    /// `ct_state_invalid_dropped_pkts` exists.
+    pub ct_state_invalid: bool,
+    /// `localhost_nps_accepted_pkts` exists.
+    pub localhost_node_ports: bool,
+}
+
+impl NfacctCounters {
+    /// Both counters: what a node with nfacct has (what `ferry rules` shows).
+    pub const ALL: NfacctCounters = NfacctCounters {
+        ct_state_invalid: true,
+        localhost_node_ports: true,
+    };
 }
 
 impl Default for CompileConfig {
@@ -127,6 +149,7 @@ impl Default for CompileConfig {
             conntrack_tcp_be_liberal: false,
             node_ip: None,
             external_ips: true,
+            nfacct: NfacctCounters::default(),
         }
     }
 }

@@ -24,10 +24,11 @@ mod restore;
 pub use canonical::{canonical, canonical_digest, SavedDigests};
 pub use model::{Chain, ChainDigest, JumpRule, Ruleset, ServiceRules, Table};
 pub use names::{
-    endpoint_chain, owner_marker_args, port_proto_hash, service_chain, CANARY, EXTERNAL_PREFIX,
-    FIREWALL_PREFIX, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS,
-    KUBE_POSTROUTING, KUBE_PROXY_FIREWALL, KUBE_SERVICES, LOCAL_PREFIX, NON_POD_MASQ,
-    OWNER_COMMENT, SEP_PREFIX, SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
+    endpoint_chain, owner_marker_args, port_proto_hash, service_chain, CANARY,
+    CT_STATE_INVALID_COUNTER, EXTERNAL_PREFIX, FIREWALL_PREFIX, KUBE_EXTERNAL_SERVICES,
+    KUBE_FORWARD, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_PROXY_FIREWALL,
+    KUBE_SERVICES, LOCALHOST_NODE_PORTS_COUNTER, LOCAL_PREFIX, NON_POD_MASQ, OWNER_COMMENT,
+    SEP_PREFIX, SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
 };
 pub use node::NodeRules;
 pub use render::{
@@ -36,5 +37,7 @@ pub use render::{
 };
 pub use restore::{FullSync, Rerender, Restore, Transactions, BASE_CHAINS_FILTER, BASE_CHAINS_NAT};
 
+#[cfg(test)]
+mod counter_tests;
 #[cfg(test)]
 mod tests;

@@ -41,7 +41,7 @@ pub mod plan;
 pub mod trace;
 pub mod userspace;
 
-pub use config::{CompileConfig, NodePortAddresses};
+pub use config::{CompileConfig, NfacctCounters, NodePortAddresses};
 pub use node::NodeCompiler;
 #[cfg(test)]
 mod load_balancer_tests;

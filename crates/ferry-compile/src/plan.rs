@@ -14,7 +14,7 @@ use ferry_model::{
     IpFamily, NodeView, ServicePortName, ServicePortView, SessionAffinity, TrafficPolicy,
 };
 
-use crate::config::CompileConfig;
+use crate::config::{CompileConfig, NfacctCounters};
 use crate::family::of_family;
 use crate::local::LocalTraffic;
 
@@ -189,6 +189,10 @@ pub struct Plan {
     /// Drop forwarded packets conntrack marks invalid (iptables mode; not when the kernel's
     /// `nf_conntrack_tcp_be_liberal` is on).
     pub drop_ct_invalid: bool,
+    /// The nfacct counters iptables mode's rules count into: only those that exist, and only
+    /// where the rule is written (no invalid-packet counter without the drop, no localhost
+    /// NodePort counter without localhost NodePorts).
+    pub nfacct: NfacctCounters,
     /// The service CIDRs of the family (ServiceCIDR objects), aggregated: new connections to an
     /// address inside one that is no ClusterIP are dropped (nftables mode, as upstream's
     /// `cluster-ips-check`), rather than routed off the node. Empty when no ServiceCIDR is known.
@@ -215,15 +219,20 @@ impl Plan {
         let local = LocalTraffic::of(view, cfg);
         let node_ips = node_ips(view, cfg);
         let ctx = plan_context(cfg, &local, &node_ips);
+        let localhost_node_ports =
+            cfg.localhost_node_ports && cfg.node_port_addresses.allow_loopback(cfg.family);
         Plan {
             family: cfg.family,
             node_ips,
             masquerade_mark: cfg.masquerade_mark(),
             node_ports: node_port_scope(view, cfg),
-            localhost_node_ports: cfg.localhost_node_ports
-                && cfg.node_port_addresses.allow_loopback(cfg.family),
+            localhost_node_ports,
             local,
             drop_ct_invalid: !cfg.conntrack_tcp_be_liberal,
+            nfacct: NfacctCounters {
+                ct_state_invalid: cfg.nfacct.ct_state_invalid && !cfg.conntrack_tcp_be_liberal,
+                localhost_node_ports: cfg.nfacct.localhost_node_ports && localhost_node_ports,
+            },
             service_cidrs: IpNet::aggregate(&view.service_cidrs.keys().copied().collect()),
             services: view
                 .services

@@ -18,7 +18,7 @@ use ferry_compile::config::LocalDetector;
 use ferry_compile::mode::{
     IptablesRenderer, IpvsRenderer, NftRenderer, ProxyMode, Renderer, UserspaceRenderer,
 };
-use ferry_compile::{CompileConfig, NodeCompiler};
+use ferry_compile::{CompileConfig, NfacctCounters, NodeCompiler};
 use ferry_model::{ClusterState, IpFamily, NodeContext};
 
 #[derive(Clone)]
@@ -209,9 +209,10 @@ fn compile(case: &Case, mode: ProxyMode) -> String {
         node_name: case.node.into(),
         family: case.config.family,
     };
-    // Each mode's default, as `ferry rules` prints it.
+    // Each mode's default, as `ferry rules` prints it (on a kernel with nfacct).
     let config = CompileConfig {
         localhost_node_ports: mode.localhost_node_ports_default(),
+        nfacct: NfacctCounters::ALL,
         ..case.config.clone()
     };
     let compiler = NodeCompiler::new(&state, &ctx, &config);

@@ -27,6 +27,7 @@ use crate::{Applier, Error, SyncKind, SyncReport, TableRules};
 
 mod canary;
 mod cleanup;
+mod counters;
 mod kernel;
 mod live;
 mod mode;
@@ -36,6 +37,8 @@ pub use crate::iptables_tool::{
     choose_backend, detect_backend, IptablesBackend, IptablesCli, IptablesRunner,
 };
 pub use cleanup::{cleanup, leftovers};
+/// upstream's nfacct counters of iptables mode and the metrics read from them.
+pub use counters::METRICS as COUNTER_METRICS;
 pub(crate) use mode::MODE;
 use pipe::Counted;
 

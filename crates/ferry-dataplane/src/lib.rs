@@ -12,6 +12,7 @@
 //! - [`iptables_tool`]: the iptables tools of either backend (restore, save, backend detection);
 //! - [`ipvs_kernel`]: IPVS over generic netlink, links (`kube-ipvs0`), ipsets, sysctls;
 //! - [`proxy`]: the userspace proxy engine (also the kernel modes' localhost NodePorts);
+//! - [`nfacct`]: named packet counters (nfnetlink_acct) that iptables rules count into;
 //! - [`conntrack`]: UDP conntrack cleanup over ctnetlink; [`cleanup`]: what a cleanup removed,
 //!   and which of the two `KUBE-*` layouts ran on a node.
 //!
@@ -51,6 +52,7 @@ pub mod live;
 pub mod mode;
 pub mod modes;
 mod netlink;
+pub mod nfacct;
 pub mod nft;
 pub mod nft_table;
 pub mod preflight;

@@ -8,13 +8,14 @@ use ipnet::IpNet;
 
 use ferry_compile::mode::{ProxyMode, Renderer};
 use ferry_compile::trace::Trace;
-use ferry_compile::NodeCompiler;
+use ferry_compile::{NfacctCounters, NodeCompiler};
 use ferry_model::{ClusterState, IpFamily};
 
 use crate::cleanup::{Cleanup, Scope};
 pub use crate::iptables_tool::IptablesBackend;
 use crate::leftovers::Leftover;
 use crate::live::{KernelReport, LiveReport};
+use crate::nfacct::{Nfacct, NfacctError};
 use crate::preflight::Requirements;
 use crate::support::Unsupported;
 use crate::{Applier, Error};
@@ -141,6 +142,33 @@ impl FailureCounter {
     }
 }
 
+/// A metric read from an nfacct counter at each scrape (its packets; a counter, no labels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterMetric {
+    /// The metric's name, `_total` included.
+    pub metric: &'static str,
+    /// Its help text.
+    pub help: &'static str,
+    /// The nfacct counter it reads.
+    pub nfacct: &'static str,
+}
+
+impl CounterMetric {
+    /// The counter's packets now, in the calling thread's network namespace.
+    pub fn read(&self) -> Result<u64, NfacctError> {
+        Ok(Nfacct::open()?.get(self.nfacct)?.packets)
+    }
+}
+
+/// The kernel counters a mode created at start ([`NodeMode::packet_counters`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PacketCounters {
+    /// Which of them the rules may name.
+    pub rules: NfacctCounters,
+    /// The metrics read from them.
+    pub metrics: Vec<CounterMetric>,
+}
+
 /// A mode prepared on this node: its appliers and its reading of the kernel.
 pub trait NodeMode: Send + Sync {
     /// One line for the start-up log (`iptables mode, nft backend`).
@@ -167,6 +195,13 @@ pub trait NodeMode: Send + Sync {
     /// this mode runs it (the userspace mode; localhost NodePorts): read at each scrape.
     fn proxy_metrics(&self) -> Option<crate::proxy::Stats> {
         None
+    }
+
+    /// Creates, in the current network namespace, the kernel counters this mode's rules count
+    /// into (iptables mode: upstream's nfacct counters), once at start; says which exist (for
+    /// the rules) and the metrics read from them at each scrape. Default: none.
+    fn packet_counters(&self) -> PacketCounters {
+        PacketCounters::default()
     }
 
     /// `ferry explain --live`: what the kernel holds for the traced destination (the trace

@@ -103,9 +103,10 @@ const KNOWN: &[&str] = &[
 /// ferry-dataplane's proxy modes, each a top-level module.
 const MODES: [&str; 4] = ["nft", "iptables", "ipvs", "userspace"];
 /// ferry-dataplane's machinery: each drives one kernel facility and knows no mode.
-const MACHINERY: [&str; 7] = [
+const MACHINERY: [&str; 8] = [
     "nft_table",
     "netlink",
+    "nfacct",
     "iptables_tool",
     "ipvs_kernel",
     "proxy",

@@ -13,7 +13,7 @@ use ipnet::IpNet;
 use ferry_compile::config::LocalDetector;
 pub use ferry_compile::mode::ProxyMode;
 use ferry_compile::userspace::PortRange;
-use ferry_compile::{CompileConfig, NodePortAddresses};
+use ferry_compile::{CompileConfig, NfacctCounters, NodePortAddresses};
 use ferry_dataplane::iptables::IptablesBackend;
 use ferry_dataplane::mode::ModeOptions;
 use ferry_dataplane::modes::entry;
@@ -188,6 +188,9 @@ pub struct Config {
     /// (`false` until then): iptables mode then drops no packet conntrack marks invalid, as
     /// upstream, which reads it the same way.
     pub conntrack_tcp_be_liberal: bool,
+    /// The nfacct counters iptables mode's rules count into: both until start-up has tried to
+    /// create them (what `ferry rules` shows, as on a kernel with nfacct), then those that exist.
+    pub nfacct: NfacctCounters,
     /// What start-up did with each conntrack setting, one line each (`ferry status`).
     pub conntrack_applied: Vec<String>,
 }
@@ -231,6 +234,7 @@ impl Default for Config {
             proxy_port_range: PortRange::DEFAULT,
             ephemeral_ports: None,
             conntrack_tcp_be_liberal: false,
+            nfacct: NfacctCounters::ALL,
             conntrack_applied: Vec::new(),
             udp_idle_timeout: UDP_IDLE_TIMEOUT,
         }
@@ -292,6 +296,7 @@ impl Config {
             conntrack_tcp_be_liberal: self.conntrack_tcp_be_liberal,
             node_ip: self.node_ip(),
             external_ips: self.external_ips(),
+            nfacct: self.nfacct,
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::sync::PendingChanges;
 mod build_info;
 mod conntrack;
 mod iptables;
+mod kernel_counters;
 mod probes;
 mod process;
 mod rest_client;
@@ -105,6 +106,7 @@ struct Set {
     probes: probes::ProbeMetrics,
     rest_client: rest_client::RestClientMetrics,
     iptables: iptables::IptablesMetrics,
+    kernel_counters: kernel_counters::KernelCounters,
 }
 
 /// Every metric Ferry exports; cheap to clone (shared).
@@ -167,6 +169,7 @@ impl Metrics {
             probes: probes::ProbeMetrics::new(),
             rest_client: rest_client::RestClientMetrics::new(),
             iptables: iptables::IptablesMetrics::new(),
+            kernel_counters: kernel_counters::KernelCounters::default(),
         };
         let mut registry = Registry::default();
         let kp = registry.sub_registry_with_prefix("kubeproxy");
@@ -249,6 +252,7 @@ impl Metrics {
         );
         set.conntrack.register(&mut registry);
         registry.register_collector(Box::new(set.proxy.clone()));
+        registry.register_collector(Box::new(set.kernel_counters.clone()));
         set.probes.register(&mut registry);
         build_info::register(&mut registry);
         process::register(&mut registry);
@@ -441,6 +445,22 @@ impl Metrics {
     #[cfg(test)]
     pub fn serve_fixed_proxy_metrics(&self, ports: Vec<ferry_dataplane::userspace::PortMetrics>) {
         self.set.proxy.serve_fixed(ports);
+    }
+
+    /// Exports the metrics read from the kernel counters the mode created at start (see
+    /// `NodeMode::packet_counters`), each read at every scrape.
+    pub fn serve_counter_metrics(&self, counters: Vec<ferry_dataplane::mode::CounterMetric>) {
+        self.set.kernel_counters.serve(counters);
+    }
+
+    /// Exports `counters` each at `value` (the metrics reference's example).
+    #[cfg(test)]
+    pub fn serve_fixed_counter_metrics(
+        &self,
+        counters: Vec<ferry_dataplane::mode::CounterMetric>,
+        value: u64,
+    ) {
+        self.set.kernel_counters.serve_fixed(counters, value);
     }
 
     /// Counts the readiness probes' results recorded in `book` (standalone mode's Pod stage).

@@ -258,6 +258,10 @@ async fn agent(mut config: Config, source: Source) -> anyhow::Result<()> {
         crate::startup::log_leftovers(mode_entry)
     });
     metrics.serve_proxy_metrics(mode.proxy_metrics());
+    // Before the first sync: the rules name the counters that exist.
+    let counters = mode.packet_counters();
+    config.nfacct = counters.rules;
+    metrics.serve_counter_metrics(counters.metrics);
     // Upstream's health timeout: a change may wait two sync periods before the proxy counts
     // as unhealthy.
     let health = ProxyHealth::new(2 * config.sync_period);

@@ -9,7 +9,7 @@ use super::model::{Chain, JumpRule, Ruleset, Table};
 use super::names::*;
 use crate::plan::{NodePortScope, Plan};
 
-fn loopback(family: IpFamily) -> &'static str {
+pub(super) fn loopback(family: IpFamily) -> &'static str {
     match family {
         IpFamily::V4 => "127.0.0.0/8",
         IpFamily::V6 => "::1/128",
@@ -60,6 +60,17 @@ pub(crate) fn forward_accept_rules(mark: u32) -> Vec<String> {
     ]
 }
 
+/// `KUBE-FORWARD`'s first rule: drop what conntrack marks invalid, counted in upstream's
+/// nfacct counter when it exists.
+fn ct_invalid_drop(counted: bool) -> String {
+    let count = if counted {
+        format!(" -m nfacct --nfacct-name {CT_STATE_INVALID_COUNTER}")
+    } else {
+        String::new()
+    };
+    format!("-m conntrack --ctstate INVALID{count} -j DROP")
+}
+
 /// A jump from a built-in chain: `extra` matches, upstream's comment, `-j target`.
 pub(crate) fn jump(
     table: Table,
@@ -95,7 +106,7 @@ pub fn render_base(plan: &Plan) -> Ruleset {
             // Unless nf_conntrack_tcp_be_liberal is on (upstream's rule): an out-of-window
             // packet would otherwise reach the pod un-NATed and reset the connection.
             plan.drop_ct_invalid
-                .then(|| "-m conntrack --ctstate INVALID -j DROP".to_owned())
+                .then(|| ct_invalid_drop(plan.nfacct.ct_state_invalid))
                 .into_iter()
                 .chain(forward_accept_rules(plan.masquerade_mark))
                 .collect(),

@@ -296,6 +296,7 @@ fn match_options(module: &str, opts: Vec<Opt>, family: IpFamily) -> Option<Vec<O
                 states.join(",")
             }
             ("mark", "--mark") => mark_and_mask(one(&values)?)?,
+            ("nfacct", "--nfacct-name") => one(&values)?.to_owned(),
             ("recent", "--name") => one(&values)?.to_owned(),
             ("recent", "--seconds" | "--hitcount") => one(&values)?.to_owned(),
             ("recent", "--set" | "--rcheck" | "--update" | "--remove" | "--reap")

@@ -30,6 +30,13 @@ pub const CANARY: &str = "KUBE-PROXY-CANARY";
 /// nat, Ferry's own: "mark for masquerade unless the source is a pod", used only when the
 /// local-traffic detector has several CIDRs (iptables cannot negate a list of sources).
 pub const NON_POD_MASQ: &str = "KUBE-FERRY-NON-POD-MASQ";
+/// upstream's nfacct counter of the packets `KUBE-FORWARD` drops because conntrack marks them
+/// invalid (`kubeproxy_iptables_ct_state_invalid_dropped_packets_total`).
+pub const CT_STATE_INVALID_COUNTER: &str = "ct_state_invalid_dropped_pkts";
+/// upstream's nfacct counter of the packets to localhost NodePorts
+/// (`kubeproxy_iptables_localhost_nodeports_accepted_packets_total`): the first of each
+/// connection, counted in nat as upstream's rule counts them.
+pub const LOCALHOST_NODE_PORTS_COUNTER: &str = "localhost_nps_accepted_pkts";
 /// The comment of the rule Ferry appends to nat `KUBE-POSTROUTING` (iptables and IPVS modes):
 /// the one difference between Ferry's `KUBE-*` chains and kube-proxy's. kube-proxy rewrites
 /// `KUBE-POSTROUTING` whole at every sync, so the rule is there exactly when Ferry, not

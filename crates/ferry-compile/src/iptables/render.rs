@@ -32,6 +32,9 @@ pub struct RenderContext {
     /// so `KUBE-SEP-` rules and the `KUBE-SVC-`/`KUBE-SVL-` rules jumping to them carry no
     /// comment.
     pub large_cluster: bool,
+    /// Connections to localhost NodePorts count in upstream's nfacct counter
+    /// ([`Plan::nfacct`]).
+    pub count_localhost_node_ports: bool,
 }
 
 impl RenderContext {
@@ -42,6 +45,7 @@ impl RenderContext {
             family: plan.family,
             local: plan.local.clone(),
             large_cluster: endpoints > LARGE_CLUSTER_ENDPOINTS,
+            count_localhost_node_ports: plan.nfacct.localhost_node_ports,
         }
     }
 }
@@ -126,6 +130,19 @@ fn shrink(rules: &mut ServiceRules) {
     }
 }
 
+/// Counts the first packet of each connection to the localhost NodePort `np` in upstream's
+/// nfacct counter, and lets it go on: upstream counts it in nat `KUBE-NODEPORTS` before its
+/// DNAT; here loopback destinations never reach that chain (Ferry's proxy serves them, and
+/// the kernel never translates them), so the rule sits in nat `KUBE-SERVICES`, after the
+/// service's own, and has no target.
+fn localhost_node_port_count(p: &Port<'_>, family: IpFamily, np: u16) -> String {
+    format!(
+        "{} -d {} --dport {np} -m nfacct --nfacct-name {LOCALHOST_NODE_PORTS_COUNTER}",
+        p.head(&format!("{} localhost NodePort", p.name)),
+        super::base::loopback(family)
+    )
+}
+
 /// The filter verdict and comment for traffic that is not forwarded.
 fn filter_verdict(d: Dispatch, name: &str) -> Option<(&'static str, String)> {
     match d {
@@ -175,6 +192,10 @@ fn render_port(sp: &ServicePlan, ctx: &RenderContext, out: &mut ServiceRules) {
             if has_endpoints {
                 out.nat_nodeports
                     .push(format!("{} --dport {np} -j {}", p.head(&p.name), p.ext));
+                if ctx.count_localhost_node_ports {
+                    out.nat_services
+                        .push(localhost_node_port_count(&p, ctx.family, np));
+                }
             }
             if let Some((target, comment)) = &verdict {
                 out.filter_external.push(format!(

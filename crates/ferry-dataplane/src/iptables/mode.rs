@@ -10,7 +10,7 @@ use ferry_model::{ClusterState, IpFamily};
 
 use super::{cleanup, detect_backend, kernel, leftovers, live, IptablesBackend, IptablesDataplane};
 use crate::live::{KernelReport, LiveReport};
-use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode};
+use crate::mode::{FailureCounter, ModeEntry, ModeOptions, NodeMode, PacketCounters};
 use crate::preflight::{Capability, Requirements, Tool};
 use crate::proxy::{Engine, Stats, WithLocalhostNodePorts};
 use crate::support::{kernel_has, succeeds, Unsupported};
@@ -80,6 +80,10 @@ impl NodeMode for IptablesMode {
             self.localhost.clone(),
             family,
         ))
+    }
+
+    fn packet_counters(&self) -> PacketCounters {
+        super::counters::create()
     }
 
     fn proxy_metrics(&self) -> Option<Stats> {

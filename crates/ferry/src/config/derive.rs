@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::kube_proxy::defaults::{HEALTHZ_PORT, METRICS_PORT};
 use super::kube_proxy::KubeProxyConfiguration;
 use ferry_compile::userspace::PortRange;
+use ferry_compile::NfacctCounters;
 use ferry_model::IpFamily;
 
 use super::{
@@ -140,6 +141,7 @@ impl Config {
             proxy_port_range,
             ephemeral_ports,
             conntrack_tcp_be_liberal: false,
+            nfacct: NfacctCounters::ALL,
             conntrack_applied: Vec::new(),
             udp_idle_timeout: kp.udp_idle_timeout.or(super::UDP_IDLE_TIMEOUT).0,
             kube_proxy: kp,

@@ -88,7 +88,13 @@ metrics are read from `/proc/self` at each scrape, as Prometheus clients export 
 `go_*` runtime metrics (`go_goroutines`, which kube-proxy's dashboards show) have no honest \
 equivalent in a Rust process and are not exported. `rest_client_*` count the API client's \
 requests as client-go does (`code` is the HTTP status, or `<error>` when none came; a watch's \
-duration ends when it is open).
+duration ends when it is open). `kubeproxy_iptables_ct_state_invalid_dropped_packets_total` and \
+`kubeproxy_iptables_localhost_nodeports_accepted_packets_total` are read at each scrape from the \
+nfacct counters `ct_state_invalid_dropped_pkts` and `localhost_nps_accepted_pkts`, which iptables \
+mode creates at start; as kube-proxy's, they exist in iptables mode only (no other mode exports \
+them), and not at all where the kernel has no nfacct. The second counts the first packet of each \
+connection to a localhost NodePort with endpoints, on `[::1]` too (Ferry serves IPv6 localhost \
+NodePorts; kube-proxy serves only `127.0.0.1`).
 
 ";
 
@@ -111,6 +117,7 @@ pub fn exercised() -> Metrics {
     m.health_check_servers(1);
     m.follow_probes(probed_once());
     m.serve_fixed_proxy_metrics(vec![proxied_once()]);
+    m.serve_fixed_counter_metrics(ferry_dataplane::iptables::COUNTER_METRICS.to_vec(), 3);
     m.table_rules_for(
         v4,
         &[ferry_dataplane::TableRules {
