@@ -205,7 +205,9 @@ pub fn render_base(plan: &Plan) -> Ruleset {
         chain(
             "masquerading",
             &[
-                &format!("{ip} saddr . {ip} daddr @hairpin jump mark-for-masquerade"),
+                &format!(
+                    "ct status dnat {ip} saddr . {ip} daddr @hairpin jump mark-for-masquerade"
+                ),
                 &format!("meta mark & {mark} == 0 return"),
                 &format!("meta mark set meta mark ^ {mark}"),
                 "masquerade fully-random",
