@@ -13,7 +13,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use ferry_compile::iptables::canonical;
+use ferry_compile::iptables::{canonical, CT_STATE_INVALID_COUNTER, LOCALHOST_NODE_PORTS_COUNTER};
 use ferry_model::IpFamily;
 
 /// `-A` rules by table and chain, in order.
@@ -90,6 +90,11 @@ fn every_golden_rule_reads_back_with_its_canonical_form_on_both_backends() {
             );
             let into = out.clone();
             in_new_netns(move || {
+                // The nfacct counters the rules count into, as `ferry run` creates them.
+                let mut nfacct = ferry_dataplane::nfacct::Nfacct::open().expect("nfacct");
+                for name in [CT_STATE_INVALID_COUNTER, LOCALHOST_NODE_PORTS_COUNTER] {
+                    nfacct.ensure(name).expect("nfacct counter");
+                }
                 run(&format!("{tool}-{backend}-restore"), Some(&input));
                 *into.lock().expect("lock") = run(&format!("{tool}-{backend}-save"), None);
             });

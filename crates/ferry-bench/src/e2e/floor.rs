@@ -56,6 +56,18 @@ pub fn print_rules(peak: &Path, ferry: &Path, flags: &[String]) -> anyhow::Resul
 pub fn plain_restore(backend: &str, text: &str) -> anyhow::Result<Duration> {
     let name = format!("{PREFIX}{}-floor-{backend}", std::process::id());
     let ns = Netns::create(&name)?;
+    // The nfacct counters the rules count into, as `ferry run` creates them before its first
+    // restore (not timed).
+    ferry_lab::netns::run_in(ns.name(), || -> anyhow::Result<()> {
+        let mut nfacct = ferry_dataplane::nfacct::Nfacct::open()?;
+        for name in [
+            ferry_compile::iptables::CT_STATE_INVALID_COUNTER,
+            ferry_compile::iptables::LOCALHOST_NODE_PORTS_COUNTER,
+        ] {
+            nfacct.ensure(name)?;
+        }
+        Ok(())
+    })??;
     let t = Instant::now();
     restore_in(ns.name(), &format!("iptables-{backend}-restore"), &[], text)?;
     Ok(t.elapsed())

@@ -111,7 +111,7 @@ pub struct KubeProxyFlags {
     #[arg(long, value_name = "N")]
     pub kube_api_burst: Option<i32>,
     /// The API client's token bucket: requests per second (default 5; 0 or less: no limit);
-    /// a watch counts once, however long it stays open.
+    /// a watch counts once, however long it stays open; a paged list, twice.
     #[arg(long, value_name = "QPS")]
     pub kube_api_qps: Option<f32>,
     /// (recorded) How often the API informers resync. Ferry's watches keep the state without

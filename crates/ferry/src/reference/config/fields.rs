@@ -51,7 +51,7 @@ pub const FIELDS: &[(&str, Use, &str)] = &[
     ("clientConnection.kubeconfig", Acts, "The kubeconfig for the Kubernetes API. Empty: the pod's service account (in-cluster). Flag: `--kubeconfig`."),
     ("clientConnection.acceptContentTypes", Warns, "API client content negotiation. Ferry's client (kube-rs) speaks JSON."),
     ("clientConnection.contentType", Warns, "API client content type. Ferry's client (kube-rs) speaks only JSON, having no protobuf codec for Kubernetes' types: leave it unset."),
-    ("clientConnection.qps", Acts, "The API client's token bucket, as client-go's: requests per second (default 5; 0 or less: no limit). Each request takes a token as it starts; a watch counts once, however long it stays open. Flag: `--kube-api-qps`."),
+    ("clientConnection.qps", Acts, "The API client's token bucket, as client-go's: requests per second (default 5; 0 or less: no limit). Each request takes a token as it starts; a watch counts once, however long it stays open, and a list read in pages costs two tokens whatever its length (kube-proxy reads it in one streaming request). Flag: `--kube-api-qps`."),
     ("clientConnection.burst", Acts, "The API client's token bucket: requests that may go at once (default 10; negative: refused, as upstream). Flag: `--kube-api-burst`."),
     ("logging.format", Acts, "`text` or `json` (one JSON object per line). Flags: `--logging-format`, `--log-format`."),
     ("logging.verbosity", Acts, "0–3 info, 4–5 debug, 6 and more trace (`RUST_LOG` overrides). Flag: `-v`."),
