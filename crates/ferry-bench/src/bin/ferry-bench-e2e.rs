@@ -89,6 +89,9 @@ struct Cli {
     /// `both`.
     #[arg(long, default_value = "default")]
     min_sync: String,
+    /// With --against: which proxy runs first on each setting, `ferry` or `kube-proxy`.
+    #[arg(long, default_value = "ferry", value_parser = ["ferry", "kube-proxy"])]
+    first: String,
     /// An extra flag for every `ferry run` (repeatable), e.g. `--ferry-flag=--sync-period=1h`.
     #[arg(long = "ferry-flag", value_name = "FLAG", allow_hyphen_values = true)]
     ferry_flags: Vec<String>,
@@ -201,6 +204,7 @@ fn against(cli: &Cli, ferry: PathBuf) -> anyhow::Result<()> {
         endpoints: cli.endpoints,
         modes: e2e::against::parse_modes(&cli.modes)?,
         min_sync: e2e::against::parse_min_sync(&cli.min_sync)?,
+        kube_proxy_first: cli.first == "kube-proxy",
         changes: cli.changes.unwrap_or(30),
         churn_rate: cli.churn_rate,
         churn_secs: cli.churn_secs.unwrap_or(20),

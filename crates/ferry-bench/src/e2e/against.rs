@@ -39,6 +39,8 @@ pub struct Against {
     pub modes: Vec<String>,
     /// Minimum sync periods.
     pub min_sync: Vec<MinSync>,
+    /// kube-proxy runs before Ferry on each setting (default: Ferry first).
+    pub kube_proxy_first: bool,
     /// Timed changes per proxy.
     pub changes: usize,
     /// Churn: writes per second, seconds.
@@ -75,8 +77,13 @@ impl Compared {
             MinSync::Default => "kubeadm's default (0s in the file: 1 s)",
             MinSync::Zero => "zero (1ns in the file)",
         };
+        let first = if o.kube_proxy_first {
+            "kube-proxy"
+        } else {
+            "Ferry"
+        };
         let title = format!(
-            "### {} Services × {} endpoints, {} mode, minSyncPeriod {period}",
+            "### {} Services × {} endpoints, {} mode, minSyncPeriod {period}, {first} first",
             self.services, o.endpoints, self.mode
         );
         let churn = format!("{}/s × {} s", o.churn_rate, o.churn_secs);
@@ -168,8 +175,12 @@ pub fn run(
                     POD_RANGE,
                     min_sync,
                 )?;
-                let mut sides = Vec::new();
-                for which in Which::BOTH {
+                let mut order = Which::BOTH;
+                if o.kube_proxy_first {
+                    order.reverse();
+                }
+                let (mut ferry, mut kube_proxy) = (Err("not run".into()), Err("not run".into()));
+                for which in order {
                     let name = format!("{size}-{mode}-{}-{}", min_sync.name(), which.name());
                     progress(&format!("-- {name}"));
                     let log = logs.join(format!("{name}.log"));
@@ -196,10 +207,12 @@ pub fn run(
                         // Whatever it left behind goes before the next one starts.
                         let _ = proxy::cleanup(net.node.name(), &o.ferry, &kp);
                     }
-                    sides.push(side.map_err(|e| format!("{e:#}")));
+                    let side = side.map_err(|e| format!("{e:#}"));
+                    match which {
+                        Which::Ferry => ferry = side,
+                        Which::KubeProxy => kube_proxy = side,
+                    }
                 }
-                let kube_proxy = sides.pop().unwrap_or_else(|| Err("not run".into()));
-                let ferry = sides.pop().unwrap_or_else(|| Err("not run".into()));
                 let compared = Compared {
                     services: size,
                     mode: mode.clone(),

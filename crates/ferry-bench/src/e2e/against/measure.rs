@@ -61,6 +61,12 @@ pub struct Side {
     pub start_s: Option<f64>,
     /// Probed ClusterIPs never answered.
     pub unanswered: usize,
+    /// CPU seconds of the proxy (children included) from its start until every probed
+    /// ClusterIP answered, or until the timeout.
+    pub start_cpu_s: Option<f64>,
+    /// The proxy had not answered every probe within the timeout: the rest was not measured
+    /// (each change would wait for the same first sync).
+    pub gave_up: bool,
     /// Spare made ready → a new connection lands on it (ms).
     pub change_ms: Vec<f64>,
     /// Timed changes never seen within the timeout.
@@ -139,6 +145,14 @@ pub async fn run(
         .then(|| answers.iter().flatten().max().map(Duration::as_secs_f64))
         .flatten();
     anyhow::ensure!(proxy.is_running(), "{} exited", which.name());
+    out.start_cpu_s = proxy.cpu_secs().ok();
+    if out.unanswered > 0 {
+        out.gave_up = true;
+        out.hwm_mib = proxy.hwm_mib().ok();
+        proxy.stop()?;
+        super::proxy::cleanup(node, s.ferry, s.kp)?;
+        return Ok(out);
+    }
     let seen = watch_spares(slices.clone());
     // The start-up syncs (every IP family, the first periodic one) are over.
     sleep(Duration::from_secs(3)).await;

@@ -87,13 +87,17 @@ fn cells(side: &Side, churn: &str) -> Vec<(String, Cell)> {
         None => Cell::Text(format!("-{note}")),
     };
     let n = side.change_ms.len();
-    vec![
+    let rows = vec![
         (
             "start → 7 ClusterIPs answered (first, last, 5 spread)".into(),
             match side.start_s {
                 Some(s) => Cell::Num(s, "s", String::new()),
                 None => Cell::Text(format!("{} of 7 never answered", side.unanswered)),
             },
+        ),
+        (
+            "… CPU seconds until then (proxy and its children)".into(),
+            Cell::num(side.start_cpu_s, "s"),
         ),
         (
             "one endpoint made ready → a new connection lands on it, p50".into(),
@@ -158,7 +162,19 @@ fn cells(side: &Side, churn: &str) -> Vec<(String, Cell)> {
             "network_programming_duration_seconds, mean over changes and churn".into(),
             mean(side.programming),
         ),
-    ]
+    ];
+    if !side.gave_up {
+        return rows;
+    }
+    // Never answered: only the start, its CPU seconds and VmHWM were measured.
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, (name, cell))| match i {
+            0 | 1 => (name, cell),
+            _ if name == "VmHWM at the end" => (name, cell),
+            _ => (name, Cell::Text("not measured (never answered)".into())),
+        })
+        .collect()
 }
 
 /// The Markdown table of one comparison (a side that failed: its error in every row).
@@ -226,15 +242,37 @@ mod tests {
             lines[2],
             "| measure | Ferry | kube-proxy | Ferry / kube-proxy |"
         );
-        assert_eq!(lines.len(), 4 + 14);
+        assert_eq!(lines.len(), 4 + 15);
         assert!(
             lines[4].contains("| 0.50 s | failed: no kube-proxy | - |"),
             "{}",
             lines[4]
         );
-        assert!(lines[5].contains("3.00 ms (n=3)"), "{}", lines[5]);
+        assert!(lines[6].contains("3.00 ms (n=3)"), "{}", lines[6]);
         assert!(text.contains("| VmHWM at the end | 30.0 MiB |"));
         assert!(text.contains("not exported") || text.contains("failed"));
+    }
+
+    #[test]
+    fn a_side_that_never_answered_shows_only_what_was_measured() {
+        let ferry = Side {
+            start_s: Some(0.5),
+            start_cpu_s: Some(0.4),
+            ..Side::default()
+        };
+        let kube_proxy = Side {
+            unanswered: 7,
+            start_cpu_s: Some(599.0),
+            gave_up: true,
+            hwm_mib: Some(300.0),
+            ..Side::default()
+        };
+        let text = render("t", "100/s", &Ok(ferry), &Ok(kube_proxy));
+        assert!(text.contains("| 7 of 7 never answered |"), "{text}");
+        assert!(text.contains("| 0.40 s | 599 s | "), "{text}");
+        assert!(text.contains("| VmHWM at the end | - | 300 MiB |"), "{text}");
+        let skipped = text.matches("not measured (never answered)").count();
+        assert_eq!(skipped, 12, "{text}");
     }
 
     #[test]
