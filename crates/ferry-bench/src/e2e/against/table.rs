@@ -270,7 +270,10 @@ mod tests {
         let text = render("t", "100/s", &Ok(ferry), &Ok(kube_proxy));
         assert!(text.contains("| 7 of 7 never answered |"), "{text}");
         assert!(text.contains("| 0.40 s | 599 s | "), "{text}");
-        assert!(text.contains("| VmHWM at the end | - | 300 MiB |"), "{text}");
+        assert!(
+            text.contains("| VmHWM at the end | - | 300 MiB |"),
+            "{text}"
+        );
         let skipped = text.matches("not measured (never answered)").count();
         assert_eq!(skipped, 12, "{text}");
     }
