@@ -16,6 +16,7 @@ mod canonical;
 mod load_balancer;
 mod model;
 pub(crate) mod names;
+mod nfacct_text;
 mod node;
 mod port;
 mod render;
@@ -30,6 +31,7 @@ pub use names::{
     KUBE_SERVICES, LOCALHOST_NODE_PORTS_COUNTER, LOCAL_PREFIX, NON_POD_MASQ, OWNER_COMMENT,
     SEP_PREFIX, SERVICE_CHAIN_PREFIXES, SVC_PREFIX,
 };
+pub use nfacct_text::without_nfacct;
 pub use node::NodeRules;
 pub use render::{
     jump_rules, render, render_base, render_service, render_slim, RenderContext,

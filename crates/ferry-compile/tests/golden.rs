@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use ferry_compile::config::LocalDetector;
+use ferry_compile::iptables::without_nfacct;
 use ferry_compile::mode::{
     IptablesRenderer, IpvsRenderer, NftRenderer, ProxyMode, Renderer, UserspaceRenderer,
 };
@@ -376,27 +377,4 @@ fn restore_input(cmd: &mut Command, input: &str) -> std::process::Output {
         .write_all(input.as_bytes())
         .expect("write");
     child.wait_with_output().expect("wait")
-}
-
-/// `rules` without its `-m nfacct --nfacct-name NAME` matches.
-fn without_nfacct(rules: &str) -> String {
-    rules
-        .lines()
-        .map(|line| {
-            let mut out: Vec<&str> = Vec::new();
-            let mut words = line.split(' ').peekable();
-            while let Some(w) = words.next() {
-                if w == "-m" && words.peek() == Some(&"nfacct") {
-                    words.next();
-                    if words.peek() == Some(&"--nfacct-name") {
-                        words.next();
-                        words.next();
-                    }
-                    continue;
-                }
-                out.push(w);
-            }
-            out.join(" ") + "\n"
-        })
-        .collect()
 }

@@ -7,6 +7,7 @@
 
 use std::process::Command;
 
+use ferry_compile::iptables::without_nfacct;
 use ferry_lab::netns::in_private_netns;
 
 const FERRY: &str = env!("CARGO_BIN_EXE_ferry");
@@ -179,29 +180,6 @@ fn kube_proxys_chains_and_tables_stay_unless_also_kube_proxy_is_asked_for() {
 }
 
 /// Ferry's iptables-mode chains as `ferry rules` prints them, with Ferry's jumps.
-/// `rules` without the `-m nfacct --nfacct-name NAME` matches.
-fn without_nfacct(rules: &str) -> String {
-    let mut out = String::new();
-    for line in rules.lines() {
-        let mut words = line.split(' ').peekable();
-        let mut kept: Vec<&str> = Vec::new();
-        while let Some(w) = words.next() {
-            if w == "-m" && words.peek() == Some(&"nfacct") {
-                words.next();
-                if words.peek() == Some(&"--nfacct-name") {
-                    words.next();
-                    words.next();
-                }
-                continue;
-            }
-            kept.push(w);
-        }
-        out.push_str(&kept.join(" "));
-        out.push('\n');
-    }
-    out
-}
-
 fn load_ferrys_chains() {
     let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/seed");
     let rules = ok(
